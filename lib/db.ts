@@ -1,0 +1,26 @@
+import pg from 'pg';
+
+export type Db = pg.Pool;
+
+export interface DbOptions {
+  /** How long one query may run; the ingress keeps this well inside AgentMail's 15 s window. */
+  queryTimeoutMs?: number;
+  /** How long to wait for a connection (a Postgres that is down must fail fast, not hang). */
+  connectTimeoutMs?: number;
+  max?: number;
+}
+
+export function createDb(databaseUrl: string, options: DbOptions = {}): Db {
+  const pool = new pg.Pool({
+    connectionString: databaseUrl,
+    max: options.max ?? 10,
+    connectionTimeoutMillis: options.connectTimeoutMs ?? 3_000,
+    query_timeout: options.queryTimeoutMs ?? 10_000,
+    statement_timeout: options.queryTimeoutMs ?? 10_000,
+    idleTimeoutMillis: 30_000,
+  });
+  // An idle client losing its connection (Postgres restarted) must not crash the process:
+  // the pool drops it and the next query reconnects.
+  pool.on('error', () => undefined);
+  return pool;
+}

@@ -1,0 +1,30 @@
+/**
+ * Operation keys: one per business effect, stable across retries, restarts and replays.
+ * Pure string functions (no hashing) so workflow code can derive them deterministically.
+ * A key is versioned only when the *intended* action changes (an approver edits the text:
+ * v2); a retry, a timeout or a restart never makes a new key.
+ */
+
+export const OperationKind = {
+  decision: 'decision',
+  draft: 'draft',
+  ticket: 'ticket',
+  reply: 'reply',
+} as const;
+export type OperationKind = (typeof OperationKind)[keyof typeof OperationKind];
+
+export interface MessageRef {
+  inboxId: string;
+  messageId: string;
+}
+
+/** `<inbox>/<message>/<kind>/v<version>`, as in DESIGN.md's key table. */
+export function operationKey(ref: MessageRef, kind: OperationKind, version = 1): string {
+  if (!Number.isInteger(version) || version < 1) throw new RangeError(`operation key version must be a positive integer, got ${version}`);
+  return `${ref.inboxId}/${ref.messageId}/${kind}/v${version}`;
+}
+
+export const decisionKey = (ref: MessageRef) => operationKey(ref, OperationKind.decision);
+export const draftKey = (ref: MessageRef) => operationKey(ref, OperationKind.draft);
+export const ticketKey = (ref: MessageRef) => operationKey(ref, OperationKind.ticket);
+export const replyKey = (ref: MessageRef, version = 1) => operationKey(ref, OperationKind.reply, version);
