@@ -1,0 +1,51 @@
+import type { AgentMailClient } from 'agentmail';
+import type { Db } from '../lib/db';
+import { addressHash } from '../lib/hashing';
+import { decisionKey, type MessageRef } from '../lib/keys';
+import { emailAddress, fetchMessage } from './mail';
+import { runOperation } from './operation-store/run-operation';
+import type { OperationStore } from './operation-store/store';
+import { replyRecipients, skipReason, type SkipReason } from './reply-policy';
+
+export interface ReplyDecision {
+  reply: boolean;
+  reason: SkipReason | null;
+  threadId: string;
+}
+
+export interface DecideDeps {
+  db: Db;
+  store: OperationStore;
+  agentmail: AgentMailClient;
+  ownAddresses: readonly string[];
+  replyBudgetPerSender: number;
+  leaseMs: number;
+}
+
+/**
+ * Decides whether a reply is owed, once, and records it: a replay sees the same decision
+ * even if the sender's budget has filled up since (the decision is an operation too).
+ */
+export async function decideReply(deps: DecideDeps, ref: MessageRef): Promise<ReplyDecision> {
+  const outcome = await runOperation<ReplyDecision>(
+    deps.store,
+    { key: decisionKey(ref), kind: 'decision', request: { inboxId: ref.inboxId, messageId: ref.messageId }, leaseMs: deps.leaseMs },
+    async () => {
+      const message = await fetchMessage(deps.agentmail, ref);
+      const ownAddresses = [ref.inboxId.toLowerCase(), ...deps.ownAddresses];
+      const reason = skipReason(message, { ownAddresses }) ?? (await budgetReason(deps, replyRecipients(message)));
+      return { reply: reason === null, reason, threadId: message.threadId };
+    },
+  );
+  return outcome.result;
+}
+
+async function budgetReason(deps: DecideDeps, recipients: string[]): Promise<SkipReason | null> {
+  const hashes = recipients.map((r) => addressHash(emailAddress(r)));
+  const counted = await deps.db.query<{ replies: string }>(
+    `SELECT count(*) AS replies FROM sent_replies
+      WHERE recipient_hash = ANY($1) AND sent_at > now() - interval '24 hours'`,
+    [hashes],
+  );
+  return Number(counted.rows[0]?.replies ?? 0) >= deps.replyBudgetPerSender ? 'sender-budget-exceeded' : null;
+}

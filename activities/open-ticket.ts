@@ -1,0 +1,29 @@
+import type { AgentMailClient } from 'agentmail';
+import { ticketKey, type MessageRef } from '../lib/keys';
+import { fetchMessage } from './mail';
+import { runOperation } from './operation-store/run-operation';
+import type { OperationStore } from './operation-store/store';
+import type { TicketProvider } from './tickets/ticket-provider';
+
+export interface TicketInput extends MessageRef {
+  threadId: string;
+  /** Why the ticket exists: answered by the agent, or skipped and why. Part of the request. */
+  note: string;
+}
+
+export interface TicketDeps {
+  store: OperationStore;
+  agentmail: AgentMailClient;
+  tickets: TicketProvider;
+  leaseMs: number;
+}
+
+export async function openTicket(deps: TicketDeps, input: TicketInput): Promise<{ ticketId: string; replayed: boolean }> {
+  const key = ticketKey(input);
+  const request = { inboxId: input.inboxId, messageId: input.messageId, threadId: input.threadId, note: input.note, provider: deps.tickets.name };
+  const outcome = await runOperation<{ ticketId: string }>(deps.store, { key, kind: 'ticket', request, leaseMs: deps.leaseMs }, async () => {
+    const message = await fetchMessage(deps.agentmail, input);
+    return deps.tickets.create({ ...input, externalId: key, subject: message.subject ?? '(no subject)' });
+  });
+  return { ticketId: outcome.result.ticketId, replayed: outcome.replayed };
+}

@@ -1,0 +1,44 @@
+/**
+ * The operation store's outcomes that are not "you own it, go ahead". Each carries a stable
+ * `name` so the activity layer can map it to a Temporal failure type a person can search for.
+ */
+export class OperationStoreError extends Error {
+  constructor(
+    message: string,
+    readonly operationKey: string,
+    options?: ErrorOptions,
+  ) {
+    super(message, options);
+  }
+}
+
+/** The key exists with a different request: a programming error. Never guess, never retry. */
+export class OperationConflictError extends OperationStoreError {
+  override name = 'OperationConflict';
+}
+
+/** Another attempt holds a live lease on the key: retry later. */
+export class OperationInProgressError extends OperationStoreError {
+  override name = 'OperationInProgress';
+  constructor(operationKey: string, readonly leaseUntil: Date | null) {
+    super(`operation ${operationKey} is in progress in another attempt (lease until ${leaseUntil?.toISOString() ?? 'unknown'})`, operationKey);
+  }
+}
+
+/** This attempt lost its lease (it was too slow and a newer attempt took over): its result is discarded. */
+export class LeaseLostError extends OperationStoreError {
+  override name = 'LeaseLost';
+}
+
+/** The effect failed terminally before; the failure is replayed. A new attempt needs a new key version. */
+export class OperationFailedError extends OperationStoreError {
+  override name = 'OperationFailed';
+  constructor(operationKey: string, readonly failure: StoredFailure) {
+    super(`operation ${operationKey} failed earlier: ${failure.type}: ${failure.message}`, operationKey);
+  }
+}
+
+export interface StoredFailure {
+  type: string;
+  message: string;
+}

@@ -1,0 +1,146 @@
+import type { Db } from '../../lib/db';
+import { OperationConflictError, OperationFailedError, OperationInProgressError, LeaseLostError, type StoredFailure } from './errors';
+
+/**
+ * The operation store: one row per business effect, claimed atomically, its result kept so
+ * that every retry, restart or replay returns the first outcome instead of repeating it.
+ * The claim protocol is DESIGN.md's; times come from Postgres (`now()`) so workers with
+ * skewed clocks agree on when a lease has expired.
+ */
+
+export const OperationStatus = { processing: 'processing', complete: 'complete', failed: 'failed' } as const;
+export type OperationStatus = (typeof OperationStatus)[keyof typeof OperationStatus];
+
+export interface OperationRow {
+  operation_key: string;
+  kind: string;
+  request_hash: string;
+  status: OperationStatus;
+  result: unknown;
+  error: StoredFailure | null;
+  owner_token: string | null;
+  lease_until: Date | null;
+  attempts: number;
+  first_attempt_at: Date;
+  created_at: Date;
+  updated_at: Date;
+}
+
+type OwnedRow = { attempts: number; age_ms: number };
+
+export interface ClaimRequest {
+  key: string;
+  kind: string;
+  requestHash: string;
+  /** Identifies this attempt; completing or failing the row requires it. */
+  ownerToken: string;
+  leaseMs: number;
+}
+
+export type Claim =
+  /**
+   * This attempt owns the effect. `resumed`: an earlier attempt started it and its outcome is
+   * unknown. `firstAttemptAgeMs` is measured by Postgres's clock, like the leases.
+   */
+  | { state: 'owned'; resumed: boolean; attempts: number; firstAttemptAgeMs: number }
+  /** The effect already happened: replay its result. */
+  | { state: 'complete'; result: unknown };
+
+export class OperationStore {
+  constructor(private readonly db: Db) {}
+
+  async claim(request: ClaimRequest): Promise<Claim> {
+    const { key, kind, requestHash, ownerToken, leaseMs } = request;
+    // 1. The first attempt anywhere inserts the row and owns the effect.
+    const inserted = await this.db.query<OwnedRow>(
+      `INSERT INTO operations (operation_key, kind, request_hash, status, owner_token, lease_until)
+       VALUES ($1, $2, $3, 'processing', $4, now() + $5 * interval '1 millisecond')
+       ON CONFLICT (operation_key) DO NOTHING
+       RETURNING attempts, 0::float8 AS age_ms`,
+      [key, kind, requestHash, ownerToken, leaseMs],
+    );
+    const fresh = inserted.rows[0];
+    if (fresh) return { state: 'owned', resumed: false, attempts: fresh.attempts, firstAttemptAgeMs: 0 };
+
+    // 5. A row still processing whose lease has expired (or is ours already) is taken over in
+    //    one conditional update, so two attempts racing for it cannot both win.
+    const taken = await this.db.query<OwnedRow>(
+      `UPDATE operations
+          SET owner_token = $3, lease_until = now() + $4 * interval '1 millisecond',
+              attempts = attempts + 1, updated_at = now()
+        WHERE operation_key = $1 AND request_hash = $2 AND status = 'processing'
+          AND (lease_until IS NULL OR lease_until <= now() OR owner_token = $3)
+        RETURNING attempts, (extract(epoch FROM now() - first_attempt_at) * 1000)::float8 AS age_ms`,
+      [key, requestHash, ownerToken, leaseMs],
+    );
+    const resumed = taken.rows[0];
+    if (resumed) return { state: 'owned', resumed: true, attempts: resumed.attempts, firstAttemptAgeMs: resumed.age_ms };
+
+    const existing = await this.get(key);
+    if (!existing) {
+      // Only a deletion (retention pruning) between our statements gets here; the retry starts over.
+      throw new OperationInProgressError(key, null);
+    }
+    // 2. Same key, different request: a programming error, never a guess.
+    if (existing.request_hash !== requestHash) {
+      throw new OperationConflictError(
+        `operation key ${key} was used before with a different ${existing.kind} request; ` +
+          'a changed intent needs a new key version (…/v2)',
+        key,
+      );
+    }
+    // 3. Done before: replay.
+    if (existing.status === OperationStatus.complete) return { state: 'complete', result: existing.result };
+    // 4. Failed terminally before: replay the failure.
+    if (existing.status === OperationStatus.failed && existing.error) throw new OperationFailedError(key, existing.error);
+    // 5. Someone else holds a live lease.
+    throw new OperationInProgressError(key, existing.lease_until);
+  }
+
+  async complete(key: string, ownerToken: string, result: unknown): Promise<void> {
+    const done = await this.db.query(
+      `UPDATE operations
+          SET status = 'complete', result = $3::jsonb, error = NULL, owner_token = NULL, lease_until = NULL, updated_at = now()
+        WHERE operation_key = $1 AND owner_token = $2 AND status = 'processing'`,
+      [key, ownerToken, JSON.stringify(result)],
+    );
+    if (done.rowCount !== 1) throw new LeaseLostError(`attempt ${ownerToken} lost its lease on ${key} before completing it`, key);
+  }
+
+  async fail(key: string, ownerToken: string, failure: StoredFailure): Promise<void> {
+    const done = await this.db.query(
+      `UPDATE operations
+          SET status = 'failed', error = $3::jsonb, owner_token = NULL, lease_until = NULL, updated_at = now()
+        WHERE operation_key = $1 AND owner_token = $2 AND status = 'processing'`,
+      [key, ownerToken, JSON.stringify(failure)],
+    );
+    if (done.rowCount !== 1) throw new LeaseLostError(`attempt ${ownerToken} lost its lease on ${key} before failing it`, key);
+  }
+
+  /**
+   * Ends this attempt's lease early after a retryable failure, so the next attempt can take
+   * over at once (and resume with the same provider key) instead of waiting for expiry.
+   */
+  async release(key: string, ownerToken: string): Promise<void> {
+    await this.db.query(
+      `UPDATE operations SET lease_until = now(), updated_at = now()
+        WHERE operation_key = $1 AND owner_token = $2 AND status = 'processing'`,
+      [key, ownerToken],
+    );
+  }
+
+  /** Extends a live lease; false when it was lost to another attempt. */
+  async renew(key: string, ownerToken: string, leaseMs: number): Promise<boolean> {
+    const renewed = await this.db.query(
+      `UPDATE operations SET lease_until = now() + $3 * interval '1 millisecond', updated_at = now()
+        WHERE operation_key = $1 AND owner_token = $2 AND status = 'processing'`,
+      [key, ownerToken, leaseMs],
+    );
+    return renewed.rowCount === 1;
+  }
+
+  async get(key: string): Promise<OperationRow | undefined> {
+    const found = await this.db.query<OperationRow>('SELECT * FROM operations WHERE operation_key = $1', [key]);
+    return found.rows[0];
+  }
+}

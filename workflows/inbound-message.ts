@@ -1,0 +1,100 @@
+import { ActivityFailure, ApplicationFailure, proxyActivities, setHandler, upsertSearchAttributes, type RetryPolicy } from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import { draftKey, replyKey, ticketKey, decisionKey } from '../lib/keys';
+import {
+  FailureType,
+  SearchAttributes,
+  operationsQuery,
+  type InboundMessageInput,
+  type InboundMessageResult,
+  type OperationView,
+  type ReplyStatus,
+} from './shared';
+
+/**
+ * One workflow per inbound message (its ID comes from inbox_id + message_id): decide whether a
+ * reply is owed, draft it, open a ticket, send it, label the message. Deterministic: every
+ * effect happens in an activity that claims its own operation key, and only IDs and keys pass
+ * through here, never bodies or drafted text (history is stored unencrypted).
+ */
+
+/** Only answers that prove a bug or a permanent refusal stop retrying; everything else backs off and retries. */
+const retry: RetryPolicy = {
+  initialInterval: '1 second',
+  backoffCoefficient: 2,
+  maximumInterval: '1 minute',
+  nonRetryableErrorTypes: Object.values(FailureType),
+};
+
+/** Reads and short effects against Postgres and AgentMail. */
+const { decideReply, openTicket, labelMessage } = proxyActivities<Activities>({
+  startToCloseTimeout: '1 minute',
+  retry,
+});
+
+/**
+ * Effects that may run long (a model call, a send): they heartbeat while they renew their
+ * lease, so a crashed worker is noticed after the heartbeat timeout, not the full minute.
+ */
+const { draftReply, sendReply } = proxyActivities<Activities>({
+  startToCloseTimeout: '2 minutes',
+  heartbeatTimeout: '20 seconds',
+  retry,
+});
+
+export async function inboundMessageWorkflow(input: InboundMessageInput): Promise<InboundMessageResult> {
+  const ref = { inboxId: input.inboxId, messageId: input.messageId };
+  const operations = new Map<string, OperationView>();
+  const track = (view: OperationView) => operations.set(view.key, view);
+  setHandler(operationsQuery, () => [...operations.values()]);
+
+  const setStatus = (status: ReplyStatus) => upsertSearchAttributes([{ key: SearchAttributes.ReplyStatus, value: status }]);
+
+  try {
+    setStatus('deciding');
+    track({ key: decisionKey(ref), kind: 'decision', status: 'pending' });
+    const decision = await decideReply(ref);
+    upsertSearchAttributes([{ key: SearchAttributes.ThreadId, value: decision.threadId }]);
+    track({ key: decisionKey(ref), kind: 'decision', status: 'complete', summary: decision.reply ? 'reply owed' : `skip: ${decision.reason}` });
+
+    if (!decision.reply) {
+      track({ key: draftKey(ref), kind: 'draft', status: 'skipped' });
+      track({ key: replyKey(ref), kind: 'reply', status: 'skipped' });
+      const ticket = await openTicket({ ...ref, threadId: decision.threadId, note: `not answered automatically: ${decision.reason}` });
+      track({ key: ticketKey(ref), kind: 'ticket', status: ticket.replayed ? 'replayed' : 'complete', summary: ticket.ticketId });
+      setStatus('skipped');
+      return { status: 'skipped', reason: decision.reason ?? 'unknown', ticketId: ticket.ticketId };
+    }
+
+    setStatus('drafting');
+    track({ key: draftKey(ref), kind: 'draft', status: 'pending' });
+    const draft = await draftReply(ref);
+    track({ key: draft.draftKey, kind: 'draft', status: draft.replayed ? 'replayed' : 'complete', summary: `${draft.characters} characters` });
+
+    track({ key: ticketKey(ref), kind: 'ticket', status: 'pending' });
+    const ticket = await openTicket({ ...ref, threadId: decision.threadId, note: 'answered by the support agent' });
+    track({ key: ticketKey(ref), kind: 'ticket', status: ticket.replayed ? 'replayed' : 'complete', summary: ticket.ticketId });
+
+    setStatus('sending');
+    const key = replyKey(ref);
+    track({ key, kind: 'reply', status: 'pending' });
+    const sent = await sendReply({ ...ref, draftKey: draft.draftKey, replyKey: key });
+    track({ key, kind: 'reply', status: sent.replayed ? 'replayed' : 'complete', summary: `${sent.reconciled ? 'reconciled ' : ''}${sent.messageId}` });
+
+    await labelMessage(ref);
+    setStatus('sent');
+    return { status: 'sent', replyMessageId: sent.messageId, replyThreadId: sent.threadId, ticketId: ticket.ticketId, replayed: sent.replayed };
+  } catch (error) {
+    setStatus('failed');
+    for (const view of operations.values()) {
+      if (view.status === 'pending') track({ ...view, status: 'failed', summary: failureSummary(error) });
+    }
+    throw error;
+  }
+}
+
+function failureSummary(error: unknown): string {
+  const cause = error instanceof ActivityFailure ? error.cause : error;
+  if (cause instanceof ApplicationFailure) return `${cause.type ?? 'Error'}: ${cause.message}`;
+  return error instanceof Error ? error.message : String(error);
+}

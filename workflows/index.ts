@@ -1,0 +1,2 @@
+// Every workflow the worker runs. Deterministic code only: no I/O, no clocks but Temporal's, no node:crypto.
+export { inboundMessageWorkflow } from './inbound-message';
