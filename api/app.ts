@@ -1,0 +1,55 @@
+import type { Client } from '@temporalio/client';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { Db } from '../lib/db';
+import type { Logger } from '../lib/logger';
+import { InboundEvents } from './inbound-events';
+import { webhookRoute } from './webhook/route';
+
+export interface AppOptions {
+  db: Db;
+  temporal: Client;
+  taskQueue: string;
+  webhookSecret: string;
+  deadlineMs: number;
+  bodyLimitBytes: number;
+  logger: Logger;
+}
+
+/** The ingress as a Fastify app: built by tests with `inject` or real HTTP, served by api/main.ts. */
+export function buildApp(options: AppOptions): FastifyInstance {
+  const app = Fastify({ loggerInstance: options.logger as FastifyBaseLogger, disableRequestLogging: true, bodyLimit: options.bodyLimitBytes });
+
+  app.get('/healthz', async () => ({ status: 'ok' }));
+
+  app.get('/readyz', async (_request, reply) => {
+    const deadline = new Date(Date.now() + options.deadlineMs);
+    const [postgres, temporal] = await Promise.allSettled([
+      options.db.query('SELECT 1'),
+      options.temporal.withDeadline(deadline, () => options.temporal.workflowService.getSystemInfo({})),
+    ]);
+    const checks = { postgres: postgres.status === 'fulfilled' ? 'ok' : 'unreachable', temporal: temporal.status === 'fulfilled' ? 'ok' : 'unreachable' };
+    const ready = postgres.status === 'fulfilled' && temporal.status === 'fulfilled';
+    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', checks });
+  });
+
+  app.register(webhookRoute, {
+    webhookSecret: options.webhookSecret,
+    temporal: options.temporal,
+    taskQueue: options.taskQueue,
+    events: new InboundEvents(options.db),
+    deadlineMs: options.deadlineMs,
+    bodyLimitBytes: options.bodyLimitBytes,
+  });
+
+  // 5xx details stay in the log: the sender only needs to know to retry.
+  app.setErrorHandler((error: { statusCode?: number; message: string }, request, reply) => {
+    const status = error.statusCode ?? 500;
+    if (status >= 500) {
+      request.log.error({ err: error, eventUrl: request.url }, 'request failed; the sender will retry');
+      return reply.code(500).send({ error: 'internal_error', message: 'Temporarily unable to accept the event; retry later.' });
+    }
+    return reply.code(status).send({ error: 'bad_request', message: error.message });
+  });
+
+  return app;
+}

@@ -1,0 +1,45 @@
+import { Client, Connection } from '@temporalio/client';
+import { ConfigError, loadApiConfig } from '../lib/config';
+import { createDb } from '../lib/db';
+import { createLogger } from '../lib/logger';
+import { buildApp } from './app';
+
+/**
+ * The ingress process. Temporal is connected lazily so the API comes up (and answers 500 and
+ * `/readyz` 503) while Temporal is down, letting the sender's retries carry the backlog.
+ */
+async function main(): Promise<void> {
+  const config = loadApiConfig();
+  const logger = createLogger('api', config.LOG_LEVEL);
+  const db = createDb(config.DATABASE_URL, { queryTimeoutMs: config.INGRESS_DEADLINE_MS, connectTimeoutMs: config.INGRESS_DEADLINE_MS });
+  const connection = Connection.lazy({ address: config.TEMPORAL_ADDRESS, connectTimeout: config.INGRESS_DEADLINE_MS });
+  const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+  const app = buildApp({
+    db,
+    temporal,
+    taskQueue: config.TEMPORAL_TASK_QUEUE,
+    webhookSecret: config.AGENTMAIL_WEBHOOK_SECRET,
+    deadlineMs: config.INGRESS_DEADLINE_MS,
+    bodyLimitBytes: config.WEBHOOK_BODY_LIMIT_BYTES,
+    logger,
+  });
+  app.addHook('onClose', async () => {
+    await connection.close();
+    await db.end();
+  });
+
+  const shutdown = (signal: string) => {
+    logger.info({ signal }, 'shutting down: finishing in-flight requests');
+    app.close().then(() => process.exit(0), () => process.exit(1));
+  };
+  process.once('SIGINT', () => shutdown('SIGINT'));
+  process.once('SIGTERM', () => shutdown('SIGTERM'));
+
+  const address = await app.listen({ port: config.PORT, host: config.HOST });
+  logger.info({ address, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TEMPORAL_TASK_QUEUE }, 'api listening');
+}
+
+main().catch((error: unknown) => {
+  console.error(error instanceof ConfigError ? error.message : error);
+  process.exit(1);
+});

@@ -1,0 +1,51 @@
+import { NativeConnection } from '@temporalio/worker';
+import { OfflineDrafter } from '../activities/drafting/offline-drafter';
+import { PostgresTickets } from '../activities/tickets/postgres-tickets';
+import { createAgentMailClient } from '../lib/agentmail';
+import { ConfigError, loadWorkerConfig } from '../lib/config';
+import { createDb } from '../lib/db';
+import { createLogger } from '../lib/logger';
+import { createReplyonceWorker } from './create-worker';
+
+/** The worker process: builds its clients, runs until SIGINT/SIGTERM, then closes them. */
+async function main(): Promise<void> {
+  const config = loadWorkerConfig();
+  const log = createLogger('worker', config.LOG_LEVEL);
+  const db = createDb(config.DATABASE_URL);
+  const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS }).catch((error: unknown) => {
+    throw new Error(`cannot reach Temporal at TEMPORAL_ADDRESS=${config.TEMPORAL_ADDRESS}: ${String(error)}. Is the server running?`);
+  });
+  try {
+    await db.query('SELECT 1').catch((error: unknown) => {
+      throw new Error(`cannot reach Postgres at DATABASE_URL: ${String(error)}. Is it running, and migrated (npm run db:migrate)?`);
+    });
+    const worker = await createReplyonceWorker({
+      connection,
+      namespace: config.TEMPORAL_NAMESPACE,
+      taskQueue: config.TEMPORAL_TASK_QUEUE,
+      workflowBundlePath: process.env.REPLYONCE_WORKFLOW_BUNDLE,
+      maxConcurrentActivityTaskExecutions: config.WORKER_MAX_CONCURRENT_ACTIVITIES,
+      deps: {
+        db,
+        agentmail: createAgentMailClient({ apiKey: config.AGENTMAIL_API_KEY, baseUrl: config.AGENTMAIL_BASE_URL }),
+        drafter: new OfflineDrafter(),
+        tickets: new PostgresTickets(db),
+        ownAddresses: config.REPLYONCE_OWN_ADDRESSES,
+        replyBudgetPerSender: config.REPLY_BUDGET_PER_SENDER,
+        reconcileAfterMs: config.SEND_RECONCILE_AFTER_MS,
+        leaseMs: config.OPERATION_LEASE_MS,
+      },
+    });
+    log.info({ namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TEMPORAL_TASK_QUEUE, agentmail: config.AGENTMAIL_BASE_URL ?? 'production' }, 'worker polling');
+    await worker.run(); // returns after SIGINT/SIGTERM, once in-flight tasks have finished
+    log.info('worker stopped');
+  } finally {
+    await connection.close();
+    await db.end();
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error instanceof ConfigError ? error.message : error);
+  process.exit(1);
+});
