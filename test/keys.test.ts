@@ -1,0 +1,38 @@
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { canonicalJson, inboundWorkflowId, providerIdempotencyKey, requestHash } from '../lib/hashing';
+import { draftKey, operationKey, replyKey, ticketKey } from '../lib/keys';
+
+const ref = { inboxId: 'support@example.com', messageId: '<abc.123@mail.example.com>' };
+
+test('operation keys name the inbox, the message, the effect and its version', () => {
+  assert.equal(draftKey(ref), 'support@example.com/<abc.123@mail.example.com>/draft/v1');
+  assert.equal(ticketKey(ref), 'support@example.com/<abc.123@mail.example.com>/ticket/v1');
+  assert.equal(replyKey(ref), 'support@example.com/<abc.123@mail.example.com>/reply/v1');
+  assert.equal(replyKey(ref, 2), 'support@example.com/<abc.123@mail.example.com>/reply/v2');
+  assert.throws(() => operationKey(ref, 'reply', 0), RangeError);
+});
+
+test('the workflow id is stable per (inbox, message), differs across inboxes, and hides the raw ids', () => {
+  const id = inboundWorkflowId(ref);
+  assert.equal(id, inboundWorkflowId({ ...ref }));
+  assert.match(id, /^inbound-message-[0-9a-f]{40}$/);
+  assert.notEqual(id, inboundWorkflowId({ ...ref, inboxId: 'sales@example.com' }));
+  assert.ok(!id.includes('example.com'));
+  // The two parts cannot be shifted into each other.
+  assert.notEqual(inboundWorkflowId({ inboxId: 'a/b', messageId: 'c' }), inboundWorkflowId({ inboxId: 'a', messageId: 'b/c' }));
+});
+
+test('the provider idempotency key is derived from the operation key, prefixed, and fits AgentMail limits', () => {
+  const key = providerIdempotencyKey(replyKey(ref));
+  assert.equal(key, providerIdempotencyKey(replyKey(ref)));
+  assert.notEqual(key, providerIdempotencyKey(replyKey(ref, 2)));
+  assert.match(key, /^replyonce-[0-9a-f]{64}$/);
+  assert.ok(key.length <= 256);
+});
+
+test('request hashes ignore key order but see every value', () => {
+  assert.equal(canonicalJson({ b: 1, a: { d: 2, c: 3 } }), '{"a":{"c":3,"d":2},"b":1}');
+  assert.equal(requestHash({ to: ['x'], text: 'hi' }), requestHash({ text: 'hi', to: ['x'] }));
+  assert.notEqual(requestHash({ to: ['x'], text: 'hi' }), requestHash({ to: ['x'], text: 'hi!' }));
+});
