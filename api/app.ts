@@ -17,7 +17,7 @@ export interface AppOptions {
 
 /** The ingress as a Fastify app: built by tests with `inject` or real HTTP, served by api/main.ts. */
 export function buildApp(options: AppOptions): FastifyInstance {
-  const app = Fastify({ loggerInstance: options.logger as FastifyBaseLogger, disableRequestLogging: true, bodyLimit: options.bodyLimitBytes });
+  const app = Fastify({ loggerInstance: options.logger as FastifyBaseLogger, bodyLimit: options.bodyLimitBytes });
 
   app.get('/healthz', async () => ({ status: 'ok' }));
 

@@ -1,0 +1,226 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
+import { inboundWorkflowId } from '../lib/hashing';
+import { INBOUND_MESSAGE_WORKFLOW, operationsQuery, type InboundMessageResult } from '../workflows/shared';
+import { Harness } from './support/harness';
+import { signedHeaders } from './support/signing';
+import { eventually } from './support/temporal';
+
+// The whole path on real parts: the sandbox delivers a Svix-signed webhook over HTTP to the
+// ingress, which starts the workflow on the real Temporal server; the worker's activities talk
+// to the sandbox through the real agentmail SDK and to the real Postgres.
+let h: Harness;
+before(async () => {
+  h = await Harness.start({ ownAddresses: ['agent@ours.example'] });
+});
+after(() => h.close());
+
+// A sender per message: the per-sender reply budget is shared by every test on this database.
+const customerMail = (inboxId: string, extra: Record<string, unknown> = {}) => ({
+  inbox_id: inboxId,
+  from: `Ada Lovelace <ada-${randomUUID().slice(0, 8)}@customer.example>`,
+  subject: 'Where is my order?',
+  text: 'I ordered a difference engine last week. Where is it?',
+  ...extra,
+});
+
+async function eventRows(eventId: string) {
+  return (await h.db.query('SELECT outcome, workflow_id FROM inbound_events WHERE event_id = $1', [eventId])).rows;
+}
+
+describe('one message, end to end', () => {
+  test('a signed webhook → the workflow completes → one reply with the drafted text, one ticket, labels, the event recorded', async () => {
+    // Prepare
+    const inboxId = h.newInbox();
+    // Act
+    const inbound = await h.sandbox.inbound(customerMail(inboxId));
+    const ref = { inboxId, messageId: inbound.message.message_id };
+    const result = await eventuallyResult(ref);
+    const sender = inbound.message.from;
+    // Assess
+    assert.equal(result.status, 'sent');
+    const outbox = await h.sandbox.outbox({ inbox_id: inboxId });
+    assert.equal(outbox.length, 1);
+    const reply = outbox[0]!.message;
+    assert.equal(reply.in_reply_to, ref.messageId);
+    assert.deepEqual(reply.to, [sender]);
+    assert.equal(reply.headers?.['Auto-Submitted'], 'auto-replied');
+    assert.match(reply.text ?? '', /Thank you for writing to us about "Where is my order\?"/);
+    assert.equal(result.status === 'sent' && result.replyMessageId, reply.message_id);
+    assert.match(outbox[0]!.idempotency_key ?? '', /^replyonce-[0-9a-f]{64}$/);
+
+    const stored = await h.db.query(`SELECT result->>'text' AS text FROM operations WHERE operation_key = $1`, [`${inboxId}/${ref.messageId}/draft/v1`]);
+    assert.equal(stored.rows[0]?.text, reply.text, 'the email carries exactly the stored draft');
+
+    const tickets = await h.ticketsFor(ref);
+    assert.equal(tickets.length, 1);
+    assert.equal(result.status === 'sent' && result.ticketId, tickets[0]!.ticket_id);
+
+    const message = await h.agentmail.inboxes.messages.get(inboxId, ref.messageId);
+    assert.ok(message.labels.includes('replied'));
+    assert.ok(!message.labels.includes('unread'));
+
+    assert.deepEqual(await eventRows(inbound.event_id), [{ outcome: 'queued', workflow_id: inboundWorkflowId(ref) }]);
+    assert.equal(h.drafter.callsFor(ref), 1);
+  });
+
+  test('history holds ids and keys, not the email body or the drafted text; the query lists every operation', async () => {
+    const inboxId = h.newInbox();
+    const inbound = await h.sandbox.inbound(customerMail(inboxId, { text: 'SECRET-BODY-MARKER please help' }));
+    const ref = { inboxId, messageId: inbound.message.message_id };
+    await eventuallyResult(ref);
+    const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
+    const history = JSON.stringify(await handle.fetchHistory());
+    assert.ok(!history.includes('SECRET-BODY-MARKER'));
+    assert.ok(!history.includes('Thank you for writing'));
+    assert.ok(!history.includes(inbound.message.from.replace(/^.*</, '').replace('>', '')));
+    const operations = await handle.query(operationsQuery);
+    assert.deepEqual(
+      operations.map((o) => [o.kind, o.status]),
+      [['decision', 'complete'], ['draft', 'complete'], ['ticket', 'complete'], ['reply', 'complete']],
+    );
+    const description = await handle.describe();
+    assert.deepEqual(description.searchAttributes.ReplyStatus, ['sent']);
+    assert.deepEqual(description.searchAttributes.ThreadId, [inbound.message.thread_id]);
+  });
+});
+
+describe('duplicates', () => {
+  test('the same delivery twice in sequence and 20 times at once → all 2xx, one workflow, one reply, one ticket, one model call', async () => {
+    const inboxId = h.newInbox();
+    const inbound = await h.sandbox.inbound({ ...customerMail(inboxId), deliver: false });
+    const ref = { inboxId, messageId: inbound.message.message_id };
+    const body = JSON.stringify({ type: 'event', event_type: 'message.received', event_id: inbound.event_id, message: inbound.message, thread: inbound.thread });
+    const deliver = () => fetch(`${h.apiUrl}/webhooks/agentmail`, { method: 'POST', body, headers: signedHeaders(h.webhookSecret, body) }).then((r) => r.status);
+
+    const sequential = [await deliver(), await deliver()];
+    const concurrent = await Promise.all(Array.from({ length: 20 }, deliver));
+    assert.deepEqual([...sequential, ...concurrent], Array(22).fill(204));
+
+    await h.workflowResult(ref);
+    let runs = 0;
+    for await (const _ of h.client.workflow.list({ query: `WorkflowId = '${inboundWorkflowId(ref)}'` })) runs += 1;
+    assert.equal(runs, 1);
+    assert.equal((await h.sandbox.outbox({ inbox_id: inboxId })).length, 1);
+    assert.equal((await h.ticketsFor(ref)).length, 1);
+    assert.equal(h.drafter.callsFor(ref), 1);
+  });
+
+  test('one email delivered to three inboxes (same message_id) → three workflows, three replies', async () => {
+    const messageId = `<${randomUUID()}@customer.example>`;
+    const inboxes = [h.newInbox('sales'), h.newInbox('support'), h.newInbox('billing')];
+    for (const inboxId of inboxes) await h.sandbox.inbound(customerMail(inboxId, { message_id: messageId }));
+    const results = await Promise.all(inboxes.map((inboxId) => eventuallyResult({ inboxId, messageId })));
+    assert.deepEqual(results.map((r) => r.status), ['sent', 'sent', 'sent']);
+    for (const inboxId of inboxes) assert.equal((await h.sandbox.outbox({ inbox_id: inboxId })).length, 1);
+  });
+
+  test('two distinct messages with identical bodies → two replies', async () => {
+    const inboxId = h.newInbox();
+    const first = await h.sandbox.inbound(customerMail(inboxId));
+    const second = await h.sandbox.inbound(customerMail(inboxId));
+    await eventuallyResult({ inboxId, messageId: first.message.message_id });
+    await eventuallyResult({ inboxId, messageId: second.message.message_id });
+    const outbox = await h.sandbox.outbox({ inbox_id: inboxId });
+    assert.deepEqual(outbox.map((e) => e.message.in_reply_to).sort(), [first.message.message_id, second.message.message_id].sort());
+  });
+
+  test('an operator starting the workflow by hand for an answered message gets no second reply', async () => {
+    const inboxId = h.newInbox();
+    const inbound = await h.sandbox.inbound(customerMail(inboxId));
+    const ref = { inboxId, messageId: inbound.message.message_id };
+    const first = await eventuallyResult(ref);
+    assert.equal(first.status, 'sent');
+
+    // With the usual id, as `temporal workflow start --workflow-id …` would: refused, the run completed.
+    await assert.rejects(
+      h.client.workflow.start(INBOUND_MESSAGE_WORKFLOW, { workflowId: inboundWorkflowId(ref), taskQueue: h.taskQueue, args: [ref], workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY' }),
+      WorkflowExecutionAlreadyStartedError,
+    );
+    // Under another id (as after the old execution left Temporal's retention): the operation
+    // store replays the draft, ticket and reply; nothing is sent or drafted again.
+    const replay = await h.client.workflow.execute(INBOUND_MESSAGE_WORKFLOW, { workflowId: `manual-${randomUUID()}`, taskQueue: h.taskQueue, args: [ref] });
+    assert.equal(replay.status, 'sent');
+    assert.equal(replay.status === 'sent' && replay.replayed, true);
+    assert.equal(replay.status === 'sent' && first.status === 'sent' && replay.replyMessageId, first.replyMessageId);
+    assert.equal((await h.sandbox.outbox({ inbox_id: inboxId })).length, 1);
+    assert.equal((await h.ticketsFor(ref)).length, 1);
+    assert.equal(h.drafter.callsFor(ref), 1);
+  });
+});
+
+describe('loop safety', () => {
+  const skipCases: Array<[string, Record<string, unknown>, string]> = [
+    ['an Auto-Submitted: auto-replied message', { headers: { 'Auto-Submitted': 'auto-replied' } }, 'auto-submitted'],
+    ['a message from one of our own inboxes', { from: 'Our Agent <agent@ours.example>' }, 'from-own-inbox'],
+    ['a mailing-list message', { headers: { 'List-Id': '<announce.lists.example>' } }, 'mailing-list'],
+    ['bulk mail', { headers: { Precedence: 'bulk' } }, 'bulk-precedence'],
+    ['a bounce from a mailer-daemon', { from: 'MAILER-DAEMON@mx.customer.example' }, 'robot-sender'],
+  ];
+  for (const [name, fields, reason] of skipCases) {
+    test(`${name} gets no reply; the workflow ends skipped (${reason}) with a ticket`, async () => {
+      const inboxId = h.newInbox();
+      const inbound = await h.sandbox.inbound(customerMail(inboxId, fields));
+      const ref = { inboxId, messageId: inbound.message.message_id };
+      const result = await eventuallyResult(ref);
+      assert.deepEqual({ ...result, ticketId: null }, { status: 'skipped', reason, ticketId: null });
+      assert.equal((await h.sandbox.outbox({ inbox_id: inboxId })).length, 0);
+      assert.equal(h.drafter.callsFor(ref), 0);
+      assert.equal((await h.ticketsFor(ref)).length, 1);
+      const description = await h.client.workflow.getHandle(inboundWorkflowId(ref)).describe();
+      assert.deepEqual(description.searchAttributes.ReplyStatus, ['skipped']);
+    });
+  }
+
+  test('a normal message from the same sender as a skipped one is answered', async () => {
+    const inboxId = h.newInbox();
+    const robot = await h.sandbox.inbound(customerMail(inboxId, { headers: { 'Auto-Submitted': 'auto-generated' } }));
+    const human = await h.sandbox.inbound(customerMail(inboxId, { from: robot.message.from }));
+    assert.equal((await eventuallyResult({ inboxId, messageId: robot.message.message_id })).status, 'skipped');
+    assert.equal((await eventuallyResult({ inboxId, messageId: human.message.message_id })).status, 'sent');
+  });
+
+  test('two agents cannot answer each other forever: our own reply, arriving back as inbound mail, is not answered', async () => {
+    const inboxId = h.newInbox();
+    const customer = await h.sandbox.inbound(customerMail(inboxId));
+    await eventuallyResult({ inboxId, messageId: customer.message.message_id });
+    const [ours] = await h.sandbox.outbox({ inbox_id: inboxId });
+    // Another agent's inbox receives our reply; it carries our Auto-Submitted header.
+    const otherAgent = h.newInbox('other-agent');
+    const echoed = await h.sandbox.inbound({ inbox_id: otherAgent, from: inboxId, subject: ours!.message.subject ?? '', text: ours!.message.text ?? '', headers: ours!.message.headers ?? {} });
+    const result = await eventuallyResult({ inboxId: otherAgent, messageId: echoed.message.message_id });
+    assert.equal(result.status, 'skipped');
+  });
+
+  test('past the per-sender budget, further messages from that sender are not answered', async () => {
+    const budgeted = await Harness.start({ replyBudgetPerSender: 2 });
+    try {
+      const inboxId = budgeted.newInbox();
+      const from = `budget-${randomUUID().slice(0, 8)}@customer.example`;
+      const results: InboundMessageResult[] = [];
+      for (let i = 0; i < 3; i += 1) {
+        const inbound = await budgeted.sandbox.inbound({ ...customerMail(inboxId), from });
+        results.push(await eventuallyResultOn(budgeted, { inboxId, messageId: inbound.message.message_id }));
+      }
+      assert.deepEqual(results.map((r) => r.status), ['sent', 'sent', 'skipped']);
+      assert.equal(results[2]!.status === 'skipped' && results[2]!.reason, 'sender-budget-exceeded');
+    } finally {
+      await budgeted.close();
+    }
+  });
+});
+
+/** The sandbox delivers the webhook asynchronously: wait for the workflow to exist, then for its result. */
+function eventuallyResult(ref: { inboxId: string; messageId: string }): Promise<InboundMessageResult> {
+  return eventuallyResultOn(h, ref);
+}
+
+async function eventuallyResultOn(harness: Harness, ref: { inboxId: string; messageId: string }): Promise<InboundMessageResult> {
+  await eventually(
+    async () => ((await harness.db.query('SELECT 1 FROM inbound_events WHERE workflow_id = $1', [inboundWorkflowId(ref)])).rowCount ? true : undefined),
+    `the webhook for ${ref.messageId} to reach the ingress`,
+  );
+  return harness.workflowResult(ref);
+}

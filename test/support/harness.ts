@@ -1,0 +1,149 @@
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import type { Client, Connection } from '@temporalio/client';
+import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
+import type { FastifyInstance } from 'fastify';
+import type { Drafter, DraftRequest } from '../../activities/drafting/drafter';
+import { OfflineDrafter } from '../../activities/drafting/offline-drafter';
+import { PostgresTickets } from '../../activities/tickets/postgres-tickets';
+import { buildApp } from '../../api/app';
+import { createAgentMailClient, type AgentMailClient } from '../../lib/agentmail';
+import { createDb, type Db } from '../../lib/db';
+import { inboundWorkflowId } from '../../lib/hashing';
+import type { MessageRef } from '../../lib/keys';
+import { createLogger } from '../../lib/logger';
+import { buildSandbox } from '../../sandbox/app';
+import { SandboxControl } from '../../sandbox/control-client';
+import type { InboundMessageResult } from '../../workflows/shared';
+import { createReplyonceWorker } from '../../worker/create-worker';
+import { testEnv } from './env';
+import { newWebhookSecret } from './signing';
+import { connectClient } from './temporal';
+
+/** Counts drafter calls per message: "one model call per message" is asserted on this. */
+export class CountingDrafter implements Drafter {
+  readonly name = 'offline';
+  private readonly inner = new OfflineDrafter();
+  private readonly counts = new Map<string, number>();
+
+  async draft(request: DraftRequest): Promise<string> {
+    const key = `${request.inboxId}/${request.messageId}`;
+    this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
+    return this.inner.draft(request);
+  }
+
+  callsFor(ref: MessageRef): number {
+    return this.counts.get(`${ref.inboxId}/${ref.messageId}`) ?? 0;
+  }
+}
+
+export interface HarnessOptions {
+  ownAddresses?: string[];
+  replyBudgetPerSender?: number;
+  reconcileAfterMs?: number;
+  leaseMs?: number;
+}
+
+/**
+ * The whole path in one test process, on real parts: the sandbox (AgentMail's contract over
+ * real HTTP), the ingress on a real port, a worker on its own task queue, the suite's real
+ * Temporal server and Postgres. The sandbox delivers signed webhooks to the ingress.
+ */
+export class Harness {
+  readonly inboxDomain = 'sandbox.agentmail.local';
+
+  private constructor(
+    readonly sandbox: SandboxControl,
+    readonly sandboxUrl: string,
+    readonly apiUrl: string,
+    readonly webhookSecret: string,
+    readonly apiKey: string,
+    readonly client: Client,
+    readonly db: Db,
+    readonly agentmail: AgentMailClient,
+    readonly drafter: CountingDrafter,
+    readonly taskQueue: string,
+    private readonly closers: Array<() => Promise<unknown>>,
+  ) {}
+
+  static async start(options: HarnessOptions = {}): Promise<Harness> {
+    installQuietRuntime();
+    const closers: Array<() => Promise<unknown>> = [];
+    const webhookSecret = newWebhookSecret();
+    const apiKey = `am_test_${randomUUID()}`;
+    const taskQueue = `test-${randomUUID()}`;
+    const db = createDb(testEnv.databaseUrl);
+    closers.unshift(() => db.end());
+
+    const sandbox = buildSandbox({ apiKey, webhookSecret, retryScheduleMs: [0, 200, 500, 1000, 2000] });
+    const sandboxUrl = await listen(sandbox.app);
+    closers.unshift(() => sandbox.app.close());
+
+    const { client, connection } = await connectClient();
+    closers.unshift(() => (connection as Connection).close());
+    const api = buildApp({ db, temporal: client, taskQueue, webhookSecret, deadlineMs: 5_000, bodyLimitBytes: 1_048_576, logger: createLogger('test-api', process.env.TEST_LOG_LEVEL ?? 'silent') });
+    const apiUrl = await listen(api);
+    closers.unshift(() => api.close());
+
+    const control = new SandboxControl(sandboxUrl);
+    await control.setWebhook({ url: `${apiUrl}/webhooks/agentmail` });
+
+    const agentmail = createAgentMailClient({ apiKey, baseUrl: sandboxUrl, timeoutSeconds: 5 });
+    const drafter = new CountingDrafter();
+    const workerConnection = await NativeConnection.connect({ address: testEnv.temporalAddress });
+    const worker: Worker = await createReplyonceWorker({
+      connection: workerConnection,
+      namespace: testEnv.namespace,
+      taskQueue,
+      workflowBundlePath: testEnv.workflowBundle,
+      deps: {
+        db,
+        agentmail,
+        drafter,
+        tickets: new PostgresTickets(db),
+        ownAddresses: options.ownAddresses ?? [],
+        replyBudgetPerSender: options.replyBudgetPerSender ?? 5,
+        reconcileAfterMs: options.reconcileAfterMs ?? 23 * 60 * 60 * 1000,
+        leaseMs: options.leaseMs ?? 5_000,
+      },
+    });
+    const running = worker.run();
+    closers.unshift(async () => {
+      worker.shutdown();
+      await running;
+      await workerConnection.close();
+    });
+    return new Harness(control, sandboxUrl, apiUrl, webhookSecret, apiKey, client, db, agentmail, drafter, taskQueue, closers);
+  }
+
+  /** A fresh inbox per test keeps tests apart on the shared sandbox, Temporal and Postgres. */
+  newInbox(name = 'support'): string {
+    return `${name}-${randomUUID().slice(0, 8)}@${this.inboxDomain}`;
+  }
+
+  workflowResult(ref: MessageRef): Promise<InboundMessageResult> {
+    return this.client.workflow.getHandle(inboundWorkflowId(ref)).result();
+  }
+
+  async ticketsFor(ref: MessageRef): Promise<Array<{ ticket_id: string; note: string }>> {
+    return (await this.db.query('SELECT ticket_id, note FROM tickets WHERE inbox_id = $1 AND message_id = $2', [ref.inboxId, ref.messageId])).rows;
+  }
+
+  async close(): Promise<void> {
+    for (const close of this.closers) await close().catch(() => undefined);
+  }
+}
+
+let runtimeInstalled = false;
+/** The SDK's worker logs (state changes, pollers) drown test output; warnings still show. */
+function installQuietRuntime(): void {
+  if (runtimeInstalled) return;
+  runtimeInstalled = true;
+  Runtime.install({ logger: new DefaultLogger((process.env.TEST_LOG_LEVEL?.toUpperCase() as 'WARN' | undefined) ?? 'WARN') });
+}
+
+async function listen(app: FastifyInstance): Promise<string> {
+  await app.listen({ port: 0, host: '127.0.0.1' });
+  const { port } = app.server.address() as AddressInfo;
+  return `http://127.0.0.1:${port}`;
+}
