@@ -11,6 +11,8 @@ export interface ReplyDecision {
   reply: boolean;
   reason: SkipReason | null;
   threadId: string;
+  /** Whether the message gets a ticket (always when answered; when skipped, as configured). */
+  ticket: boolean;
 }
 
 export interface DecideDeps {
@@ -19,6 +21,7 @@ export interface DecideDeps {
   agentmail: AgentMailClient;
   ownAddresses: readonly string[];
   replyBudgetPerSender: number;
+  ticketForSkipped: boolean;
   leaseMs: number;
 }
 
@@ -34,7 +37,7 @@ export async function decideReply(deps: DecideDeps, ref: MessageRef): Promise<Re
       const message = await fetchMessage(deps.agentmail, ref);
       const ownAddresses = [ref.inboxId.toLowerCase(), ...deps.ownAddresses];
       const reason = skipReason(message, { ownAddresses }) ?? (await budgetReason(deps, replyRecipients(message)));
-      return { reply: reason === null, reason, threadId: message.threadId };
+      return { reply: reason === null, reason, threadId: message.threadId, ticket: reason === null || deps.ticketForSkipped };
     },
   );
   return outcome.result;

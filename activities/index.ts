@@ -17,6 +17,7 @@ export interface ActivityDeps {
   tickets: TicketProvider;
   ownAddresses: readonly string[];
   replyBudgetPerSender: number;
+  ticketForSkipped: boolean;
   reconcileAfterMs: number;
   /**
    * How long a claim stays exclusive without renewal. Renewed every third of it while the

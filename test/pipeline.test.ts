@@ -194,8 +194,8 @@ describe('loop safety', () => {
     assert.equal(result.status, 'skipped');
   });
 
-  test('past the per-sender budget, further messages from that sender are not answered', async () => {
-    const budgeted = await Harness.start({ replyBudgetPerSender: 2 });
+  test('past the per-sender budget, further messages from that sender are not answered (and, so configured, get no ticket)', async () => {
+    const budgeted = await Harness.start({ replyBudgetPerSender: 2, ticketForSkipped: false });
     try {
       const inboxId = budgeted.newInbox();
       const from = `budget-${randomUUID().slice(0, 8)}@customer.example`;
@@ -205,7 +205,8 @@ describe('loop safety', () => {
         results.push(await eventuallyResultOn(budgeted, { inboxId, messageId: inbound.message.message_id }));
       }
       assert.deepEqual(results.map((r) => r.status), ['sent', 'sent', 'skipped']);
-      assert.equal(results[2]!.status === 'skipped' && results[2]!.reason, 'sender-budget-exceeded');
+      assert.deepEqual(results[2], { status: 'skipped', reason: 'sender-budget-exceeded', ticketId: null });
+      assert.equal((await budgeted.db.query('SELECT 1 FROM tickets WHERE inbox_id = $1', [inboxId])).rowCount, 2);
     } finally {
       await budgeted.close();
     }

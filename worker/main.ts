@@ -32,6 +32,7 @@ async function main(): Promise<void> {
         tickets: new PostgresTickets(db),
         ownAddresses: config.REPLYONCE_OWN_ADDRESSES,
         replyBudgetPerSender: config.REPLY_BUDGET_PER_SENDER,
+        ticketForSkipped: config.TICKET_FOR_SKIPPED,
         reconcileAfterMs: config.SEND_RECONCILE_AFTER_MS,
         leaseMs: config.OPERATION_LEASE_MS,
       },

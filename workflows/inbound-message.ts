@@ -60,10 +60,14 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     if (!decision.reply) {
       track({ key: draftKey(ref), kind: 'draft', status: 'skipped' });
       track({ key: replyKey(ref), kind: 'reply', status: 'skipped' });
-      const ticket = await openTicket({ ...ref, threadId: decision.threadId, note: `not answered automatically: ${decision.reason}` });
-      track({ key: ticketKey(ref), kind: 'ticket', status: ticket.replayed ? 'replayed' : 'complete', summary: ticket.ticketId });
+      let ticketId: string | null = null;
+      if (decision.ticket) {
+        const ticket = await openTicket({ ...ref, threadId: decision.threadId, note: `not answered automatically: ${decision.reason}` });
+        track({ key: ticketKey(ref), kind: 'ticket', status: ticket.replayed ? 'replayed' : 'complete', summary: ticket.ticketId });
+        ticketId = ticket.ticketId;
+      }
       setStatus('skipped');
-      return { status: 'skipped', reason: decision.reason ?? 'unknown', ticketId: ticket.ticketId };
+      return { status: 'skipped', reason: decision.reason ?? 'unknown', ticketId };
     }
 
     setStatus('drafting');

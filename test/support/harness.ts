@@ -40,6 +40,7 @@ export class CountingDrafter implements Drafter {
 export interface HarnessOptions {
   ownAddresses?: string[];
   replyBudgetPerSender?: number;
+  ticketForSkipped?: boolean;
   reconcileAfterMs?: number;
   leaseMs?: number;
 }
@@ -103,6 +104,7 @@ export class Harness {
         tickets: new PostgresTickets(db),
         ownAddresses: options.ownAddresses ?? [],
         replyBudgetPerSender: options.replyBudgetPerSender ?? 5,
+        ticketForSkipped: options.ticketForSkipped ?? true,
         reconcileAfterMs: options.reconcileAfterMs ?? 23 * 60 * 60 * 1000,
         leaseMs: options.leaseMs ?? 5_000,
       },
