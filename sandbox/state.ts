@@ -1,0 +1,43 @@
+import { VirtualClock } from './clock';
+import { DraftStore } from './drafts';
+import { Faults } from './faults';
+import { IdempotencyStore } from './idempotency';
+import { Mailbox } from './mailbox';
+import type { WebhookDispatcher } from './webhooks';
+
+/** Everything the sandbox remembers, in one place so reset and the counts stay complete. */
+export class SandboxState {
+  readonly clock = new VirtualClock();
+  readonly mailbox = new Mailbox(this.clock);
+  readonly drafts = new DraftStore(this.clock);
+  readonly idempotency = new IdempotencyStore(this.clock);
+  readonly faults = new Faults();
+
+  constructor(readonly webhooks: WebhookDispatcher) {}
+
+  /** Back to a fresh start: the webhook endpoint returns to its configured URL, enabled. */
+  reset(): void {
+    this.clock.reset();
+    this.mailbox.reset();
+    this.drafts.reset();
+    this.idempotency.reset();
+    this.faults.clear();
+    this.webhooks.reset();
+  }
+
+  counts() {
+    const { inboxes, messages, sent } = this.mailbox.counts();
+    return {
+      inboxes,
+      messages,
+      sent,
+      drafts: this.drafts.size,
+      idempotency_keys: this.idempotency.size,
+      events: this.webhooks.listEvents().length,
+      deliveries: this.webhooks.attempts.length,
+      faults: this.faults.list().length,
+      clock: { now: this.clock.iso(), offset_ms: this.clock.offsetMs },
+      webhook: { url: this.webhooks.endpoint.url, enabled: this.webhooks.endpoint.enabled },
+    };
+  }
+}
