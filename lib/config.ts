@@ -64,7 +64,7 @@ const workerSchema = z.object({
    * How long an operation claim stays exclusive without renewal (renewed every third of it).
    * After a worker crash the next attempt waits at most this long before taking the effect over.
    */
-  OPERATION_LEASE_MS: z.coerce.number().int().min(1_000).default(30_000),
+  OPERATION_LEASE_MS: z.coerce.number().int().min(1_000).default(15_000),
   WORKER_MAX_CONCURRENT_ACTIVITIES: z.coerce.number().int().min(1).default(50),
 });
 

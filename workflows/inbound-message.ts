@@ -26,19 +26,20 @@ const retry: RetryPolicy = {
   nonRetryableErrorTypes: Object.values(FailureType),
 };
 
-/** Reads and short effects against Postgres and AgentMail. */
-const { decideReply, openTicket, labelMessage } = proxyActivities<Activities>({
-  startToCloseTimeout: '1 minute',
+/**
+ * The effects behind operation keys. They heartbeat while they hold their lease, so a crashed
+ * worker is noticed after the heartbeat timeout instead of the whole start-to-close timeout,
+ * and the retry takes the effect over once the lease has run out.
+ */
+const { decideReply, draftReply, openTicket, sendReply } = proxyActivities<Activities>({
+  startToCloseTimeout: '2 minutes',
+  heartbeatTimeout: '10 seconds',
   retry,
 });
 
-/**
- * Effects that may run long (a model call, a send): they heartbeat while they renew their
- * lease, so a crashed worker is noticed after the heartbeat timeout, not the full minute.
- */
-const { draftReply, sendReply } = proxyActivities<Activities>({
-  startToCloseTimeout: '2 minutes',
-  heartbeatTimeout: '20 seconds',
+/** Labels are idempotent by nature and quick. */
+const { labelMessage } = proxyActivities<Activities>({
+  startToCloseTimeout: '30 seconds',
   retry,
 });
 

@@ -1,4 +1,5 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
+import { failpoint, type Failpoint } from '../../lib/failpoints';
 import { requestHash } from '../../lib/hashing';
 import { FailureType } from '../../workflows/shared';
 import { LeaseLostError, OperationConflictError, OperationFailedError, OperationInProgressError } from './errors';
@@ -12,7 +13,7 @@ import type { OperationStore } from './store';
 
 export interface OperationSpec {
   key: string;
-  kind: string;
+  kind: 'decision' | 'draft' | 'ticket' | 'reply';
   /** The *resolved* request: what the effect will do. A different request under the same key is a conflict. */
   request: unknown;
   leaseMs: number;
@@ -61,8 +62,10 @@ export async function runOperation<T>(
     throw error;
   }
   stopRenewing();
+  failpoint(`${spec.kind}.after-effect` as Failpoint);
   // A lost lease is retryable: the next attempt replays whatever the newer owner stored.
   await store.complete(spec.key, ownerToken, result);
+  failpoint(`${spec.kind}.after-store` as Failpoint);
   return { result, replayed: false };
 }
 
@@ -83,8 +86,11 @@ async function claimAsTemporalFailure(store: OperationStore, spec: OperationSpec
   }
 }
 
+/** Often enough for the workflows' 10 s heartbeat timeout; Temporal throttles what it forwards. */
+const HEARTBEAT_EVERY_MS = 2_000;
+
 /**
- * Renews the lease at a third of its length and heartbeats, so Temporal does not start an
+ * Heartbeats and renews the lease while the effect runs, so Temporal does not start an
  * overlapping attempt while this one is still working, and a crashed attempt's lease runs out.
  */
 function keepLeaseAlive(store: OperationStore, spec: OperationSpec, ownerToken: string): () => void {
@@ -92,6 +98,6 @@ function keepLeaseAlive(store: OperationStore, spec: OperationSpec, ownerToken: 
   const timer = setInterval(() => {
     context.heartbeat();
     store.renew(spec.key, ownerToken, spec.leaseMs).catch(() => undefined);
-  }, Math.max(250, Math.floor(spec.leaseMs / 3)));
+  }, Math.min(HEARTBEAT_EVERY_MS, Math.max(250, Math.floor(spec.leaseMs / 3))));
   return () => clearInterval(timer);
 }

@@ -1,5 +1,6 @@
 import type { Client } from '@temporalio/client';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
+import { failpoint } from '../../lib/failpoints';
 import { InboundEvents } from '../inbound-events';
 import { startInboundWorkflow } from '../start-inbound-workflow';
 import { describeIssues, eventEnvelope, messageReceivedEvent } from './payload';
@@ -69,6 +70,7 @@ export const webhookRoute: FastifyPluginAsync<WebhookRouteOptions> = async (app:
     }
     const { inbox_id: inboxId, message_id: messageId, thread_id: threadId } = event.data.message;
     const start = await startInboundWorkflow(options.temporal, { taskQueue: options.taskQueue, deadline }, { inboxId, messageId, threadId, eventId });
+    failpoint('ingress.after-start');
     const outcome = start.started ? 'queued' : 'duplicate';
     await options.events.record({ eventId, eventType, inboxId, messageId, workflowId: start.workflowId, outcome });
     request.log.info({ eventId, workflowId: start.workflowId, outcome }, `webhook ${outcome}`);
