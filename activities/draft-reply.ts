@@ -1,4 +1,4 @@
-import { ApplicationFailure } from '@temporalio/activity';
+import { ApplicationFailure, log } from '@temporalio/activity';
 import { draftKey, type MessageRef } from '../lib/keys';
 import { FailureType } from '../workflows/shared';
 import { MAX_DRAFT_CHARACTERS, type Drafter } from './drafting/drafter';
@@ -40,6 +40,8 @@ export async function draftReply(deps: DraftDeps, ref: MessageRef): Promise<Draf
         .filter((m) => m.messageId !== message.messageId && m.timestamp.getTime() <= message.timestamp.getTime())
         .sort((a, b) => a.timestamp.getTime() - b.timestamp.getTime())
         .map((m) => ({ direction: m.labels.includes('sent') ? ('outbound' as const) : ('inbound' as const), text: m.extractedText ?? m.text ?? '', timestamp: m.timestamp }));
+      // One line per drafter (model) call: operators and the crash tests count calls by it.
+      log.info('drafting reply', { operationKey: key, drafter: deps.drafter.name });
       const text = await deps.drafter.draft({
         inboxId: ref.inboxId,
         messageId: ref.messageId,

@@ -6,7 +6,6 @@ import { inboundWorkflowId } from '../lib/hashing';
 import { INBOUND_MESSAGE_WORKFLOW, operationsQuery, type InboundMessageResult } from '../workflows/shared';
 import { Harness } from './support/harness';
 import { signedHeaders } from './support/signing';
-import { eventually } from './support/temporal';
 
 // The whole path on real parts: the sandbox delivers a Svix-signed webhook over HTTP to the
 // ingress, which starts the workflow on the real Temporal server; the worker's activities talk
@@ -37,7 +36,7 @@ describe('one message, end to end', () => {
     // Act
     const inbound = await h.sandbox.inbound(customerMail(inboxId));
     const ref = { inboxId, messageId: inbound.message.message_id };
-    const result = await eventuallyResult(ref);
+    const result = await h.resultOf(ref);
     const sender = inbound.message.from;
     // Assess
     assert.equal(result.status, 'sent');
@@ -70,7 +69,7 @@ describe('one message, end to end', () => {
     const inboxId = h.newInbox();
     const inbound = await h.sandbox.inbound(customerMail(inboxId, { text: 'SECRET-BODY-MARKER please help' }));
     const ref = { inboxId, messageId: inbound.message.message_id };
-    await eventuallyResult(ref);
+    await h.resultOf(ref);
     const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
     const history = JSON.stringify(await handle.fetchHistory());
     assert.ok(!history.includes('SECRET-BODY-MARKER'));
@@ -112,7 +111,7 @@ describe('duplicates', () => {
     const messageId = `<${randomUUID()}@customer.example>`;
     const inboxes = [h.newInbox('sales'), h.newInbox('support'), h.newInbox('billing')];
     for (const inboxId of inboxes) await h.sandbox.inbound(customerMail(inboxId, { message_id: messageId }));
-    const results = await Promise.all(inboxes.map((inboxId) => eventuallyResult({ inboxId, messageId })));
+    const results = await Promise.all(inboxes.map((inboxId) => h.resultOf({ inboxId, messageId })));
     assert.deepEqual(results.map((r) => r.status), ['sent', 'sent', 'sent']);
     for (const inboxId of inboxes) assert.equal((await h.sandbox.outbox({ inbox_id: inboxId })).length, 1);
   });
@@ -121,8 +120,8 @@ describe('duplicates', () => {
     const inboxId = h.newInbox();
     const first = await h.sandbox.inbound(customerMail(inboxId));
     const second = await h.sandbox.inbound(customerMail(inboxId));
-    await eventuallyResult({ inboxId, messageId: first.message.message_id });
-    await eventuallyResult({ inboxId, messageId: second.message.message_id });
+    await h.resultOf({ inboxId, messageId: first.message.message_id });
+    await h.resultOf({ inboxId, messageId: second.message.message_id });
     const outbox = await h.sandbox.outbox({ inbox_id: inboxId });
     assert.deepEqual(outbox.map((e) => e.message.in_reply_to).sort(), [first.message.message_id, second.message.message_id].sort());
   });
@@ -131,7 +130,7 @@ describe('duplicates', () => {
     const inboxId = h.newInbox();
     const inbound = await h.sandbox.inbound(customerMail(inboxId));
     const ref = { inboxId, messageId: inbound.message.message_id };
-    const first = await eventuallyResult(ref);
+    const first = await h.resultOf(ref);
     assert.equal(first.status, 'sent');
 
     // With the usual id, as `temporal workflow start --workflow-id …` would: refused, the run completed.
@@ -164,7 +163,7 @@ describe('loop safety', () => {
       const inboxId = h.newInbox();
       const inbound = await h.sandbox.inbound(customerMail(inboxId, fields));
       const ref = { inboxId, messageId: inbound.message.message_id };
-      const result = await eventuallyResult(ref);
+      const result = await h.resultOf(ref);
       assert.deepEqual({ ...result, ticketId: null }, { status: 'skipped', reason, ticketId: null });
       assert.equal((await h.sandbox.outbox({ inbox_id: inboxId })).length, 0);
       assert.equal(h.drafter.callsFor(ref), 0);
@@ -178,19 +177,19 @@ describe('loop safety', () => {
     const inboxId = h.newInbox();
     const robot = await h.sandbox.inbound(customerMail(inboxId, { headers: { 'Auto-Submitted': 'auto-generated' } }));
     const human = await h.sandbox.inbound(customerMail(inboxId, { from: robot.message.from }));
-    assert.equal((await eventuallyResult({ inboxId, messageId: robot.message.message_id })).status, 'skipped');
-    assert.equal((await eventuallyResult({ inboxId, messageId: human.message.message_id })).status, 'sent');
+    assert.equal((await h.resultOf({ inboxId, messageId: robot.message.message_id })).status, 'skipped');
+    assert.equal((await h.resultOf({ inboxId, messageId: human.message.message_id })).status, 'sent');
   });
 
   test('two agents cannot answer each other forever: our own reply, arriving back as inbound mail, is not answered', async () => {
     const inboxId = h.newInbox();
     const customer = await h.sandbox.inbound(customerMail(inboxId));
-    await eventuallyResult({ inboxId, messageId: customer.message.message_id });
+    await h.resultOf({ inboxId, messageId: customer.message.message_id });
     const [ours] = await h.sandbox.outbox({ inbox_id: inboxId });
     // Another agent's inbox receives our reply; it carries our Auto-Submitted header.
     const otherAgent = h.newInbox('other-agent');
     const echoed = await h.sandbox.inbound({ inbox_id: otherAgent, from: inboxId, subject: ours!.message.subject ?? '', text: ours!.message.text ?? '', headers: ours!.message.headers ?? {} });
-    const result = await eventuallyResult({ inboxId: otherAgent, messageId: echoed.message.message_id });
+    const result = await h.resultOf({ inboxId: otherAgent, messageId: echoed.message.message_id });
     assert.equal(result.status, 'skipped');
   });
 
@@ -202,7 +201,7 @@ describe('loop safety', () => {
       const results: InboundMessageResult[] = [];
       for (let i = 0; i < 3; i += 1) {
         const inbound = await budgeted.sandbox.inbound({ ...customerMail(inboxId), from });
-        results.push(await eventuallyResultOn(budgeted, { inboxId, messageId: inbound.message.message_id }));
+        results.push(await budgeted.resultOf({ inboxId, messageId: inbound.message.message_id }));
       }
       assert.deepEqual(results.map((r) => r.status), ['sent', 'sent', 'skipped']);
       assert.deepEqual(results[2], { status: 'skipped', reason: 'sender-budget-exceeded', ticketId: null });
@@ -212,16 +211,3 @@ describe('loop safety', () => {
     }
   });
 });
-
-/** The sandbox delivers the webhook asynchronously: wait for the workflow to exist, then for its result. */
-function eventuallyResult(ref: { inboxId: string; messageId: string }): Promise<InboundMessageResult> {
-  return eventuallyResultOn(h, ref);
-}
-
-async function eventuallyResultOn(harness: Harness, ref: { inboxId: string; messageId: string }): Promise<InboundMessageResult> {
-  await eventually(
-    async () => ((await harness.db.query('SELECT 1 FROM inbound_events WHERE workflow_id = $1', [inboundWorkflowId(ref)])).rowCount ? true : undefined),
-    `the webhook for ${ref.messageId} to reach the ingress`,
-  );
-  return harness.workflowResult(ref);
-}

@@ -1,4 +1,4 @@
-import { NativeConnection } from '@temporalio/worker';
+import { DefaultLogger, NativeConnection, Runtime, type LogLevel } from '@temporalio/worker';
 import { OfflineDrafter } from '../activities/drafting/offline-drafter';
 import { PostgresTickets } from '../activities/tickets/postgres-tickets';
 import { createAgentMailClient } from '../lib/agentmail';
@@ -11,6 +11,12 @@ import { createReplyonceWorker } from './create-worker';
 async function main(): Promise<void> {
   const config = loadWorkerConfig();
   const log = createLogger('worker', config.LOG_LEVEL);
+  // The SDK's own logs (and activities' `log`) go through pino too: one JSON stream per process.
+  Runtime.install({
+    logger: new DefaultLogger(temporalLevel(config.LOG_LEVEL), ({ level, message, meta }) => {
+      log[level.toLowerCase() as 'info'](meta ?? {}, message);
+    }),
+  });
   const db = createDb(config.DATABASE_URL);
   const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS }).catch((error: unknown) => {
     throw new Error(`cannot reach Temporal at TEMPORAL_ADDRESS=${config.TEMPORAL_ADDRESS}: ${String(error)}. Is the server running?`);
@@ -44,6 +50,11 @@ async function main(): Promise<void> {
     await connection.close();
     await db.end();
   }
+}
+
+function temporalLevel(level: string): LogLevel {
+  const levels: Record<string, LogLevel> = { trace: 'TRACE', debug: 'DEBUG', info: 'INFO', warn: 'WARN' };
+  return levels[level] ?? 'ERROR';
 }
 
 main().catch((error: unknown) => {

@@ -18,7 +18,7 @@ import type { InboundMessageResult } from '../../workflows/shared';
 import { createReplyonceWorker } from '../../worker/create-worker';
 import { testEnv } from './env';
 import { newWebhookSecret } from './signing';
-import { connectClient } from './temporal';
+import { connectClient, eventually } from './temporal';
 
 /** Counts drafter calls per message: "one model call per message" is asserted on this. */
 export class CountingDrafter implements Drafter {
@@ -43,6 +43,10 @@ export interface HarnessOptions {
   ticketForSkipped?: boolean;
   reconcileAfterMs?: number;
   leaseMs?: number;
+  /** The AgentMail client's per-request timeout (s); short in tests of timeouts and "in progress" answers. */
+  agentmailTimeoutSeconds?: number;
+  /** false: no in-process worker (a test runs worker processes of its own, e.g. to kill them). */
+  worker?: boolean;
 }
 
 /**
@@ -89,8 +93,11 @@ export class Harness {
     const control = new SandboxControl(sandboxUrl);
     await control.setWebhook({ url: `${apiUrl}/webhooks/agentmail` });
 
-    const agentmail = createAgentMailClient({ apiKey, baseUrl: sandboxUrl, timeoutSeconds: 5 });
+    const agentmail = createAgentMailClient({ apiKey, baseUrl: sandboxUrl, timeoutSeconds: options.agentmailTimeoutSeconds ?? 5 });
     const drafter = new CountingDrafter();
+    if (options.worker === false) {
+      return new Harness(control, sandboxUrl, apiUrl, webhookSecret, apiKey, client, db, agentmail, drafter, taskQueue, closers);
+    }
     const workerConnection = await NativeConnection.connect({ address: testEnv.temporalAddress });
     const worker: Worker = await createReplyonceWorker({
       connection: workerConnection,
@@ -125,6 +132,16 @@ export class Harness {
 
   workflowResult(ref: MessageRef): Promise<InboundMessageResult> {
     return this.client.workflow.getHandle(inboundWorkflowId(ref)).result();
+  }
+
+  /** The sandbox delivers webhooks asynchronously: wait until the ingress started the workflow, then for its result. */
+  async resultOf(ref: MessageRef, timeoutMs = 20_000): Promise<InboundMessageResult> {
+    await eventually(
+      async () => ((await this.db.query('SELECT 1 FROM inbound_events WHERE workflow_id = $1', [inboundWorkflowId(ref)])).rowCount ? true : undefined),
+      `the webhook for ${ref.messageId} to reach the ingress`,
+      timeoutMs,
+    );
+    return this.workflowResult(ref);
   }
 
   async ticketsFor(ref: MessageRef): Promise<Array<{ ticket_id: string; note: string }>> {

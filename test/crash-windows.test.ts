@@ -1,0 +1,114 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import type { Failpoint } from '../lib/failpoints';
+import { draftKey, replyKey, ticketKey, type MessageRef } from '../lib/keys';
+import { Harness } from './support/harness';
+import { WorkerProcess } from './support/worker-process';
+
+// Crashes between an effect and its record, with real worker processes killed by SIGKILL at
+// named failpoints. After each crash a fresh worker takes over (Temporal notices the dead
+// attempt by its heartbeat timeout; the operation's short lease has run out by then).
+let h: Harness;
+const workers: WorkerProcess[] = [];
+before(async () => {
+  h = await Harness.start({ worker: false });
+});
+after(async () => {
+  await Promise.all(workers.map((w) => w.stop()));
+  await h.close();
+});
+
+async function startWorker(failpoints: Failpoint[] = []): Promise<WorkerProcess> {
+  const worker = await WorkerProcess.start(h, { failpoints });
+  workers.push(worker);
+  return worker;
+}
+
+async function newMessage(): Promise<MessageRef> {
+  const inboxId = h.newInbox();
+  const inbound = await h.sandbox.inbound({ inbox_id: inboxId, from: `crash-${randomUUID().slice(0, 8)}@customer.example`, subject: 'Crash me', text: 'Please answer once.' });
+  return { inboxId, messageId: inbound.message.message_id };
+}
+
+async function operation(key: string) {
+  return (await h.db.query<{ status: string; result: { text?: string } | null; attempts: number }>('SELECT status, result, attempts FROM operations WHERE operation_key = $1', [key])).rows[0];
+}
+
+/** Runs one message with a worker that dies at `failpoint`, then lets a healthy worker finish it. */
+async function crashThenRecover(failpoint: Failpoint) {
+  const crashing = await startWorker([failpoint]);
+  const ref = await newMessage();
+  const died = await crashing.exited;
+  assert.equal(died.signal, 'SIGKILL', `the worker died at ${failpoint}`);
+  const afterCrash = { outbox: (await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, tickets: (await h.ticketsFor(ref)).length };
+  const healthy = await startWorker();
+  const result = await h.workflowResult(ref);
+  await healthy.stop();
+  const draftCalls = [crashing, healthy].reduce((n, w) => n + w.logs('drafting reply', { operationKey: draftKey(ref) }).length, 0);
+  return { ref, result, afterCrash, draftCalls };
+}
+
+describe('a worker killed between an effect and its record', () => {
+  test('after AgentMail accepted the send, before the row was completed → resumed with the same key: one email, the original message id, the stored text', async () => {
+    const { ref, result, afterCrash } = await crashThenRecover('reply.after-effect');
+    assert.equal(afterCrash.outbox, 1, 'the crash came after the send was committed');
+    const outbox = await h.sandbox.outbox({ inbox_id: ref.inboxId });
+    assert.equal(outbox.length, 1);
+    assert.equal(result.status === 'sent' && result.replyMessageId, outbox[0]!.message.message_id);
+    const keys = await h.sandbox.idempotencyKeys();
+    assert.equal(keys.filter((k) => k.key === outbox[0]!.idempotency_key).length, 1);
+    assert.equal((await operation(draftKey(ref)))?.result?.text, outbox[0]!.message.text);
+    assert.equal((await operation(replyKey(ref)))?.attempts, 2, 'the second worker resumed the same operation');
+  });
+
+  test('after the reply was recorded, before the activity returned → replayed from the store: one email', async () => {
+    const { ref, result, afterCrash } = await crashThenRecover('reply.after-store');
+    assert.equal(afterCrash.outbox, 1);
+    assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 1);
+    assert.equal(result.status === 'sent' && result.replayed, true);
+  });
+
+  test('after the model drafted, before the draft was stored → the model runs again; the email carries the stored text', async () => {
+    const { ref, draftCalls } = await crashThenRecover('draft.after-effect');
+    assert.equal(draftCalls, 2, 'the draft was lost with the crash, so the model was asked again');
+    const outbox = await h.sandbox.outbox({ inbox_id: ref.inboxId });
+    assert.equal(outbox.length, 1);
+    assert.equal((await operation(draftKey(ref)))?.result?.text, outbox[0]!.message.text);
+  });
+
+  test('after the draft was stored, before the activity returned → the model does not run again', async () => {
+    const { ref, draftCalls } = await crashThenRecover('draft.after-store');
+    assert.equal(draftCalls, 1);
+    assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 1);
+  });
+
+  test('after the ticket was created, before its record → one ticket', async () => {
+    const { ref, result, afterCrash } = await crashThenRecover('ticket.after-effect');
+    assert.equal(afterCrash.tickets, 1, 'the crash came after the ticket was created');
+    const tickets = await h.ticketsFor(ref);
+    assert.equal(tickets.length, 1);
+    assert.equal(result.status === 'sent' && result.ticketId, tickets[0]!.ticket_id);
+    assert.equal((await operation(ticketKey(ref)))?.status, 'complete');
+    assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 1);
+  });
+});
+
+describe('a slow attempt that outlives its lease length', () => {
+  test('keeps its lease by renewing it while it works: nothing takes over, one email', async () => {
+    // The lease (2 s) is shorter than the sandbox's delay (4 s) inside the send's in-flight
+    // window; only the renewal while the effect runs keeps another attempt from taking over.
+    const worker = await startWorker();
+    await h.sandbox.setFaults({ match: { method: 'POST', path: '/reply', count: 1 }, action: 'delay', ms: 4_000 });
+    try {
+      const ref = await newMessage();
+      const result = await h.resultOf(ref);
+      assert.equal(result.status, 'sent');
+      assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 1);
+      assert.equal((await operation(replyKey(ref)))?.attempts, 1, 'the renewed lease kept the attempt exclusive; nothing took over');
+    } finally {
+      await h.sandbox.clearFaults();
+      await worker.stop();
+    }
+  });
+});
