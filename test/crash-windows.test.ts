@@ -4,13 +4,13 @@ import { after, before, describe, test } from 'node:test';
 import type { Failpoint } from '../lib/failpoints';
 import { draftKey, replyKey, ticketKey, type MessageRef } from '../lib/keys';
 import { Harness } from './support/harness';
-import { WorkerProcess } from './support/worker-process';
+import { AppProcess } from './support/app-process';
 
 // Crashes between an effect and its record, with real worker processes killed by SIGKILL at
 // named failpoints. After each crash a fresh worker takes over (Temporal notices the dead
 // attempt by its heartbeat timeout; the operation's short lease has run out by then).
 let h: Harness;
-const workers: WorkerProcess[] = [];
+const workers: AppProcess[] = [];
 before(async () => {
   h = await Harness.start({ worker: false });
 });
@@ -19,8 +19,8 @@ after(async () => {
   await h.close();
 });
 
-async function startWorker(failpoints: Failpoint[] = []): Promise<WorkerProcess> {
-  const worker = await WorkerProcess.start(h, { failpoints });
+async function startWorker(failpoints: Failpoint[] = []): Promise<AppProcess> {
+  const worker = await AppProcess.startWorker(h, { failpoints });
   workers.push(worker);
   return worker;
 }

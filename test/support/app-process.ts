@@ -7,11 +7,11 @@ import type { Harness } from './harness';
 const repoRoot = path.resolve(__dirname, '..', '..');
 
 /**
- * A real worker process (`worker/main.ts`, as `npm run start:worker` runs it) pointed at a
- * harness's sandbox and task queue, so a test can SIGKILL it in the middle of an effect.
- * Its JSON log lines are kept for the test to read.
+ * A real app process (`worker/main.ts` or `api/main.ts`, as `npm run start:worker` and
+ * `start:api` run them) pointed at a harness's sandbox and task queue, so a test can SIGKILL
+ * it in the middle of an effect. Its JSON log lines are kept for the test to read.
  */
-export class WorkerProcess {
+export class AppProcess {
   readonly logLines: Array<Record<string, unknown>> = [];
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 
@@ -31,12 +31,31 @@ export class WorkerProcess {
       }
     });
     child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
-      if (process.env.TEST_LOG_LEVEL) process.stderr.write(`[worker ${child.pid}] ${chunk}`);
+      if (process.env.TEST_LOG_LEVEL) process.stderr.write(`[${child.pid}] ${chunk}`);
     });
   }
 
-  static async start(h: Harness, options: { failpoints?: Failpoint[]; leaseMs?: number } = {}): Promise<WorkerProcess> {
-    const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'worker', 'main.ts')], {
+  static async startWorker(h: Harness, options: { failpoints?: Failpoint[]; leaseMs?: number } = {}): Promise<AppProcess> {
+    const worker = AppProcess.spawn('worker', h, options.failpoints, {
+      AGENTMAIL_API_KEY: h.apiKey,
+      AGENTMAIL_BASE_URL: h.sandboxUrl,
+      REPLYONCE_WORKFLOW_BUNDLE: testEnv.workflowBundle,
+      OPERATION_LEASE_MS: String(options.leaseMs ?? 2_000),
+    });
+    await worker.waitForLog((line) => line.msg === 'worker polling', 'the worker to start polling', 30_000);
+    return worker;
+  }
+
+  /** The ingress on a free loopback port; `url` is its base URL once it listens. */
+  static async startApi(h: Harness, options: { failpoints?: Failpoint[] } = {}): Promise<AppProcess & { url: string }> {
+    const api = AppProcess.spawn('api', h, options.failpoints, { AGENTMAIL_WEBHOOK_SECRET: h.webhookSecret, PORT: '0', HOST: '127.0.0.1' });
+    await api.waitForLog((line) => line.msg === 'api listening', 'the API to listen', 30_000);
+    const url = String(api.logs('api listening')[0]?.address);
+    return Object.assign(api, { url });
+  }
+
+  private static spawn(entry: 'worker' | 'api', h: Harness, failpoints: Failpoint[] = [], env: Record<string, string | undefined>): AppProcess {
+    const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, entry, 'main.ts')], {
       cwd: repoRoot,
       stdio: ['ignore', 'pipe', 'pipe'],
       env: {
@@ -45,17 +64,12 @@ export class WorkerProcess {
         TEMPORAL_NAMESPACE: testEnv.namespace,
         TEMPORAL_TASK_QUEUE: h.taskQueue,
         DATABASE_URL: testEnv.databaseUrl,
-        AGENTMAIL_API_KEY: h.apiKey,
-        AGENTMAIL_BASE_URL: h.sandboxUrl,
-        REPLYONCE_WORKFLOW_BUNDLE: testEnv.workflowBundle,
-        REPLYONCE_FAILPOINTS: (options.failpoints ?? []).join(','),
-        OPERATION_LEASE_MS: String(options.leaseMs ?? 2_000),
+        REPLYONCE_FAILPOINTS: failpoints.join(','),
         LOG_LEVEL: 'info',
+        ...env,
       },
     });
-    const worker = new WorkerProcess(child);
-    await worker.waitForLog((line) => line.msg === 'worker polling', 'the worker to start polling', 30_000);
-    return worker;
+    return new AppProcess(child);
   }
 
   get pid(): number | undefined {
@@ -72,7 +86,7 @@ export class WorkerProcess {
     let exited = false;
     void this.exited.then(() => (exited = true));
     while (!this.logLines.some(match)) {
-      if (exited) throw new Error(`worker process exited while waiting for ${what}`);
+      if (exited) throw new Error(`the process exited while waiting for ${what}`);
       if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
