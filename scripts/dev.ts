@@ -1,0 +1,165 @@
+// `npm run dev`: the whole system on this machine, after scripts/setup.sh.
+//
+//   Temporal dev server   127.0.0.1:7233, Web UI :8233, state in .data/temporal/dev.sqlite   (unless TEMPORAL_ADDRESS)
+//   PostgreSQL            the local cluster on 127.0.0.1:55432, database `replyonce`           (unless DATABASE_URL)
+//   sandbox               the local AgentMail stand-in on :4010                                (unless AGENTMAIL_API_KEY)
+//   worker, api           the app, the API on :3000
+//
+// Ctrl-C stops everything it started, the API first and Temporal last.
+import path from 'node:path';
+import { migrateDatabase } from './db-migrate';
+import { setupTemporal } from './temporal-setup';
+import { loadDevSecrets } from './services/dev-secrets';
+import { runMain } from './services/main';
+import { assertPortFree, waitForPort } from './services/ports';
+import { DEFAULT_DEV_DATABASE_URL, ensureDatabase, ensureLocalPostgres } from './services/postgres';
+import { ProcessRecord } from './services/orphans';
+import { ProcessGroup } from './services/processes';
+import { startTemporalDevServer, type TemporalDevServer } from './services/temporal-dev-server';
+
+const ROOT = path.resolve(__dirname, '..');
+const DATA = path.join(ROOT, '.data');
+const API_PORT = 3000;
+const SANDBOX_PORT = 4010;
+const TEMPORAL_PORT = 7233;
+const TEMPORAL_UI_PORT = 8233;
+const TASK_QUEUE = 'replyonce';
+const SANDBOX_INBOX = 'support@sandbox.agentmail.local';
+/** tsx compiles on first start; on a slow machine the API takes a while to listen. */
+const LISTEN_TIMEOUT_MS = 60_000;
+
+async function main(): Promise<number> {
+  const env = process.env;
+  const namespace = env.TEMPORAL_NAMESPACE || 'replyonce';
+  const useSandbox = !env.AGENTMAIL_API_KEY;
+  const secrets = loadDevSecrets(path.join(DATA, 'dev-secrets.json'));
+  const group = new ProcessGroup(ROOT, ['sandbox', 'worker', 'api']);
+  let temporal: TemporalDevServer | undefined;
+
+  let shuttingDown: Promise<void> | undefined;
+  const shutdown = () =>
+    (shuttingDown ??= (async () => {
+      await group.stopAll();
+      if (temporal) {
+        console.error('[dev] stopping the Temporal dev server…');
+        await temporal.stop();
+      }
+    })());
+  let signalled = false;
+  const interrupted = new Promise<void>((resolve) => {
+    for (const signal of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) {
+      process.on(signal, () => {
+        if (signalled) return; // the second Ctrl-C while stopping: we are already on it
+        signalled = true;
+        console.error(`\n[dev] ${signal}: stopping…`);
+        resolve();
+      });
+    }
+  });
+
+  const record = await ProcessRecord.open(path.join(DATA, 'dev-processes.json'), '`npm run dev`');
+  try {
+    const portHint = 'Is another `npm run dev` running?';
+    await assertPortFree(API_PORT, 'API', portHint);
+    if (useSandbox) await assertPortFree(SANDBOX_PORT, 'sandbox', portHint);
+
+    const temporalAddress = env.TEMPORAL_ADDRESS || (await startTemporal((server) => (temporal = server), record)).address;
+    if (signalled) return 130;
+    await setupTemporal({ address: temporalAddress, namespace, retentionDays: 7 });
+
+    const databaseUrl = env.DATABASE_URL || (await localDatabase());
+    await migrateDatabase(databaseUrl);
+    if (signalled) return 130;
+
+    const webhookSecret = (useSandbox ? undefined : env.AGENTMAIL_WEBHOOK_SECRET) ?? secrets.agentmailWebhookSecret;
+    const agentmail = useSandbox
+      ? { AGENTMAIL_API_KEY: secrets.agentmailApiKey, AGENTMAIL_BASE_URL: `http://127.0.0.1:${SANDBOX_PORT}` }
+      : { AGENTMAIL_API_KEY: env.AGENTMAIL_API_KEY, AGENTMAIL_BASE_URL: env.AGENTMAIL_BASE_URL };
+    if (!useSandbox && !env.AGENTMAIL_WEBHOOK_SECRET) {
+      console.error('[dev] warning: AGENTMAIL_API_KEY is set but AGENTMAIL_WEBHOOK_SECRET is not; webhooks from AgentMail will fail verification');
+    }
+    const appEnv: NodeJS.ProcessEnv = {
+      ...env,
+      ...agentmail,
+      TEMPORAL_ADDRESS: temporalAddress,
+      TEMPORAL_NAMESPACE: namespace,
+      TEMPORAL_TASK_QUEUE: TASK_QUEUE,
+      DATABASE_URL: databaseUrl,
+      AGENTMAIL_WEBHOOK_SECRET: webhookSecret,
+      PORT: String(API_PORT),
+    };
+    const startApp = (name: string, file: string, childEnv: NodeJS.ProcessEnv) => {
+      const pid = group.start(name, file, childEnv);
+      if (pid !== undefined) record.add(name, pid, file);
+    };
+    if (useSandbox) {
+      startApp('sandbox', 'sandbox/main.ts', {
+        ...env,
+        SANDBOX_PORT: String(SANDBOX_PORT),
+        AGENTMAIL_API_KEY: secrets.agentmailApiKey,
+        AGENTMAIL_WEBHOOK_SECRET: webhookSecret,
+        SANDBOX_WEBHOOK_URL: `http://127.0.0.1:${API_PORT}/webhooks/agentmail`,
+      });
+    }
+    startApp('worker', 'worker/main.ts', appEnv);
+    startApp('api', 'api/main.ts', appEnv);
+
+    const stopped = Promise.race([group.failed, interrupted]);
+    const listening =
+      (await waitForPort(API_PORT, LISTEN_TIMEOUT_MS, stopped)) && (!useSandbox || (await waitForPort(SANDBOX_PORT, LISTEN_TIMEOUT_MS, stopped)));
+    if (listening) printBanner({ namespace, useSandbox, temporalUi: temporal?.uiUrl, temporalAddress });
+    else if (!signalled && !group.failedProcess) console.error(`[dev] the API did not listen on :${API_PORT} within ${LISTEN_TIMEOUT_MS / 1000} s`);
+
+    await stopped;
+    return group.failedProcess ? 1 : signalled ? 130 : 0;
+  } finally {
+    await shutdown();
+    record.close();
+  }
+}
+
+async function startTemporal(started: (server: TemporalDevServer) => void, record: ProcessRecord): Promise<TemporalDevServer> {
+  console.error(`[dev] starting the Temporal dev server on 127.0.0.1:${TEMPORAL_PORT} (state: .data/temporal/dev.sqlite)…`);
+  const server = await startTemporalDevServer({
+    port: TEMPORAL_PORT,
+    uiPort: TEMPORAL_UI_PORT,
+    dbFilename: path.join(DATA, 'temporal', 'dev.sqlite'),
+    logFile: path.join(DATA, 'temporal', 'dev.log'),
+  });
+  started(server);
+  record.add('temporal', server.pid, 'start-dev');
+  return server;
+}
+
+async function localDatabase(): Promise<string> {
+  const { adminUrl } = await ensureLocalPostgres();
+  await ensureDatabase(adminUrl, 'replyonce');
+  return DEFAULT_DEV_DATABASE_URL;
+}
+
+function printBanner(options: { namespace: string; useSandbox: boolean; temporalUi: string | undefined; temporalAddress: string }): void {
+  const inbound = JSON.stringify({ inbox_id: SANDBOX_INBOX, from: 'customer@example.com', subject: 'Hello', text: 'Where is my order?' });
+  const lines = [
+    '',
+    'replyonce is running (Ctrl-C stops everything)',
+    `  API           http://127.0.0.1:${API_PORT}`,
+    options.temporalUi
+      ? `  Temporal UI   ${options.temporalUi}/namespaces/${options.namespace}/workflows`
+      : `  Temporal      ${options.temporalAddress} (namespace ${options.namespace})`,
+  ];
+  if (options.useSandbox) {
+    lines.push(
+      `  Sandbox       http://127.0.0.1:${SANDBOX_PORT}  (the local AgentMail)`,
+      '',
+      'Send a test email through the sandbox:',
+      `  curl -sS -X POST http://127.0.0.1:${SANDBOX_PORT}/_sandbox/inbound -H 'content-type: application/json' -d '${inbound}'`,
+    );
+  } else {
+    lines.push('  AgentMail     the real API (AGENTMAIL_API_KEY is set); send an email to your inbox');
+  }
+  console.log(`${lines.join('\n')}\n`);
+}
+
+if (require.main === module) {
+  runMain(main);
+}

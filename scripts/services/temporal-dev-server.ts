@@ -1,0 +1,140 @@
+// Runs `temporal server start-dev` (the CLI that scripts/setup.sh builds) as a child process.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync, writeSync } from 'node:fs';
+import { homedir } from 'node:os';
+import path from 'node:path';
+import { Connection } from '@temporalio/client';
+import { SetupError, messageOf, sleep } from './main';
+import { LOOPBACK, assertPortFree, freePort } from './ports';
+
+/** The workflows' custom search attributes, registered at launch (and again by setupTemporal). */
+export const SEARCH_ATTRIBUTES = ['InboxId', 'MessageId', 'ThreadId', 'ReplyStatus'] as const;
+
+/** A cold start takes 1–3 s; a large SQLite state file a little longer. */
+const READY_TIMEOUT_MS = 60_000;
+/** The server drains in 1–4 s on SIGTERM; past this it is killed. */
+const STOP_GRACE_MS = 10_000;
+
+export interface TemporalDevServerOptions {
+  /** Frontend gRPC port; 0 picks a free one. */
+  port: number;
+  /** Web UI port, 0 for a free one, or null for no UI (--headless). */
+  uiPort: number | null;
+  /** SQLite file that keeps the state across restarts, or null to keep it in memory. */
+  dbFilename: string | null;
+  /** The server's output goes here (appended), and errors point at it. */
+  logFile: string;
+  /** Namespaces to create at launch, so they are usable without waiting for propagation. */
+  namespaces?: string[];
+}
+
+export interface TemporalDevServer {
+  address: string;
+  uiUrl?: string;
+  pid: number;
+  stop(): Promise<void>;
+}
+
+export function temporalCliPath(): string {
+  const cache = process.env.REPLYONCE_CACHE || path.join(homedir(), '.cache', 'replyonce');
+  return path.join(cache, 'bin', 'temporal');
+}
+
+export async function startTemporalDevServer(options: TemporalDevServerOptions): Promise<TemporalDevServer> {
+  const cli = temporalCliPath();
+  if (!existsSync(cli)) throw new SetupError(`the Temporal CLI is missing at ${cli}; run scripts/setup.sh`);
+
+  const hint = `Is another \`npm run dev\` (or a Temporal server) running? To use a server that already runs, set TEMPORAL_ADDRESS.`;
+  const port = options.port === 0 ? await freePort() : await assertPortFree(options.port, 'Temporal', hint);
+  const uiPort =
+    options.uiPort === null ? null : options.uiPort === 0 ? await freePort() : await assertPortFree(options.uiPort, 'Temporal Web UI', hint);
+  const args = ['server', 'start-dev', '--ip', LOOPBACK, '--port', String(port), '--log-level', 'warn'];
+  args.push(...(uiPort === null ? ['--headless'] : ['--ui-port', String(uiPort)]));
+  if (options.dbFilename !== null) {
+    mkdirSync(path.dirname(options.dbFilename), { recursive: true });
+    args.push('--db-filename', options.dbFilename);
+  }
+  for (const name of SEARCH_ATTRIBUTES) args.push('--search-attribute', `${name}=Keyword`);
+  for (const namespace of options.namespaces ?? []) args.push('--namespace', namespace);
+
+  mkdirSync(path.dirname(options.logFile), { recursive: true });
+  const logFd = openSync(options.logFile, 'a');
+  writeSync(logFd, `\n--- ${new Date().toISOString()} temporal ${args.join(' ')}\n`);
+  // Its own process group: Ctrl-C in the terminal reaches the owner only, which stops the
+  // server last, after the processes that use it.
+  const child = spawn(cli, args, { stdio: ['ignore', logFd, logFd], detached: true });
+  closeSync(logFd);
+  const exited = new Promise<number | null>((resolve) => {
+    child.once('exit', (code, signal) => resolve(code ?? (signal ? 128 : null)));
+    child.once('error', (error) => {
+      writeFileSync(options.logFile, `could not run ${cli}: ${error.message}\n`, { flag: 'a' });
+      resolve(127);
+    });
+  });
+  // An owner that crashes must not leave the server running (one killed with SIGKILL still can).
+  const killOnExit = () => child.kill('SIGKILL');
+  process.once('exit', killOnExit);
+  if (child.pid === undefined) {
+    await exited;
+    throw new SetupError(`could not start the Temporal CLI:\n${tail(options.logFile, 1)}`);
+  }
+
+  const stop = async () => {
+    process.removeListener('exit', killOnExit);
+    await stopChild(child, exited);
+  };
+  const address = `${LOOPBACK}:${port}`;
+  try {
+    await waitUntilServing(address, exited, options.logFile);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return {
+    address,
+    ...(uiPort === null ? {} : { uiUrl: `http://localhost:${uiPort}` }),
+    pid: child.pid,
+    stop,
+  };
+}
+
+async function waitUntilServing(address: string, exited: Promise<number | null>, logFile: string): Promise<void> {
+  const deadline = Date.now() + READY_TIMEOUT_MS;
+  let exitCode: number | null | undefined;
+  void exited.then((code) => (exitCode = code));
+  let lastError = 'no answer yet';
+  while (Date.now() < deadline) {
+    if (exitCode !== undefined) {
+      throw new SetupError(`the Temporal dev server exited (code ${exitCode}) before it was ready:\n${tail(logFile)}\n  (full log: ${logFile})`);
+    }
+    try {
+      const connection = await Connection.connect({ address, connectTimeout: 1_000 });
+      try {
+        await connection.workflowService.getSystemInfo({});
+        return;
+      } finally {
+        await connection.close();
+      }
+    } catch (error) {
+      lastError = messageOf(error);
+    }
+    await sleep(100);
+  }
+  throw new SetupError(`the Temporal dev server on ${address} did not answer within ${READY_TIMEOUT_MS / 1000} s (${lastError}); see ${logFile}`);
+}
+
+async function stopChild(child: ChildProcess, exited: Promise<unknown>): Promise<void> {
+  if (child.exitCode !== null || child.signalCode !== null) return;
+  child.kill('SIGTERM');
+  const timer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
+  await exited;
+  clearTimeout(timer);
+}
+
+function tail(file: string, lines = 15): string {
+  try {
+    return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).map((line) => `  | ${line}`).join('\n');
+  } catch {
+    return '  (no log)';
+  }
+}

@@ -1,0 +1,159 @@
+// The set-up scripts against the suite's own servers (scripts/test.ts provides TEMPORAL_ADDRESS,
+// TEMPORAL_NAMESPACE and a migrated DATABASE_URL).
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { Connection } from '@temporalio/client';
+import { msToTs, tsToMs } from '@temporalio/common/lib/time';
+import { migrateDatabase } from '../scripts/db-migrate';
+import { SEARCH_ATTRIBUTES, setupTemporal } from '../scripts/temporal-setup';
+import { databaseUrlFor, withClient } from '../scripts/services/postgres';
+
+const DAY_MS = 24 * 60 * 60 * 1000;
+const KEYWORD = 2; // temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD
+
+function requiredEnv(name: string): string {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set: run the suite with \`npm test\``);
+  return value;
+}
+
+describe('setupTemporal', () => {
+  const address = requiredEnv('TEMPORAL_ADDRESS');
+  let connection: Connection;
+
+  before(async () => {
+    connection = await Connection.connect({ address });
+  });
+  after(async () => {
+    await connection.close();
+  });
+
+  async function retentionMs(namespace: string): Promise<number> {
+    const described = await connection.workflowService.describeNamespace({ namespace });
+    return tsToMs(described.config?.workflowExecutionRetentionTtl);
+  }
+
+  async function customAttributes(namespace: string): Promise<Record<string, number>> {
+    const { customAttributes } = await connection.operatorService.listSearchAttributes({ namespace });
+    return customAttributes;
+  }
+
+  test('the suite namespace keeps closed workflows 7 days and has the search attributes', async () => {
+    // Prepare
+    const namespace = requiredEnv('TEMPORAL_NAMESPACE');
+
+    // Assess
+    assert.ok((await retentionMs(namespace)) >= 7 * DAY_MS);
+    const attributes = await customAttributes(namespace);
+    for (const name of SEARCH_ATTRIBUTES) assert.equal(attributes[name], KEYWORD, name);
+  });
+
+  test('creates a missing namespace, usable at once, and a second run changes nothing', async () => {
+    // Prepare
+    const namespace = `setup-test-${randomUUID()}`;
+
+    // Act
+    await setupTemporal({ address, namespace });
+    await setupTemporal({ address, namespace });
+
+    // Assess
+    assert.equal(await retentionMs(namespace), 7 * DAY_MS);
+    const attributes = await customAttributes(namespace);
+    assert.deepEqual(
+      SEARCH_ATTRIBUTES.map((name) => attributes[name]),
+      SEARCH_ATTRIBUTES.map(() => KEYWORD),
+    );
+    await connection.workflowService.listWorkflowExecutions({ namespace, query: `InboxId = 'someone'` });
+  });
+
+  test('raises a retention shorter than asked for, and never lowers a longer one', async () => {
+    // Prepare
+    const namespace = `setup-test-${randomUUID()}`;
+    await connection.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs(DAY_MS) });
+
+    // Act
+    await setupTemporal({ address, namespace, retentionDays: 7 });
+    await setupTemporal({ address, namespace, retentionDays: 3 });
+
+    // Assess
+    assert.equal(await retentionMs(namespace), 7 * DAY_MS);
+  });
+
+  test('names TEMPORAL_ADDRESS when the server is unreachable', async () => {
+    await assert.rejects(setupTemporal({ address: '127.0.0.1:1', namespace: 'unreachable', connectTimeoutMs: 300 }), /TEMPORAL_ADDRESS/);
+  });
+});
+
+describe('migrateDatabase', () => {
+  const databaseUrl = requiredEnv('DATABASE_URL');
+
+  test('the suite database has the tables, and migrating again is a no-op', async () => {
+    // Act
+    const applied = await migrateDatabase(databaseUrl, { log: () => undefined });
+
+    // Assess
+    assert.deepEqual(applied, []);
+    const tables = await withClient(databaseUrl, async (client) => {
+      const { rows } = await client.query<{ table_name: string }>(
+        `SELECT table_name FROM information_schema.tables WHERE table_schema = 'public' ORDER BY table_name`,
+      );
+      return rows.map((row) => row.table_name);
+    });
+    for (const table of ['inbound_events', 'operations', 'pgmigrations']) assert.ok(tables.includes(table), `${table} in ${tables.join(', ')}`);
+  });
+
+  describe('on a database of its own', () => {
+    const scratchName = `replyonce_setup_test_${process.pid}`;
+    const scratchUrl = databaseUrlFor(databaseUrl, scratchName);
+    let dir: string;
+
+    before(async () => {
+      await withClient(databaseUrl, async (client) => {
+        await client.query(`DROP DATABASE IF EXISTS ${client.escapeIdentifier(scratchName)} WITH (FORCE)`);
+        await client.query(`CREATE DATABASE ${client.escapeIdentifier(scratchName)}`);
+      });
+      dir = mkdtempSync(path.join(tmpdir(), 'replyonce-migrations-'));
+      writeFileSync(
+        path.join(dir, '1700000000000_first.sql'),
+        '-- Up Migration\nCREATE TABLE first (id int PRIMARY KEY);\n\n-- Down Migration\nDROP TABLE first;\n',
+      );
+      writeFileSync(
+        path.join(dir, '1700000000001_second.sql'),
+        '-- Up Migration\nCREATE TABLE second (id int PRIMARY KEY);\n-- Down Migration\nDROP TABLE second;\n',
+      );
+      writeFileSync(path.join(dir, 'README.md'), 'not a migration\n');
+    });
+    after(async () => {
+      rmSync(dir, { recursive: true, force: true });
+      await withClient(databaseUrl, (client) => client.query(`DROP DATABASE IF EXISTS ${client.escapeIdentifier(scratchName)} WITH (FORCE)`));
+    });
+
+    test('two migrators at once apply each migration exactly once; other files are ignored', async () => {
+      // Act
+      const runs = await Promise.all([
+        migrateDatabase(scratchUrl, { dir, log: () => undefined }),
+        migrateDatabase(scratchUrl, { dir, log: () => undefined }),
+      ]);
+      const again = await migrateDatabase(scratchUrl, { dir, log: () => undefined });
+
+      // Assess
+      assert.deepEqual(runs.flat().sort(), ['1700000000000_first', '1700000000001_second']);
+      assert.deepEqual(again, []);
+      const tables = await withClient(scratchUrl, async (client) => {
+        const { rows } = await client.query<{ name: string }>(
+          `SELECT to_regclass('first')::text AS name UNION ALL SELECT to_regclass('second')::text`,
+        );
+        return rows.map((row) => row.name);
+      });
+      assert.deepEqual(tables, ['first', 'second']);
+    });
+  });
+
+  test('names DATABASE_URL when the server is unreachable', async () => {
+    await assert.rejects(migrateDatabase('postgres://nobody:nothing@127.0.0.1:1/none', { log: () => undefined }), /DATABASE_URL/);
+  });
+});
