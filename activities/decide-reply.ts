@@ -13,6 +13,8 @@ export interface ReplyDecision {
   threadId: string;
   /** Whether the message gets a ticket (always when answered; when skipped, as configured). */
   ticket: boolean;
+  /** Whether a person must approve the reply first, and how long to wait before escalating. */
+  approval: { required: boolean; timeoutMs: number };
 }
 
 export interface DecideDeps {
@@ -22,6 +24,9 @@ export interface DecideDeps {
   ownAddresses: readonly string[];
   replyBudgetPerSender: number;
   ticketForSkipped: boolean;
+  /** Inboxes (lower case) whose replies need a person's approval; `*` means every inbox. */
+  approvalInboxes: readonly string[];
+  approvalTimeoutMs: number;
   leaseMs: number;
 }
 
@@ -37,7 +42,14 @@ export async function decideReply(deps: DecideDeps, ref: MessageRef): Promise<Re
       const message = await fetchMessage(deps.agentmail, ref);
       const ownAddresses = [ref.inboxId.toLowerCase(), ...deps.ownAddresses];
       const reason = skipReason(message, { ownAddresses }) ?? (await budgetReason(deps, replyRecipients(message)));
-      return { reply: reason === null, reason, threadId: message.threadId, ticket: reason === null || deps.ticketForSkipped };
+      const approvalRequired = deps.approvalInboxes.includes('*') || deps.approvalInboxes.includes(ref.inboxId.toLowerCase());
+      return {
+        reply: reason === null,
+        reason,
+        threadId: message.threadId,
+        ticket: reason === null || deps.ticketForSkipped,
+        approval: { required: approvalRequired, timeoutMs: deps.approvalTimeoutMs },
+      };
     },
   );
   return outcome.result;

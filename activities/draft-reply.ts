@@ -55,7 +55,8 @@ export async function draftReply(deps: DraftDeps, ref: MessageRef): Promise<Draf
   return { draftKey: key, characters: outcome.result.text.length, replayed: outcome.replayed };
 }
 
-function validDraft(text: string, drafter: string): string {
+/** Drafted text is checked before it is stored: non-empty plain text of a sane length. */
+export function validDraft(text: string, drafter: string): string {
   const trimmed = text.trim();
   const problem =
     trimmed === '' ? 'is empty'

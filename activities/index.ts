@@ -7,7 +7,9 @@ import type { Drafter } from './drafting/drafter';
 import { labelMessage } from './label-message';
 import { openTicket, type TicketInput } from './open-ticket';
 import { OperationStore } from './operation-store/store';
-import { sendReply, type SendInput } from './send-reply';
+import { createProviderDraft, recallReview, recordReview, reviseDraft } from './review';
+import { sendApprovedDraft, sendReply, type DraftSendInput, type SendInput } from './send-reply';
+import type { ReviewInput } from '../workflows/shared';
 import type { TicketProvider } from './tickets/ticket-provider';
 
 export interface ActivityDeps {
@@ -18,6 +20,8 @@ export interface ActivityDeps {
   ownAddresses: readonly string[];
   replyBudgetPerSender: number;
   ticketForSkipped: boolean;
+  approvalInboxes: readonly string[];
+  approvalTimeoutMs: number;
   reconcileAfterMs: number;
   /**
    * How long a claim stays exclusive without renewal. Renewed every third of it while the
@@ -36,6 +40,11 @@ export function createActivities(deps: ActivityDeps) {
     openTicket: (input: TicketInput) => openTicket(common, input),
     sendReply: (input: SendInput) => sendReply(common, input),
     labelMessage: (ref: MessageRef) => labelMessage(deps.agentmail, ref),
+    recallReview: (ref: MessageRef) => recallReview(common, ref),
+    recordReview: (input: MessageRef & { review: ReviewInput }) => recordReview(common, input),
+    reviseDraft: (input: MessageRef & { version: number }) => reviseDraft(common, input),
+    createProviderDraft: (input: MessageRef & { version: number }) => createProviderDraft(common, input),
+    sendApprovedDraft: (input: DraftSendInput) => sendApprovedDraft(common, input),
   };
 }
 

@@ -45,21 +45,56 @@ export async function sendReply(deps: SendDeps, input: SendInput): Promise<SentR
   const inbound = await fetchMessage(deps.agentmail, input);
   const request: AgentMail.ReplyToMessageRequest = { to: replyRecipients(inbound), text: draft.text, headers: { ...REPLY_HEADERS } };
   const resolved = { inboxId: input.inboxId, inReplyTo: input.messageId, ...request };
+  return sendOnce(deps, input, inbound.threadId, resolved, request.to as string[], () => deliver(deps.agentmail, input, request));
+}
 
+export interface DraftSendInput extends SendInput {
+  /** The AgentMail draft a reviewer approved; it holds the text stored under `draftKey`. */
+  draftId: string;
+}
+
+/**
+ * Sends an approved AgentMail draft (`drafts.send`), at most once per reply key, with the
+ * same Idempotency-Key rule and provider-outcome handling as a direct reply.
+ */
+export async function sendApprovedDraft(deps: SendDeps, input: DraftSendInput): Promise<SentReply & { replayed: boolean }> {
+  const draft = await storedDraft(deps.store, input.draftKey);
+  const inbound = await fetchMessage(deps.agentmail, input);
+  const recipients = replyRecipients(inbound);
+  const resolved = { inboxId: input.inboxId, inReplyTo: input.messageId, draftId: input.draftId, to: recipients, text: draft.text };
+  return sendOnce(deps, input, inbound.threadId, resolved, recipients, async () => {
+    try {
+      const sent = await deps.agentmail.inboxes.drafts.send(input.inboxId, input.draftId, {}, { idempotencyKey: providerIdempotencyKey(input.replyKey) });
+      return { messageId: sent.messageId, threadId: sent.threadId, reconciled: false };
+    } catch (error) {
+      throw classifySendError(error, input.replyKey);
+    }
+  });
+}
+
+/** The send's operation: claim the reply key, reconcile when the provider key may be gone, send, count. */
+async function sendOnce(
+  deps: SendDeps,
+  input: SendInput,
+  threadId: string,
+  resolvedRequest: unknown,
+  recipients: string[],
+  send: () => Promise<SentReply>,
+): Promise<SentReply & { replayed: boolean }> {
   const outcome = await runOperation<SentReply>(
     deps.store,
-    { key: input.replyKey, kind: 'reply', request: resolved, leaseMs: deps.leaseMs },
+    { key: input.replyKey, kind: 'reply', request: resolvedRequest, leaseMs: deps.leaseMs },
     async (attempt) => {
-      const earlier = await reconcileIfKeyMayHaveExpired(deps, input, inbound.threadId, attempt);
-      const sent = earlier ?? (await deliver(deps.agentmail, input, request));
-      await countTowardsBudget(deps.db, input, request.to as string[]);
+      const earlier = await reconcileIfKeyMayHaveExpired(deps, input, threadId, attempt);
+      const sent = earlier ?? (await send());
+      await countTowardsBudget(deps.db, input, recipients);
       return sent;
     },
   );
   return { ...outcome.result, replayed: outcome.replayed };
 }
 
-async function storedDraft(store: OperationStore, draftKey: string): Promise<StoredDraft> {
+export async function storedDraft(store: OperationStore, draftKey: string): Promise<StoredDraft> {
   const row = await store.get(draftKey);
   if (row?.status !== 'complete') {
     throw ApplicationFailure.create({ type: FailureType.DraftMissing, message: `no stored draft under ${draftKey}; the draft must be stored before any send`, nonRetryable: true });

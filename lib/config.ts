@@ -53,6 +53,10 @@ const workerSchema = z.object({
   REPLYONCE_OWN_ADDRESSES: commaList,
   /** Replies allowed to one sender address per 24 h before we stop answering (loop safety). */
   REPLY_BUDGET_PER_SENDER: z.coerce.number().int().min(0).default(5),
+  /** Inboxes whose replies wait for a person's approval (comma-separated; `*` for every inbox). */
+  APPROVAL_REQUIRED_INBOXES: commaList,
+  /** How long a reply waits for approval before it is escalated (it is never sent unapproved). */
+  APPROVAL_TIMEOUT_MS: z.coerce.number().int().min(1_000).default(24 * 60 * 60 * 1000),
   /** Whether a message we decide not to answer still gets a ticket. */
   TICKET_FOR_SKIPPED: booleanFlag,
   /**

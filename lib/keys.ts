@@ -9,6 +9,10 @@ export const OperationKind = {
   decision: 'decision',
   draft: 'draft',
   ticket: 'ticket',
+  /** A human's approval or rejection of the drafted reply. */
+  review: 'review',
+  /** The draft created at AgentMail for a reviewer to see (its client_id derives from this key). */
+  providerDraft: 'provider-draft',
   reply: 'reply',
 } as const;
 export type OperationKind = (typeof OperationKind)[keyof typeof OperationKind];
@@ -25,6 +29,8 @@ export function operationKey(ref: MessageRef, kind: OperationKind, version = 1):
 }
 
 export const decisionKey = (ref: MessageRef) => operationKey(ref, OperationKind.decision);
-export const draftKey = (ref: MessageRef) => operationKey(ref, OperationKind.draft);
+export const draftKey = (ref: MessageRef, version = 1) => operationKey(ref, OperationKind.draft, version);
+export const reviewKey = (ref: MessageRef) => operationKey(ref, OperationKind.review);
+export const providerDraftKey = (ref: MessageRef, version = 1) => operationKey(ref, OperationKind.providerDraft, version);
 export const ticketKey = (ref: MessageRef) => operationKey(ref, OperationKind.ticket);
 export const replyKey = (ref: MessageRef, version = 1) => operationKey(ref, OperationKind.reply, version);

@@ -39,6 +39,8 @@ async function main(): Promise<void> {
         ownAddresses: config.REPLYONCE_OWN_ADDRESSES,
         replyBudgetPerSender: config.REPLY_BUDGET_PER_SENDER,
         ticketForSkipped: config.TICKET_FOR_SKIPPED,
+        approvalInboxes: config.APPROVAL_REQUIRED_INBOXES,
+        approvalTimeoutMs: config.APPROVAL_TIMEOUT_MS,
         reconcileAfterMs: config.SEND_RECONCILE_AFTER_MS,
         leaseMs: config.OPERATION_LEASE_MS,
       },

@@ -1,21 +1,34 @@
-import { ActivityFailure, ApplicationFailure, proxyActivities, setHandler, upsertSearchAttributes, type RetryPolicy } from '@temporalio/workflow';
+import {
+  ActivityFailure,
+  ApplicationFailure,
+  condition,
+  log,
+  proxyActivities,
+  setHandler,
+  upsertSearchAttributes,
+  type RetryPolicy,
+} from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { draftKey, replyKey, ticketKey, decisionKey } from '../lib/keys';
+import { decisionKey, draftKey, providerDraftKey, replyKey, reviewKey, ticketKey, type MessageRef } from '../lib/keys';
 import {
   FailureType,
   SearchAttributes,
   operationsQuery,
+  reviewSignal,
+  reviewUpdate,
   type InboundMessageInput,
   type InboundMessageResult,
   type OperationView,
   type ReplyStatus,
+  type ReviewInput,
 } from './shared';
 
 /**
  * One workflow per inbound message (its ID comes from inbox_id + message_id): decide whether a
- * reply is owed, draft it, open a ticket, send it, label the message. Deterministic: every
- * effect happens in an activity that claims its own operation key, and only IDs and keys pass
- * through here, never bodies or drafted text (history is stored unencrypted).
+ * reply is owed, draft it, open a ticket, [wait for a person's approval], send it, label the
+ * message. Deterministic: every effect happens in an activity that claims its own operation
+ * key, and only IDs and keys pass through here, never bodies or drafted text (history is
+ * stored unencrypted; an edited text in a reviewer's payload is the one exception, documented).
  */
 
 /** Only answers that prove a bug or a permanent refusal stop retrying; everything else backs off and retries. */
@@ -31,64 +44,89 @@ const retry: RetryPolicy = {
  * worker is noticed after the heartbeat timeout instead of the whole start-to-close timeout,
  * and the retry takes the effect over once the lease has run out.
  */
-const { decideReply, draftReply, openTicket, sendReply } = proxyActivities<Activities>({
+const effects = proxyActivities<Activities>({
   startToCloseTimeout: '2 minutes',
   heartbeatTimeout: '10 seconds',
   retry,
 });
 
-/** Labels are idempotent by nature and quick. */
-const { labelMessage } = proxyActivities<Activities>({
+/** Reads and effects idempotent by nature: quick, no lease. */
+const quick = proxyActivities<Activities>({
   startToCloseTimeout: '30 seconds',
   retry,
 });
 
 export async function inboundMessageWorkflow(input: InboundMessageInput): Promise<InboundMessageResult> {
-  const ref = { inboxId: input.inboxId, messageId: input.messageId };
+  const ref: MessageRef = { inboxId: input.inboxId, messageId: input.messageId };
   const operations = new Map<string, OperationView>();
   const track = (view: OperationView) => operations.set(view.key, view);
   setHandler(operationsQuery, () => [...operations.values()]);
-
   const setStatus = (status: ReplyStatus) => upsertSearchAttributes([{ key: SearchAttributes.ReplyStatus, value: status }]);
+  const review = reviewInbox();
 
   try {
     setStatus('deciding');
     track({ key: decisionKey(ref), kind: 'decision', status: 'pending' });
-    const decision = await decideReply(ref);
+    const decision = await effects.decideReply(ref);
     upsertSearchAttributes([{ key: SearchAttributes.ThreadId, value: decision.threadId }]);
     track({ key: decisionKey(ref), kind: 'decision', status: 'complete', summary: decision.reply ? 'reply owed' : `skip: ${decision.reason}` });
 
+    const openTicket = async (note: string) => {
+      track({ key: ticketKey(ref), kind: 'ticket', status: 'pending' });
+      const ticket = await effects.openTicket({ ...ref, threadId: decision.threadId, note });
+      track({ key: ticketKey(ref), kind: 'ticket', status: ticket.replayed ? 'replayed' : 'complete', summary: ticket.ticketId });
+      return ticket.ticketId;
+    };
+
     if (!decision.reply) {
-      track({ key: draftKey(ref), kind: 'draft', status: 'skipped' });
-      track({ key: replyKey(ref), kind: 'reply', status: 'skipped' });
-      let ticketId: string | null = null;
-      if (decision.ticket) {
-        const ticket = await openTicket({ ...ref, threadId: decision.threadId, note: `not answered automatically: ${decision.reason}` });
-        track({ key: ticketKey(ref), kind: 'ticket', status: ticket.replayed ? 'replayed' : 'complete', summary: ticket.ticketId });
-        ticketId = ticket.ticketId;
-      }
+      const ticketId = decision.ticket ? await openTicket(`not answered automatically: ${decision.reason}`) : null;
       setStatus('skipped');
       return { status: 'skipped', reason: decision.reason ?? 'unknown', ticketId };
     }
 
     setStatus('drafting');
     track({ key: draftKey(ref), kind: 'draft', status: 'pending' });
-    const draft = await draftReply(ref);
+    const draft = await effects.draftReply(ref);
     track({ key: draft.draftKey, kind: 'draft', status: draft.replayed ? 'replayed' : 'complete', summary: `${draft.characters} characters` });
+    const ticketId = await openTicket(decision.approval.required ? 'drafted by the support agent, awaiting approval' : 'answered by the support agent');
 
-    track({ key: ticketKey(ref), kind: 'ticket', status: 'pending' });
-    const ticket = await openTicket({ ...ref, threadId: decision.threadId, note: 'answered by the support agent' });
-    track({ key: ticketKey(ref), kind: 'ticket', status: ticket.replayed ? 'replayed' : 'complete', summary: ticket.ticketId });
+    let version = 1;
+    let providerDraftId: string | null = null;
+    if (decision.approval.required) {
+      // The reviewer sees the draft at AgentMail; created once per draft version (client_id).
+      track({ key: providerDraftKey(ref), kind: 'provider-draft', status: 'pending' });
+      const shown = await effects.createProviderDraft({ ...ref, version: 1 });
+      track({ key: providerDraftKey(ref), kind: 'provider-draft', status: 'complete', summary: shown.draftId });
+
+      track({ key: reviewKey(ref), kind: 'review', status: 'pending' });
+      const verdict = (await quick.recallReview(ref)) ?? (await effects.recordReview({ ...ref, review: await review.wait(decision.approval.timeoutMs, setStatus) }));
+      track({ key: reviewKey(ref), kind: 'review', status: 'complete', summary: `${verdict.verdict}${verdict.text !== null ? ' with edits' : ''}${verdict.reviewer ? ` by ${verdict.reviewer}` : ''}` });
+
+      if (verdict.verdict === 'reject') {
+        track({ key: replyKey(ref), kind: 'reply', status: 'skipped', summary: 'rejected by the reviewer' });
+        setStatus('rejected');
+        return { status: 'rejected', ticketId };
+      }
+      providerDraftId = shown.draftId;
+      if (verdict.text !== null) {
+        // A changed intent: the edited text is the next draft version and goes out under the next reply key.
+        version = 2;
+        const revised = await effects.reviseDraft({ ...ref, version });
+        track({ key: revised.draftKey, kind: 'draft', status: 'complete', summary: 'edited by the reviewer' });
+        providerDraftId = (await effects.createProviderDraft({ ...ref, version })).draftId;
+      }
+    }
 
     setStatus('sending');
-    const key = replyKey(ref);
+    const key = replyKey(ref, version);
     track({ key, kind: 'reply', status: 'pending' });
-    const sent = await sendReply({ ...ref, draftKey: draft.draftKey, replyKey: key });
+    const sendInput = { ...ref, draftKey: draftKey(ref, version), replyKey: key };
+    const sent = providerDraftId === null ? await effects.sendReply(sendInput) : await effects.sendApprovedDraft({ ...sendInput, draftId: providerDraftId });
     track({ key, kind: 'reply', status: sent.replayed ? 'replayed' : 'complete', summary: `${sent.reconciled ? 'reconciled ' : ''}${sent.messageId}` });
 
-    await labelMessage(ref);
+    await quick.labelMessage(ref);
     setStatus('sent');
-    return { status: 'sent', replyMessageId: sent.messageId, replyThreadId: sent.threadId, ticketId: ticket.ticketId, replayed: sent.replayed };
+    return { status: 'sent', replyMessageId: sent.messageId, replyThreadId: sent.threadId, ticketId, replayed: sent.replayed, replyVersion: version };
   } catch (error) {
     setStatus('failed');
     for (const view of operations.values()) {
@@ -96,6 +134,54 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     }
     throw error;
   }
+}
+
+/**
+ * Receives a reviewer's verdict by Update (answers whether it was accepted) or by Signal (what
+ * the Web UI and `temporal workflow signal` send). Handlers are registered from the start so a
+ * verdict sent early is kept; only the first verdict counts.
+ */
+function reviewInbox() {
+  let received: ReviewInput | undefined;
+  const accept = (input: ReviewInput) => {
+    received ??= input;
+  };
+  setHandler(reviewSignal, (input) => {
+    if (reviewProblem(input) === null) accept(input);
+    else log.warn('ignored an invalid review signal', { problem: reviewProblem(input) });
+  });
+  setHandler(
+    reviewUpdate,
+    (input) => {
+      accept(input);
+      return { accepted: true as const };
+    },
+    {
+      validator: (input) => {
+        const problem = reviewProblem(input);
+        if (problem !== null) throw ApplicationFailure.create({ type: FailureType.InvalidReview, message: problem, nonRetryable: true });
+      },
+    },
+  );
+  return {
+    /** Waits for a verdict; past the timeout the message is escalated and still waits: it is never sent unapproved. */
+    async wait(timeoutMs: number, setStatus: (status: ReplyStatus) => void): Promise<ReviewInput> {
+      setStatus('awaiting_approval');
+      if (!(await condition(() => received !== undefined, timeoutMs))) {
+        setStatus('escalated');
+        log.warn('reply awaiting approval past its timeout: escalated', { timeoutMs });
+        await condition(() => received !== undefined);
+      }
+      return received as ReviewInput;
+    },
+  };
+}
+
+function reviewProblem(input: ReviewInput | undefined): string | null {
+  if (!input || (input.verdict !== 'approve' && input.verdict !== 'reject')) return 'verdict must be "approve" or "reject"';
+  if (input.text !== undefined && (typeof input.text !== 'string' || input.text.trim() === '')) return 'text, when given, must be non-empty';
+  if (input.text !== undefined && input.verdict === 'reject') return 'a rejection carries no text';
+  return null;
 }
 
 function failureSummary(error: unknown): string {

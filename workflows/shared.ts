@@ -3,7 +3,7 @@
  * search attributes, queries. Kept free of I/O so workflow code can import it.
  */
 import { defineSearchAttributeKey } from '@temporalio/common';
-import { defineQuery } from '@temporalio/workflow';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 
 export const INBOUND_MESSAGE_WORKFLOW = 'inboundMessageWorkflow';
 
@@ -14,11 +14,38 @@ export interface InboundMessageInput {
   eventId?: string;
 }
 
-export type ReplyStatus = 'deciding' | 'drafting' | 'sending' | 'sent' | 'skipped' | 'failed';
+export type ReplyStatus =
+  | 'deciding'
+  | 'drafting'
+  | 'awaiting_approval'
+  | 'escalated'
+  | 'sending'
+  | 'sent'
+  | 'rejected'
+  | 'skipped'
+  | 'failed';
 
 export type InboundMessageResult =
-  | { status: 'sent'; replyMessageId: string; replyThreadId: string; ticketId: string | null; replayed: boolean }
+  | { status: 'sent'; replyMessageId: string; replyThreadId: string; ticketId: string | null; replayed: boolean; replyVersion: number }
+  | { status: 'rejected'; ticketId: string | null }
   | { status: 'skipped'; reason: string; ticketId: string | null };
+
+/**
+ * A person's verdict on a drafted reply, from the Web UI, `temporal workflow update|signal`
+ * or the admin route. `text` replaces the drafted text: a changed intent, so it is sent under
+ * the next key version (…/reply/v2), never under v1's key. Note that a signal's or update's
+ * payload is kept in the workflow's history: an edited text passes through it.
+ */
+export interface ReviewInput {
+  verdict: 'approve' | 'reject';
+  text?: string;
+  reviewer?: string;
+}
+
+/** Sends a review and waits until the workflow accepted it (rejects invalid input with a reason). */
+export const reviewUpdate = defineUpdate<{ accepted: true }, [ReviewInput]>('review');
+/** The same, fire and forget (what the Web UI's "Send a Signal" and `temporal workflow signal` do). */
+export const reviewSignal = defineSignal<[ReviewInput]>('review');
 
 export interface OperationView {
   key: string;
@@ -44,5 +71,6 @@ export const FailureType = {
   MessageNotFound: 'MessageNotFound',
   DraftMissing: 'DraftMissing',
   InvalidDraft: 'InvalidDraft',
+  InvalidReview: 'InvalidReview',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];

@@ -1,6 +1,7 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { failpoint, type Failpoint } from '../../lib/failpoints';
 import { requestHash } from '../../lib/hashing';
+import type { OperationKind } from '../../lib/keys';
 import { FailureType } from '../../workflows/shared';
 import { LeaseLostError, OperationConflictError, OperationFailedError, OperationInProgressError } from './errors';
 import type { OperationStore } from './store';
@@ -13,7 +14,7 @@ import type { OperationStore } from './store';
 
 export interface OperationSpec {
   key: string;
-  kind: 'decision' | 'draft' | 'ticket' | 'reply';
+  kind: OperationKind;
   /** The *resolved* request: what the effect will do. A different request under the same key is a conflict. */
   request: unknown;
   leaseMs: number;

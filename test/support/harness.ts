@@ -41,6 +41,8 @@ export interface HarnessOptions {
   ownAddresses?: string[];
   replyBudgetPerSender?: number;
   ticketForSkipped?: boolean;
+  approvalInboxes?: string[];
+  approvalTimeoutMs?: number;
   reconcileAfterMs?: number;
   leaseMs?: number;
   /** The AgentMail client's per-request timeout (s); short in tests of timeouts and "in progress" answers. */
@@ -112,6 +114,8 @@ export class Harness {
         ownAddresses: options.ownAddresses ?? [],
         replyBudgetPerSender: options.replyBudgetPerSender ?? 5,
         ticketForSkipped: options.ticketForSkipped ?? true,
+        approvalInboxes: options.approvalInboxes ?? [],
+        approvalTimeoutMs: options.approvalTimeoutMs ?? 60_000,
         reconcileAfterMs: options.reconcileAfterMs ?? 23 * 60 * 60 * 1000,
         leaseMs: options.leaseMs ?? 5_000,
       },

@@ -1,0 +1,132 @@
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { promisify } from 'node:util';
+import { after, before, describe, test } from 'node:test';
+import { WorkflowUpdateFailedError } from '@temporalio/client';
+import { inboundWorkflowId, providerIdempotencyKey } from '../lib/hashing';
+import { replyKey, type MessageRef } from '../lib/keys';
+import { temporalCliPath } from '../scripts/services/temporal-dev-server';
+import { INBOUND_MESSAGE_WORKFLOW, reviewUpdate, type ReplyStatus } from '../workflows/shared';
+import { testEnv } from './support/env';
+import { Harness } from './support/harness';
+import { eventually } from './support/temporal';
+
+// Human approval: a reply to an inbox that requires it waits, as an AgentMail draft, for a
+// person's verdict sent by Update (the Web UI, the admin route) or by Signal (the CLI).
+let h: Harness;
+before(async () => {
+  h = await Harness.start({ approvalInboxes: ['*'], approvalTimeoutMs: 1_500 });
+});
+after(() => h.close());
+
+async function awaitingApproval(): Promise<MessageRef> {
+  const inboxId = h.newInbox();
+  const inbound = await h.sandbox.inbound({ inbox_id: inboxId, from: `review-${randomUUID().slice(0, 8)}@customer.example`, subject: 'Refund?', text: 'I want my money back.' });
+  const ref = { inboxId, messageId: inbound.message.message_id };
+  // The short approval timeout may already have escalated it: both mean "waiting for a person".
+  await waitForStatus(ref, 'awaiting_approval', 'escalated');
+  return ref;
+}
+
+async function status(ref: MessageRef): Promise<string | undefined> {
+  const description = await h.client.workflow.getHandle(inboundWorkflowId(ref)).describe().catch(() => undefined);
+  return description?.searchAttributes.ReplyStatus?.[0] as string | undefined;
+}
+
+async function waitForStatus(ref: MessageRef, ...wanted: ReplyStatus[]): Promise<void> {
+  await eventually(async () => (wanted.includes((await status(ref)) as ReplyStatus) ? true : undefined), `ReplyStatus=${wanted.join('|')}`);
+}
+
+const drafts = async (inboxId: string) => (await h.agentmail.inboxes.drafts.list(inboxId)).drafts;
+
+describe('a reply that needs approval', () => {
+  test('waits as one AgentMail draft, sends nothing; approval by Update sends that draft with the reply key', async () => {
+    const ref = await awaitingApproval();
+    assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 0);
+    const waiting = await drafts(ref.inboxId);
+    assert.equal(waiting.length, 1);
+
+    const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
+    assert.deepEqual(await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', reviewer: 'grace' }] }), { accepted: true });
+    const result = await handle.result();
+
+    assert.equal(result.status, 'sent');
+    const outbox = await h.sandbox.outbox({ inbox_id: ref.inboxId });
+    assert.equal(outbox.length, 1);
+    assert.match(outbox[0]!.endpoint, /\/drafts\/.+\/send$/);
+    assert.equal(outbox[0]!.idempotency_key, providerIdempotencyKey(replyKey(ref, 1)));
+    assert.equal(await status(ref), 'sent');
+  });
+
+  test('approval by Signal from the temporal CLI, as a person would type it', async () => {
+    const ref = await awaitingApproval();
+    await promisify(execFile)(temporalCliPath(), [
+      'workflow', 'signal',
+      '--address', testEnv.temporalAddress,
+      '--namespace', testEnv.namespace,
+      '--workflow-id', inboundWorkflowId(ref),
+      '--name', 'review',
+      '--input', '{"verdict":"approve","reviewer":"cli"}',
+    ]);
+    const result = await h.workflowResult(ref);
+    assert.equal(result.status, 'sent');
+    assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 1);
+  });
+
+  test('approval with edited text sends the edit under the next key version (…/reply/v2), never v1', async () => {
+    const ref = await awaitingApproval();
+    const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
+    await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', text: 'We have refunded your order today.', reviewer: 'grace' }] });
+    const result = await handle.result();
+
+    assert.equal(result.status === 'sent' && result.replyVersion, 2);
+    const outbox = await h.sandbox.outbox({ inbox_id: ref.inboxId });
+    assert.equal(outbox.length, 1);
+    assert.equal(outbox[0]!.message.text, 'We have refunded your order today.');
+    assert.equal(outbox[0]!.idempotency_key, providerIdempotencyKey(replyKey(ref, 2)));
+    const v1 = await h.db.query('SELECT 1 FROM operations WHERE operation_key = $1', [replyKey(ref, 1)]);
+    assert.equal(v1.rowCount, 0, "v1's key was never used");
+  });
+
+  test('rejection sends nothing and ends rejected', async () => {
+    const ref = await awaitingApproval();
+    const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
+    await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'reject', reviewer: 'grace' }] });
+    const result = await handle.result();
+    assert.equal(result.status, 'rejected');
+    assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 0);
+    assert.equal(await status(ref), 'rejected');
+  });
+
+  test('an invalid verdict is refused by the update with a reason, and the reply keeps waiting', async () => {
+    const ref = await awaitingApproval();
+    const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
+    await assert.rejects(handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'maybe' as 'approve' }] }), WorkflowUpdateFailedError);
+    assert.match(String(await status(ref)), /awaiting_approval|escalated/);
+    await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'reject' }] });
+    assert.equal((await handle.result()).status, 'rejected');
+  });
+
+  test('past the approval timeout the reply is escalated, not sent; a later approval still sends it', async () => {
+    const ref = await awaitingApproval();
+    await waitForStatus(ref, 'escalated');
+    assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 0);
+    await h.client.workflow.getHandle(inboundWorkflowId(ref)).executeUpdate(reviewUpdate, { args: [{ verdict: 'approve' }] });
+    assert.equal((await h.workflowResult(ref)).status, 'sent');
+  });
+
+  test('a replay after approval reuses the stored verdict and draft: no second draft, no second email, no new wait', async () => {
+    const ref = await awaitingApproval();
+    const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
+    await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', text: 'Edited once.' }] });
+    const first = await handle.result();
+
+    const replay = await h.client.workflow.execute(INBOUND_MESSAGE_WORKFLOW, { workflowId: `replay-${randomUUID()}`, taskQueue: h.taskQueue, args: [ref] });
+    assert.equal(replay.status, 'sent');
+    assert.equal(replay.status === 'sent' && first.status === 'sent' && replay.replyMessageId, first.status === 'sent' && first.replyMessageId);
+    assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 1);
+    const created = await h.db.query("SELECT count(*)::int AS n FROM operations WHERE kind = 'provider-draft' AND operation_key LIKE $1", [`${ref.inboxId}/%`]);
+    assert.equal(created.rows[0].n, 2, 'one AgentMail draft per draft version (v1 drafted, v2 edited), none from the replay');
+  });
+});
