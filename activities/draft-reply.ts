@@ -1,4 +1,4 @@
-import { ApplicationFailure, log } from '@temporalio/activity';
+import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { draftKey, type MessageRef } from '../lib/keys';
 import { FailureType } from '../workflows/shared';
 import { MAX_DRAFT_CHARACTERS, type Drafter } from './drafting/drafter';
@@ -42,13 +42,17 @@ export async function draftReply(deps: DraftDeps, ref: MessageRef): Promise<Draf
         .map((m) => ({ direction: m.labels.includes('sent') ? ('outbound' as const) : ('inbound' as const), text: m.extractedText ?? m.text ?? '', timestamp: m.timestamp }));
       // One line per drafter (model) call: operators and the crash tests count calls by it.
       log.info('drafting reply', { operationKey: key, drafter: deps.drafter.name });
-      const text = await deps.drafter.draft({
-        inboxId: ref.inboxId,
-        messageId: ref.messageId,
-        subject: message.subject ?? '',
-        text: message.extractedText ?? message.text ?? '',
-        thread: earlier,
-      });
+      const text = await deps.drafter.draft(
+        {
+          inboxId: ref.inboxId,
+          messageId: ref.messageId,
+          subject: message.subject ?? '',
+          text: message.extractedText ?? message.text ?? '',
+          timestamp: message.timestamp,
+          thread: earlier,
+        },
+        { signal: Context.current().cancellationSignal },
+      );
       return { text: validDraft(text, deps.drafter.name), drafter: deps.drafter.name };
     },
   );

@@ -22,8 +22,12 @@ export interface MessageRef {
   messageId: string;
 }
 
-/** `<inbox>/<message>/<kind>/v<version>`, as in DESIGN.md's key table. */
-export function operationKey(ref: MessageRef, kind: OperationKind, version = 1): string {
+/**
+ * `<inbox>/<message>/<kind>/v<version>`, as in DESIGN.md's key table. `kind` is one of the
+ * workflow's OperationKind values, or a new effect's own (activities/examples/refund.ts).
+ */
+export function operationKey(ref: MessageRef, kind: OperationKind | (string & {}), version = 1): string {
+  if (!/^[a-z][a-z0-9-]{0,49}$/.test(kind)) throw new RangeError(`operation kind must be 1-50 lower-case letters, digits or dashes, got ${JSON.stringify(kind)}`);
   if (!Number.isInteger(version) || version < 1) throw new RangeError(`operation key version must be a positive integer, got ${version}`);
   return `${ref.inboxId}/${ref.messageId}/${kind}/v${version}`;
 }

@@ -2,22 +2,33 @@
  * The drafting provider interface. The workflow asks for one draft per message; the draft
  * activity stores the text before anything is sent, so a drafter is called once per message
  * however often the workflow is retried or replayed.
+ *
+ * Nothing in a request can choose where the reply goes: recipients, the reply reference and the
+ * sending inbox come from the inbound message when the reply is sent (activities/send-reply.ts).
  */
 
 export interface DraftRequest {
+  /** Our receiving inbox: selects the inbox's instructions; never shown to the model. */
   inboxId: string;
   messageId: string;
   subject: string;
   /** The inbound message's text (the provider's extracted reply text when it has one). */
   text: string;
+  /** When the inbound message was received (its payload's timestamp). */
+  timestamp: Date;
   /** Earlier messages of the thread, oldest first, by their timestamps. */
   thread: ReadonlyArray<{ direction: 'inbound' | 'outbound'; text: string; timestamp: Date }>;
 }
 
+export interface DraftOptions {
+  /** The activity's cancellation: a cancelled or timed-out attempt stops waiting for the model. */
+  signal?: AbortSignal;
+}
+
 export interface Drafter {
-  /** Recorded with the stored draft, so a person can see which provider wrote it. */
+  /** Recorded with the stored draft, so a person can see which provider (and model) wrote it. */
   readonly name: string;
-  draft(request: DraftRequest): Promise<string>;
+  draft(request: DraftRequest, options?: DraftOptions): Promise<string>;
 }
 
 /** Model output is checked before it is stored: non-empty plain text of a sane length. */

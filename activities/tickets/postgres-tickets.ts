@@ -8,6 +8,7 @@ export class PostgresTickets implements TicketProvider {
 
   constructor(private readonly db: Db) {}
 
+  /** Idempotent by itself (one upsert on the operation key), so a resumed attempt needs no look-up. */
   async create(request: TicketRequest): Promise<{ ticketId: string }> {
     // Derived from the external id, so a repeated create names the same ticket.
     const ticketId = `T-${sha256Hex(request.externalId).slice(0, 12)}`;

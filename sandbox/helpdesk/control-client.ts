@@ -1,0 +1,39 @@
+import type { HelpdeskRequestRecord, HelpdeskTicket } from './app';
+import type { HelpdeskFault, HelpdeskFaultInput } from './faults';
+
+/** Typed client for the help-desk stand-in's /_helpdesk control API (plain fetch, for tests and scripts). */
+export class HelpdeskControl {
+  constructor(readonly baseUrl: string) {}
+
+  async tickets(filter: { external_id?: string } = {}): Promise<HelpdeskTicket[]> {
+    const { tickets } = await this.call<{ tickets: HelpdeskTicket[] }>('GET', '/_helpdesk/tickets');
+    return filter.external_id === undefined ? tickets : tickets.filter((t) => t.external_id === filter.external_id);
+  }
+
+  async requests(): Promise<HelpdeskRequestRecord[]> {
+    return (await this.call<{ requests: HelpdeskRequestRecord[] }>('GET', '/_helpdesk/requests')).requests;
+  }
+
+  /** Replaces every rule; `[]` clears. */
+  async setFaults(rules: HelpdeskFaultInput | HelpdeskFaultInput[]): Promise<HelpdeskFault[]> {
+    return (await this.call<{ rules: HelpdeskFault[] }>('POST', '/_helpdesk/faults', { rules: Array.isArray(rules) ? rules : [rules] })).rules;
+  }
+
+  async clearFaults(): Promise<void> {
+    await this.call('DELETE', '/_helpdesk/faults');
+  }
+
+  advanceClock(ms: number): Promise<{ offset_ms: number }> {
+    return this.call('POST', '/_helpdesk/clock/advance', { ms });
+  }
+
+  private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const response = await fetch(`${this.baseUrl}${path}`, {
+      method,
+      ...(body !== undefined ? { body: JSON.stringify(body), headers: { 'content-type': 'application/json' } } : {}),
+    });
+    const parsed = (await response.json()) as T;
+    if (!response.ok) throw new Error(`help-desk stand-in ${method} ${path} answered ${response.status}: ${JSON.stringify(parsed)}`);
+    return parsed;
+  }
+}

@@ -1,0 +1,40 @@
+import type { Behaviour, BehaviourInput } from './behaviours';
+import type { ModelCall } from './app';
+
+/** Typed client for the model stand-in's /_model control API (plain fetch, for tests and scripts). */
+export class ModelStandInControl {
+  constructor(readonly baseUrl: string) {}
+
+  /** The API root a provider package takes as its base URL. */
+  get apiUrl(): string {
+    return `${this.baseUrl}/v1`;
+  }
+
+  async calls(filter: { contains?: string } = {}): Promise<ModelCall[]> {
+    const query = filter.contains ? `?contains=${encodeURIComponent(filter.contains)}` : '';
+    return (await this.call<{ calls: ModelCall[] }>('GET', `/_model/calls${query}`)).calls;
+  }
+
+  /** Replaces every rule; `[]` clears. */
+  async setBehaviours(rules: BehaviourInput | BehaviourInput[]): Promise<Behaviour[]> {
+    return (await this.call<{ rules: Behaviour[] }>('POST', '/_model/behaviours', { rules: Array.isArray(rules) ? rules : [rules] })).rules;
+  }
+
+  async clearBehaviours(): Promise<void> {
+    await this.call('DELETE', '/_model/behaviours');
+  }
+
+  async reset(): Promise<void> {
+    await this.call('POST', '/_model/reset', {});
+  }
+
+  private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
+    const response = await fetch(`${this.baseUrl}${path}`, {
+      method,
+      ...(body !== undefined ? { body: JSON.stringify(body), headers: { 'content-type': 'application/json' } } : {}),
+    });
+    const parsed = (await response.json()) as T;
+    if (!response.ok) throw new Error(`model stand-in ${method} ${path} answered ${response.status}: ${JSON.stringify(parsed)}`);
+    return parsed;
+  }
+}

@@ -1,0 +1,179 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import { ApplicationFailure } from '@temporalio/common';
+import type { TicketRequest } from '../activities/tickets/ticket-provider';
+import { ZendeskTickets } from '../activities/tickets/zendesk-tickets';
+import { providerIdempotencyKey } from '../lib/hashing';
+import { ticketKey, type MessageRef } from '../lib/keys';
+import { buildHelpdeskStandIn, IDEMPOTENCY_TTL_MS } from '../sandbox/helpdesk/app';
+import { HelpdeskControl } from '../sandbox/helpdesk/control-client';
+import { Harness } from './support/harness';
+
+// Tickets in Zendesk, against a stand-in of its Tickets API that honours the documented
+// idempotency rules: first the adapter alone, then the whole path with a lost response.
+const EMAIL = 'replyonce-bot@example.com';
+const TOKEN = 'zendesk-test-token';
+let helpdesk: HelpdeskControl;
+let helpdeskUrl: string;
+let closeHelpdesk: () => Promise<unknown>;
+let h: Harness;
+
+before(async () => {
+  const standIn = buildHelpdeskStandIn({ email: EMAIL, apiToken: TOKEN });
+  await standIn.app.listen({ port: 0, host: '127.0.0.1' });
+  closeHelpdesk = () => standIn.app.close();
+  helpdeskUrl = `http://127.0.0.1:${(standIn.app.server.address() as AddressInfo).port}`;
+  helpdesk = new HelpdeskControl(helpdeskUrl);
+  h = await Harness.start({ tickets: zendesk() });
+});
+after(async () => {
+  await h.close();
+  await closeHelpdesk();
+});
+
+function zendesk(overrides: { apiToken?: string } = {}) {
+  return new ZendeskTickets({ url: helpdeskUrl, email: EMAIL, apiToken: overrides.apiToken ?? TOKEN, timeoutMs: 2_000 });
+}
+
+function ticketRequest(overrides: Partial<TicketRequest> = {}): TicketRequest {
+  const messageId = `<${randomUUID()}@customer.example>`;
+  return {
+    externalId: ticketKey({ inboxId: 'support@example.com', messageId }),
+    inboxId: 'support@example.com',
+    messageId,
+    threadId: randomUUID(),
+    subject: 'Where is my order?',
+    note: 'answered by the support agent',
+    message: { from: 'ada@customer.example', text: 'I ordered a difference engine.', receivedAt: '2025-01-02T03:04:05.000Z' },
+    ...overrides,
+  };
+}
+
+async function failureOf(promise: Promise<unknown>): Promise<ApplicationFailure> {
+  try {
+    await promise;
+  } catch (error) {
+    assert.ok(error instanceof ApplicationFailure, `expected an ApplicationFailure, got ${String(error)}`);
+    return error;
+  }
+  assert.fail('the call succeeded');
+}
+
+describe('the Zendesk adapter', () => {
+  test('creates a ticket whose external id and Idempotency-Key derive from the operation key', async () => {
+    const request = ticketRequest();
+    const { ticketId } = await zendesk().create(request, { resumed: false });
+    const key = providerIdempotencyKey(request.externalId);
+    const [ticket] = await helpdesk.tickets({ external_id: key });
+    assert.equal(String(ticket!.id), ticketId);
+    assert.equal(ticket!.subject, 'Where is my order?');
+    assert.match(ticket!.description, /I ordered a difference engine\./);
+    assert.match(ticket!.description, /From: ada@customer\.example/);
+    const creates = (await helpdesk.requests()).filter((r) => r.idempotency_key === key);
+    assert.deepEqual(creates.map((r) => [r.method, r.lookup, r.status]), [['POST', 'miss', 201]]);
+  });
+
+  test('the same create again inside the key\'s 2 hours returns the same ticket (x-idempotency-lookup: hit)', async () => {
+    const request = ticketRequest();
+    const first = await zendesk().create(request, { resumed: false });
+    const second = await zendesk().create(request, { resumed: false });
+    const key = providerIdempotencyKey(request.externalId);
+    assert.equal(second.ticketId, first.ticketId);
+    assert.equal((await helpdesk.tickets({ external_id: key })).length, 1);
+    assert.deepEqual((await helpdesk.requests()).filter((r) => r.idempotency_key === key).map((r) => r.lookup), ['miss', 'hit']);
+  });
+
+  test('a resumed attempt after the key expired finds the ticket by its external id and creates none', async () => {
+    const request = ticketRequest();
+    const first = await zendesk().create(request, { resumed: false });
+    await helpdesk.advanceClock(IDEMPOTENCY_TTL_MS + 60_000);
+    const before = (await helpdesk.requests()).length;
+    const resumed = await zendesk().create(request, { resumed: true });
+    assert.equal(resumed.ticketId, first.ticketId);
+    const since = (await helpdesk.requests()).slice(before);
+    assert.deepEqual(since.map((r) => r.method), ['GET'], 'a look-up, no create');
+    assert.equal((await helpdesk.tickets({ external_id: providerIdempotencyKey(request.externalId) })).length, 1);
+  });
+
+  test('the key reused with a different body → TicketConflict, final', async () => {
+    const request = ticketRequest();
+    await zendesk().create(request, { resumed: false });
+    const failure = await failureOf(zendesk().create({ ...request, note: 'something else' }, { resumed: false }));
+    assert.equal(failure.type, 'TicketConflict');
+    assert.equal(failure.nonRetryable, true);
+  });
+
+  const answers: Array<[string, Parameters<HelpdeskControl['setFaults']>[0], string, boolean]> = [
+    ['a 429 with Retry-After', { action: 'rate-limit', retry_after_seconds: 4 }, 'HelpdeskRateLimited', false],
+    ['a 500', { action: 'status', status: 500 }, 'TicketOutcomeUnknown', false],
+    ['a connection dropped after the create', { action: 'drop-after-commit' }, 'TicketOutcomeUnknown', false],
+    ['a 422', { action: 'status', status: 422 }, 'TicketRejected', true],
+  ];
+  for (const [name, fault, type, nonRetryable] of answers) {
+    test(`${name} → ${type}, ${nonRetryable ? 'final' : 'retried'}`, async () => {
+      await helpdesk.setFaults({ match: { method: 'POST' }, count: 1, ...fault });
+      try {
+        const failure = await failureOf(zendesk().create(ticketRequest(), { resumed: false }));
+        assert.equal(failure.type, type);
+        assert.equal(failure.nonRetryable, nonRetryable);
+        if (type === 'HelpdeskRateLimited') assert.equal(failure.nextRetryDelay, 4_000);
+      } finally {
+        await helpdesk.clearFaults();
+      }
+    });
+  }
+
+  test('a wrong API token → HelpdeskUnauthorized, retried, naming the variables (not the token)', async () => {
+    const failure = await failureOf(zendesk({ apiToken: 'wrong-token' }).create(ticketRequest(), { resumed: false }));
+    assert.equal(failure.type, 'HelpdeskUnauthorized');
+    assert.equal(failure.nonRetryable, false);
+    assert.match(failure.message, /ZENDESK_EMAIL and ZENDESK_API_TOKEN/);
+    assert.ok(!failure.message.includes('wrong-token'));
+  });
+});
+
+describe('tickets in Zendesk, end to end', () => {
+  async function newMessage(): Promise<MessageRef> {
+    const inboxId = h.newInbox();
+    const inbound = await h.sandbox.inbound({ inbox_id: inboxId, from: `ada-${randomUUID().slice(0, 8)}@customer.example`, subject: 'Where is my order?', text: 'Please answer once.' });
+    return { inboxId, messageId: inbound.message.message_id };
+  }
+
+  test('an answered message gets one Zendesk ticket, whose id the workflow returns', async () => {
+    const ref = await newMessage();
+    const result = await h.resultOf(ref);
+    const tickets = await helpdesk.tickets({ external_id: providerIdempotencyKey(ticketKey(ref)) });
+    assert.equal(tickets.length, 1);
+    assert.equal(result.status === 'sent' && result.ticketId, String(tickets[0]!.id));
+    assert.match(tickets[0]!.description, /Please answer once\./);
+    assert.equal((await h.ticketsFor(ref)).length, 0, 'nothing in the Postgres ticket table');
+  });
+
+  test('the first create\'s response is lost after Zendesk committed it → the retry finds it by external id: one ticket', async () => {
+    // Prepare: the stand-in creates the ticket, then drops the connection instead of answering.
+    await helpdesk.setFaults({ match: { method: 'POST', path: '/api/v2/tickets' }, count: 1, action: 'drop-after-commit' });
+    try {
+      const before = (await helpdesk.requests()).length;
+      const ref = await newMessage();
+      // Act
+      const result = await h.resultOf(ref);
+      // Assess
+      const key = providerIdempotencyKey(ticketKey(ref));
+      const tickets = await helpdesk.tickets({ external_id: key });
+      assert.equal(tickets.length, 1, 'one ticket at Zendesk');
+      assert.equal(result.status === 'sent' && result.ticketId, String(tickets[0]!.id));
+      const since = (await helpdesk.requests()).slice(before);
+      assert.deepEqual(
+        since.map((r) => [r.method, r.url, r.status]),
+        [['POST', '/api/v2/tickets.json', null], ['GET', `/api/v2/tickets.json?external_id=${key}`, 200]],
+        'the create (its answer lost), then the look-up by external id; no second create',
+      );
+      const row = (await h.db.query<{ status: string; attempts: number }>('SELECT status, attempts FROM operations WHERE operation_key = $1', [ticketKey(ref)])).rows[0];
+      assert.deepEqual(row, { status: 'complete', attempts: 2 });
+    } finally {
+      await helpdesk.clearFaults();
+    }
+  });
+});
