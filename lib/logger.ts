@@ -13,6 +13,9 @@ export const redactedPaths = [
   '*.AGENTMAIL_API_KEY',
   '*.AGENTMAIL_WEBHOOK_SECRET',
   '*.DATABASE_URL',
+  '*.DRAFT_API_KEY',
+  '*.ZENDESK_API_TOKEN',
+  '*.apiToken',
   '*.text',
   '*.html',
   '*.from',
@@ -21,6 +24,10 @@ export const redactedPaths = [
 
 export type Logger = pino.Logger;
 
+/**
+ * Written synchronously: a line logged just before a crash (an effect started, a model called)
+ * is on stdout when the process dies, which is when it matters most.
+ */
 export function createLogger(name: string, level = process.env.LOG_LEVEL ?? 'info'): Logger {
-  return pino({ name, level, redact: { paths: redactedPaths, censor: '[redacted]' } });
+  return pino({ name, level, redact: { paths: redactedPaths, censor: '[redacted]' } }, pino.destination({ dest: 1, sync: true }));
 }

@@ -6,19 +6,41 @@ import { z } from 'zod';
  * is read by the workflow's activities from AgentMail itself.
  */
 
+/** Postgres text cannot hold U+0000: refused here (422), not by the insert (500, retried for a day). */
+const storableText = (max: number) => z.string().min(1).max(max).refine((s) => !s.includes('\u0000'), 'must not contain U+0000');
+
+/**
+ * RFC 5322 caps a header line at 998 octets. Counting bytes, not characters, also keeps the id
+ * under Temporal's 2 KiB limit on a search attribute's value (MessageId, ThreadId).
+ */
+const headerId = storableText(998).refine((s) => Buffer.byteLength(s, 'utf8') <= 998, 'must be at most 998 bytes in UTF-8');
+
 export const eventEnvelope = z.object({
-  event_type: z.string().min(1).max(100),
-  event_id: z.string().min(1).max(255),
+  event_type: storableText(100),
+  event_id: storableText(255),
 });
 
 export const messageReceivedEvent = eventEnvelope.extend({
   event_type: z.literal('message.received'),
   message: z.object({
-    inbox_id: z.string().min(1).max(320),
-    message_id: z.string().min(1).max(998),
-    thread_id: z.string().min(1).max(998).optional(),
+    inbox_id: storableText(320),
+    message_id: headerId,
+    thread_id: headerId.optional(),
+    /**
+     * When the message arrived at AgentMail: it advances the inbox's catch-up cursor. Lenient on
+     * purpose: a missing or unreadable time costs only the cursor update, never the reply.
+     */
+    timestamp: z.unknown().optional().transform(messageTime),
   }),
 });
+
+function messageTime(value: unknown): Date | undefined {
+  if (typeof value !== 'string' && typeof value !== 'number') return undefined;
+  const at = new Date(value);
+  // Inside what Postgres's timestamptz holds, so an odd value can never fail the event's insert.
+  const year = at.getUTCFullYear();
+  return Number.isNaN(at.getTime()) || year < 1970 || year > 9999 ? undefined : at;
+}
 
 export type EventEnvelope = z.infer<typeof eventEnvelope>;
 export type MessageReceivedEvent = z.infer<typeof messageReceivedEvent>;

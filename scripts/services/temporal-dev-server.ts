@@ -24,6 +24,11 @@ export interface TemporalDevServerOptions {
   dbFilename: string | null;
   /** The server's output goes here (appended), and errors point at it. */
   logFile: string;
+  /**
+   * Let the history service catch up on its queues every 500 ms instead of every 30 s, so a
+   * deleted execution is gone in a second or two (the test suite deletes some; dev need not).
+   */
+  fastQueues?: boolean;
   /** Namespaces to create at launch, so they are usable without waiting for propagation. */
   namespaces?: string[];
 }
@@ -55,6 +60,11 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
     args.push('--db-filename', options.dbFilename);
   }
   for (const name of SEARCH_ATTRIBUTES) args.push('--search-attribute', `${name}=Keyword`);
+  if (options.fastQueues) {
+    for (const key of ['history.transferProcessorUpdateAckInterval', 'history.visibilityProcessorUpdateAckInterval']) {
+      args.push('--dynamic-config-value', `${key}="500ms"`);
+    }
+  }
   for (const namespace of options.namespaces ?? []) args.push('--namespace', namespace);
 
   mkdirSync(path.dirname(options.logFile), { recursive: true });
