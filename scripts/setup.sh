@@ -135,6 +135,20 @@ install_postgres() {
   postgres_installed || die "apt-get installed postgresql, but pg_ctlcluster or the server binaries are still missing."
 }
 
+# --- Chromium (for the Web UI test only) --------------------------------------------------
+# Best effort: without it the one browser test skips and says why; nothing else needs it.
+install_chromium() {
+  [[ -x /usr/bin/chromium || -n "${CHROMIUM_PATH:-}" ]] && return 0
+  if ! command -v apt-get >/dev/null 2>&1 || [[ $(id -u) -ne 0 ]]; then
+    say "Chromium is not installed: the Web UI test will be skipped (install Debian's chromium package to run it)"
+    return 0
+  fi
+  say "installing Chromium for the Web UI test (apt-get install chromium)…"
+  export DEBIAN_FRONTEND=noninteractive
+  { apt-get update -q && apt-get install -y -q --no-install-recommends chromium; } ||
+    say "installing Chromium failed: the Web UI test will be skipped"
+}
+
 # ------------------------------------------------------------------------------------------
 check_node
 with_lock "$ROOT/.data/setup.lock" install_node_modules
@@ -151,4 +165,7 @@ else
   with_lock "$CACHE/postgres-install.lock" install_postgres
 fi
 
+with_lock "$CACHE/chromium-install.lock" install_chromium
+
 say "ready ($(( ($(date +%s%N) - STARTED_AT) / 1000000 )) ms)"
+

@@ -1,5 +1,5 @@
 // `npm test [-- [node --test options] [files…]]`, after scripts/setup.sh: the whole suite against
-// one Temporal dev server (in memory, headless, a free port) and a fresh test database.
+// one Temporal dev server (in memory, its Web UI on, free ports) and a fresh test database.
 //
 // The test files get TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE=replyonce-test, DATABASE_URL (the test
 // database, migrated) and REPLYONCE_WORKFLOW_BUNDLE (the workflow code, bundled once).
@@ -47,7 +47,7 @@ async function main(): Promise<number> {
       return result;
     };
     // Independent steps run side by side; each registers its cleanup as soon as it holds something.
-    const [temporalAddress, databaseUrl, bundlePath] = await allOrCleanUp([
+    const [temporal, databaseUrl, bundlePath] = await allOrCleanUp([
       timed('temporal', () => prepareTemporal(cleanups)),
       timed('postgres', () => prepareDatabase(cleanups)),
       timed('bundle', () => bundleWorkflows()),
@@ -61,7 +61,9 @@ async function main(): Promise<number> {
       stdio: 'inherit',
       env: {
         ...process.env,
-        TEMPORAL_ADDRESS: temporalAddress,
+        TEMPORAL_ADDRESS: temporal.address,
+        // The Web UI test drives a browser against it; absent when the suite uses a server of yours.
+        ...(temporal.uiUrl ? { TEMPORAL_UI_URL: temporal.uiUrl } : {}),
         TEMPORAL_NAMESPACE: NAMESPACE,
         DATABASE_URL: databaseUrl,
         REPLYONCE_WORKFLOW_BUNDLE: bundlePath,
@@ -88,21 +90,24 @@ async function main(): Promise<number> {
   }
 }
 
-async function prepareTemporal(cleanups: Cleanup[]): Promise<string> {
+async function prepareTemporal(cleanups: Cleanup[]): Promise<{ address: string; uiUrl?: string | undefined }> {
   let address = process.env.TEMPORAL_ADDRESS;
+  let uiUrl: string | undefined;
   if (!address) {
     const server: TemporalDevServer = await startTemporalDevServer({
       port: 0,
-      uiPort: null,
+      uiPort: 0, // the Web UI test looks at it the way an operator would
+      fastQueues: true,
       dbFilename: null,
       logFile: path.join(DATA, 'temporal.log'),
       namespaces: [NAMESPACE], // created at launch: usable at once, no propagation wait
     });
     cleanups.push(() => server.stop());
     address = server.address;
+    uiUrl = server.uiUrl;
   }
   await setupTemporal({ address, namespace: NAMESPACE, retentionDays: 7 });
-  return address;
+  return { address, uiUrl };
 }
 
 /**

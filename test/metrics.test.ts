@@ -1,0 +1,50 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, test } from 'node:test';
+import { AppProcess } from './support/app-process';
+import { Harness } from './support/harness';
+import { signedHeaders } from './support/signing';
+
+// /metrics in Prometheus format on the API and on a worker process, counting what happened.
+let h: Harness;
+before(async () => {
+  h = await Harness.start({ worker: false });
+});
+after(() => h.close());
+
+/** The value of one sample line, e.g. `replyonce_webhooks_total{outcome="queued"}`, or 0 when absent. */
+function sample(text: string, series: string): number {
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line ? Number(line.slice(series.length + 1)) : 0;
+}
+
+test('the API and the worker expose counters for webhooks, acks, operations and sends', async () => {
+  const worker = await AppProcess.startWorker(h);
+  try {
+    const before = await (await fetch(`${h.apiUrl}/metrics`)).text();
+    const inboxId = h.newInbox();
+    const inbound = await h.sandbox.inbound({ inbox_id: inboxId, from: `metrics-${randomUUID().slice(0, 8)}@customer.example`, subject: 'Hi', text: 'Count me.' });
+    const ref = { inboxId, messageId: inbound.message.message_id };
+    assert.equal((await h.resultOf(ref)).status, 'sent');
+    const body = JSON.stringify({ type: 'event', event_type: 'message.received', event_id: inbound.event_id, message: inbound.message, thread: inbound.thread });
+    await fetch(`${h.apiUrl}/webhooks/agentmail`, { method: 'POST', body, headers: signedHeaders(h.webhookSecret, body) });
+    await fetch(`${h.apiUrl}/webhooks/agentmail`, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+
+    const api = await (await fetch(`${h.apiUrl}/metrics`)).text();
+    const delta = (series: string) => sample(api, series) - sample(before, series);
+    assert.equal(delta('replyonce_webhooks_total{outcome="queued"}'), 1);
+    assert.equal(delta('replyonce_webhooks_total{outcome="duplicate"}'), 1);
+    assert.equal(delta('replyonce_webhooks_total{outcome="invalid"}'), 1);
+    assert.ok(delta('replyonce_webhook_ack_seconds_count{outcome="queued"}') >= 1);
+
+    const metricsUrl = String(worker.logs('worker polling')[0]?.metrics);
+    const workerMetrics = await (await fetch(metricsUrl)).text();
+    assert.equal(sample(workerMetrics, 'replyonce_sends_total{outcome="sent"}'), 1);
+    for (const kind of ['decision', 'draft', 'ticket', 'reply']) {
+      assert.equal(sample(workerMetrics, `replyonce_operations_total{kind="${kind}",status="executed"}`), 1, kind);
+    }
+    assert.match(workerMetrics, /^replyonce_process_cpu_user_seconds_total /m);
+  } finally {
+    await worker.stop();
+  }
+});
