@@ -7,6 +7,8 @@ import type { Drafter } from './drafting/drafter';
 import { labelMessage } from './label-message';
 import { openTicket, type TicketInput } from './open-ticket';
 import { OperationStore } from './operation-store/store';
+import { pruneExpiredRecords } from './retention';
+import { catchUpInboxForWatchdog, checkWebhooks, reenableWebhook } from './webhook-watchdog';
 import { createProviderDraft, recallReview, recordReview, reviseDraft } from './review';
 import { sendApprovedDraft, sendReply, type DraftSendInput, type SendInput } from './send-reply';
 import type { ReviewInput } from '../workflows/shared';
@@ -28,12 +30,20 @@ export interface ActivityDeps {
    * effect runs; after a crash the next attempt waits at most this long to take over.
    */
   leaseMs: number;
+  /** OPERATION_RETENTION_DAYS (default 90): retention's horizon for operations, and the replay horizon. */
+  operationRetentionDays?: number;
+  /** WATCHDOG_REENABLE (default false): the watchdog turns a disabled webhook back on and catches up. */
+  webhookReenable?: boolean;
+  /** WATCHDOG_WEBHOOK_IDS (default: every webhook that receives message.received). */
+  watchdogWebhookIds?: readonly string[];
 }
 
 /** The activities, closed over their dependencies (the worker builds these once). */
 export function createActivities(deps: ActivityDeps) {
   const store = new OperationStore(deps.db);
   const common = { ...deps, store };
+  const operationRetentionDays = deps.operationRetentionDays ?? 90;
+  const watchdog = { ...deps, reenable: deps.webhookReenable ?? false, webhookIds: deps.watchdogWebhookIds ?? [], operationRetentionDays };
   return {
     decideReply: (ref: MessageRef) => decideReply(common, ref),
     draftReply: (ref: MessageRef) => draftReply(common, ref),
@@ -45,6 +55,10 @@ export function createActivities(deps: ActivityDeps) {
     reviseDraft: (input: MessageRef & { version: number }) => reviseDraft(common, input),
     createProviderDraft: (input: MessageRef & { version: number }) => createProviderDraft(common, input),
     sendApprovedDraft: (input: DraftSendInput) => sendApprovedDraft(common, input),
+    checkWebhooks: () => checkWebhooks(watchdog),
+    reenableWebhook: (input: { webhookId: string }) => reenableWebhook(watchdog, input),
+    catchUpInbox: (input: { inboxId: string }) => catchUpInboxForWatchdog(watchdog, input),
+    pruneExpiredRecords: (input: { batchSize?: number } = {}) => pruneExpiredRecords({ db: deps.db, operationRetentionDays }, input),
   };
 }
 

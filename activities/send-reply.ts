@@ -2,6 +2,7 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { AgentMail, AgentMailError, type AgentMailClient } from 'agentmail';
 import type { Db } from '../lib/db';
 import { addressHash, providerIdempotencyKey } from '../lib/hashing';
+import * as metrics from '../lib/metrics';
 import type { MessageRef } from '../lib/keys';
 import { FailureType } from '../workflows/shared';
 import type { StoredDraft } from './draft-reply';
@@ -90,7 +91,13 @@ async function sendOnce(
       await countTowardsBudget(deps.db, input, recipients);
       return sent;
     },
-  );
+  ).catch((error: unknown) => {
+    if (error instanceof ApplicationFailure && (error.type === FailureType.ReplyConflict || error.type === FailureType.OperationConflict)) {
+      metrics.sends.inc({ outcome: 'conflict' });
+    }
+    throw error;
+  });
+  metrics.sends.inc({ outcome: outcome.replayed ? 'replayed' : outcome.result.reconciled ? 'reconciled' : 'sent' });
   return { ...outcome.result, replayed: outcome.replayed };
 }
 

@@ -1,7 +1,11 @@
 import type { Client } from '@temporalio/client';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import type { AgentMailClient } from '../lib/agentmail';
 import type { Db } from '../lib/db';
 import type { Logger } from '../lib/logger';
+import { registry } from '../lib/metrics';
+import { adminRoutes } from './admin/route';
+import { InboxCursors } from './catch-up/inbox-cursors';
 import { InboundEvents } from './inbound-events';
 import { webhookRoute } from './webhook/route';
 
@@ -13,6 +17,8 @@ export interface AppOptions {
   deadlineMs: number;
   bodyLimitBytes: number;
   logger: Logger;
+  /** Set (ADMIN_TOKEN) to serve /admin/*; absent, those routes do not exist (404). */
+  admin?: { token: string; agentmail: AgentMailClient; operationRetentionDays: number } | undefined;
 }
 
 /** The ingress as a Fastify app: built by tests with `inject` or real HTTP, served by api/main.ts. */
@@ -20,6 +26,8 @@ export function buildApp(options: AppOptions): FastifyInstance {
   const app = Fastify({ loggerInstance: options.logger as FastifyBaseLogger, bodyLimit: options.bodyLimitBytes });
 
   app.get('/healthz', async () => ({ status: 'ok' }));
+
+  app.get('/metrics', async (_request, reply) => reply.type(registry.contentType).send(await registry.metrics()));
 
   app.get('/readyz', async (_request, reply) => {
     const deadline = new Date(Date.now() + options.deadlineMs);
@@ -40,6 +48,12 @@ export function buildApp(options: AppOptions): FastifyInstance {
     deadlineMs: options.deadlineMs,
     bodyLimitBytes: options.bodyLimitBytes,
   });
+
+  if (options.admin) {
+    const { token, agentmail, operationRetentionDays } = options.admin;
+    const catchUp = { agentmail, temporal: options.temporal, taskQueue: options.taskQueue, cursors: new InboxCursors(options.db), operationRetentionDays };
+    app.register(adminRoutes, { token, catchUp });
+  }
 
   // 5xx details stay in the log: the sender only needs to know to retry.
   app.setErrorHandler((error: { statusCode?: number; message: string }, request, reply) => {

@@ -1,4 +1,5 @@
 import type { Db } from '../lib/db';
+import { advanceCursorSql } from './catch-up/inbox-cursors';
 
 /**
  * The webhook-delivery dedupe table. A row is written only after Temporal acknowledged the
@@ -14,6 +15,11 @@ export interface InboundEventRecord {
   messageId?: string;
   workflowId?: string;
   outcome: EventOutcome;
+  /**
+   * The message's own time (the payload's `message.timestamp`), for an accepted message.received:
+   * the inbox's catch-up cursor moves to it in the same statement.
+   */
+  messageAt?: Date | undefined;
 }
 
 export class InboundEvents {
@@ -24,12 +30,22 @@ export class InboundEvents {
     return (found.rowCount ?? 0) > 0;
   }
 
-  /** First record wins: a concurrent duplicate of the same event leaves the original row as it was. */
+  /**
+   * First record wins, with one exception: concurrent copies of one event race, and a copy that
+   * found the workflow already started ("duplicate") may land before the copy that started it
+   * ("queued"). The queued record then replaces it, so the event shows what really happened.
+   */
   async record(event: InboundEventRecord): Promise<void> {
-    await this.db.query(
-      `INSERT INTO inbound_events (event_id, event_type, inbox_id, message_id, workflow_id, outcome)
-       VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (event_id) DO NOTHING`,
-      [event.eventId, event.eventType, event.inboxId ?? null, event.messageId ?? null, event.workflowId ?? null, event.outcome],
-    );
+    const insert = `INSERT INTO inbound_events (event_id, event_type, inbox_id, message_id, workflow_id, outcome)
+       VALUES ($1, $2, $3, $4, $5, $6)
+       ON CONFLICT (event_id) DO UPDATE SET outcome = 'queued', workflow_id = EXCLUDED.workflow_id
+         WHERE EXCLUDED.outcome = 'queued' AND inbound_events.outcome = 'duplicate'`;
+    const values = [event.eventId, event.eventType, event.inboxId ?? null, event.messageId ?? null, event.workflowId ?? null, event.outcome];
+    if (event.inboxId === undefined || event.messageAt === undefined) {
+      await this.db.query(insert, values);
+      return;
+    }
+    // One statement, one round trip: the event row and the inbox's cursor together.
+    await this.db.query(`WITH event AS (${insert}) ${advanceCursorSql('$3', '$7')}`, [...values, event.messageAt]);
   }
 }

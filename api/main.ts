@@ -1,4 +1,5 @@
 import { Client, Connection } from '@temporalio/client';
+import { createAgentMailClient } from '../lib/agentmail';
 import { ConfigError, loadApiConfig } from '../lib/config';
 import { createDb } from '../lib/db';
 import { createLogger } from '../lib/logger';
@@ -22,6 +23,14 @@ async function main(): Promise<void> {
     deadlineMs: config.INGRESS_DEADLINE_MS,
     bodyLimitBytes: config.WEBHOOK_BODY_LIMIT_BYTES,
     logger,
+    admin:
+      config.ADMIN_TOKEN && config.AGENTMAIL_API_KEY
+        ? {
+            token: config.ADMIN_TOKEN,
+            agentmail: createAgentMailClient({ apiKey: config.AGENTMAIL_API_KEY, baseUrl: config.AGENTMAIL_BASE_URL }),
+            operationRetentionDays: config.OPERATION_RETENTION_DAYS,
+          }
+        : undefined,
   });
   app.addHook('onClose', async () => {
     await connection.close();

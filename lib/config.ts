@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { checkProviderSettings, draftingVars, ticketVars } from './provider-config';
 
 /**
  * Configuration comes from the environment and is validated once at start-up, so a
@@ -26,8 +27,27 @@ const commonVars = {
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
 };
 
+/**
+ * Operations (and so catch-up replays, which lean on them) are kept this long. Longer than the
+ * namespace's 7-day retention plus a day: past Temporal's history, the operation rows are what
+ * keeps a replayed message from being answered twice.
+ */
+const OPERATION_RETENTION_DAYS = z.coerce.number().int().min(8).default(90);
+
+/** Reading mail from AgentMail (the worker always, the API only for its admin routes, the replay CLI). */
+const agentmailVars = {
+  AGENTMAIL_API_KEY: nonEmpty('the AgentMail API key replyonce reads and sends mail with'),
+  /** Unset means AgentMail's production API; the local sandbox sets it to its own address. */
+  AGENTMAIL_BASE_URL: z.url({ error: 'must be an http(s) URL' }).optional(),
+};
+
 const apiSchema = z.object({
   ...commonVars,
+  /** Bearer token for /admin/*; unset, the admin routes do not exist (404). */
+  ADMIN_TOKEN: z.string().trim().min(16, 'must be at least 16 characters (e.g. openssl rand -hex 32)').optional(),
+  AGENTMAIL_API_KEY: agentmailVars.AGENTMAIL_API_KEY.optional(),
+  AGENTMAIL_BASE_URL: agentmailVars.AGENTMAIL_BASE_URL,
+  OPERATION_RETENTION_DAYS,
   AGENTMAIL_WEBHOOK_SECRET: nonEmpty('the webhook signing secret, whsec_…').refine(
     (v) => v.startsWith('whsec_'),
     'must be the Svix signing secret AgentMail shows for the webhook, starting with whsec_',
@@ -38,17 +58,25 @@ const apiSchema = z.object({
   INGRESS_DEADLINE_MS: z.coerce.number().int().min(100).max(12_000).default(5_000),
   /** Largest webhook body accepted; AgentMail's message events are far below this. */
   WEBHOOK_BODY_LIMIT_BYTES: z.coerce.number().int().min(1024).default(1_048_576),
+}).refine((env) => env.ADMIN_TOKEN === undefined || env.AGENTMAIL_API_KEY !== undefined, {
+  path: ['AGENTMAIL_API_KEY'],
+  message: 'is required when ADMIN_TOKEN is set (POST /admin/replay reads the inbox from AgentMail)',
 });
 
 const commaList = z.string().default('').transform((v) => v.split(',').map((s) => s.trim().toLowerCase()).filter(Boolean));
 const booleanFlag = z.enum(['true', 'false', '1', '0']).default('true').transform((v) => v === 'true' || v === '1');
+const offByDefault = z.enum(['true', 'false', '1', '0']).default('false').transform((v) => v === 'true' || v === '1');
 
 const workerSchema = z.object({
   ...commonVars,
-  AGENTMAIL_API_KEY: nonEmpty('the AgentMail API key the worker sends and reads mail with'),
-  /** Unset means AgentMail's production API; the local sandbox sets it to its own address. */
-  AGENTMAIL_BASE_URL: z.url({ error: 'must be an http(s) URL' }).optional(),
-  DRAFT_PROVIDER: z.enum(['offline']).default('offline'),
+  ...agentmailVars,
+  OPERATION_RETENTION_DAYS,
+  /** Whether the webhook watchdog turns a disabled AgentMail webhook back on (and then catches up). */
+  WATCHDOG_REENABLE: offByDefault,
+  /** The webhooks the watchdog watches; empty: every webhook of the account that receives message.received. */
+  WATCHDOG_WEBHOOK_IDS: z.string().default('').transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean)),
+  ...draftingVars,
+  ...ticketVars,
   /** Extra addresses that are ours (besides the receiving inbox): never answered, to avoid loops. */
   REPLYONCE_OWN_ADDRESSES: commaList,
   /** Replies allowed to one sender address per 24 h before we stop answering (loop safety). */
@@ -69,10 +97,17 @@ const workerSchema = z.object({
    * After a worker crash the next attempt waits at most this long before taking the effect over.
    */
   OPERATION_LEASE_MS: z.coerce.number().int().min(1_000).default(15_000),
+  /** The worker's Prometheus endpoint (0: any free port, logged at start-up). */
+  METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9464),
+  METRICS_HOST: z.string().trim().min(1).default('127.0.0.1'),
   WORKER_MAX_CONCURRENT_ACTIVITIES: z.coerce.number().int().min(1).default(50),
-});
+}).superRefine(checkProviderSettings, { when: () => true });
+
+/** `npm run replay`: Temporal to start workflows, Postgres for the cursors, AgentMail to list the inbox. */
+const replaySchema = z.object({ ...commonVars, ...agentmailVars, OPERATION_RETENTION_DAYS });
 
 export type ApiConfig = z.infer<typeof apiSchema>;
+export type ReplayConfig = z.infer<typeof replaySchema>;
 export type WorkerConfig = z.infer<typeof workerSchema>;
 export type TemporalConfig = z.infer<z.ZodObject<typeof temporalVars>>;
 
@@ -94,5 +129,6 @@ function parseEnv<S extends z.ZodType>(schema: S, env: NodeJS.ProcessEnv, proces
 
 export const loadApiConfig = (env: NodeJS.ProcessEnv = process.env): ApiConfig => parseEnv(apiSchema, env, 'API');
 export const loadWorkerConfig = (env: NodeJS.ProcessEnv = process.env): WorkerConfig => parseEnv(workerSchema, env, 'worker');
+export const loadReplayConfig = (env: NodeJS.ProcessEnv = process.env): ReplayConfig => parseEnv(replaySchema, env, 'replay');
 export const loadTemporalConfig = (env: NodeJS.ProcessEnv = process.env): TemporalConfig =>
   parseEnv(z.object(temporalVars), env, 'Temporal set-up');

@@ -1,11 +1,14 @@
+import { Client } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, type LogLevel } from '@temporalio/worker';
-import { OfflineDrafter } from '../activities/drafting/offline-drafter';
-import { PostgresTickets } from '../activities/tickets/postgres-tickets';
+import { createDrafter } from '../activities/drafting/create-drafter';
+import { createTicketProvider } from '../activities/tickets/create-ticket-provider';
 import { createAgentMailClient } from '../lib/agentmail';
 import { ConfigError, loadWorkerConfig } from '../lib/config';
 import { createDb } from '../lib/db';
 import { createLogger } from '../lib/logger';
 import { createReplyonceWorker } from './create-worker';
+import { ensureSchedules } from './schedules';
+import { startMetricsServer } from './metrics-server';
 
 /** The worker process: builds its clients, runs until SIGINT/SIGTERM, then closes them. */
 async function main(): Promise<void> {
@@ -18,6 +21,8 @@ async function main(): Promise<void> {
     }),
   });
   const db = createDb(config.DATABASE_URL);
+  const drafter = createDrafter(config);
+  const tickets = createTicketProvider(config, db);
   const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS }).catch((error: unknown) => {
     throw new Error(`cannot reach Temporal at TEMPORAL_ADDRESS=${config.TEMPORAL_ADDRESS}: ${String(error)}. Is the server running?`);
   });
@@ -34,8 +39,8 @@ async function main(): Promise<void> {
       deps: {
         db,
         agentmail: createAgentMailClient({ apiKey: config.AGENTMAIL_API_KEY, baseUrl: config.AGENTMAIL_BASE_URL }),
-        drafter: new OfflineDrafter(),
-        tickets: new PostgresTickets(db),
+        drafter,
+        tickets,
         ownAddresses: config.REPLYONCE_OWN_ADDRESSES,
         replyBudgetPerSender: config.REPLY_BUDGET_PER_SENDER,
         ticketForSkipped: config.TICKET_FOR_SKIPPED,
@@ -43,10 +48,24 @@ async function main(): Promise<void> {
         approvalTimeoutMs: config.APPROVAL_TIMEOUT_MS,
         reconcileAfterMs: config.SEND_RECONCILE_AFTER_MS,
         leaseMs: config.OPERATION_LEASE_MS,
+        operationRetentionDays: config.OPERATION_RETENTION_DAYS,
+        webhookReenable: config.WATCHDOG_REENABLE,
+        watchdogWebhookIds: config.WATCHDOG_WEBHOOK_IDS,
       },
     });
-    log.info({ namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TEMPORAL_TASK_QUEUE, agentmail: config.AGENTMAIL_BASE_URL ?? 'production' }, 'worker polling');
-    await worker.run(); // returns after SIGINT/SIGTERM, once in-flight tasks have finished
+    // The watchdog and retention schedules (created if missing, brought up to date if not).
+    // A failure here must not keep the worker from answering mail: it is logged, and the next start tries again.
+    await ensureSchedules(new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }), config.TEMPORAL_TASK_QUEUE).then(
+      (schedules) => log.info({ ...schedules, watchdogReenable: config.WATCHDOG_REENABLE }, 'schedules ready'),
+      (error: unknown) => log.error({ err: error }, 'could not create or update the watchdog and retention schedules; they run only once a worker start succeeds'),
+    );
+    const metricsServer = await startMetricsServer(config.METRICS_PORT, config.METRICS_HOST);
+    log.info({ namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TEMPORAL_TASK_QUEUE, agentmail: config.AGENTMAIL_BASE_URL ?? 'production', metrics: metricsServer.url, drafter: drafter.name, tickets: tickets.name }, 'worker polling');
+    try {
+      await worker.run(); // returns after SIGINT/SIGTERM, once in-flight tasks have finished
+    } finally {
+      await metricsServer.close();
+    }
     log.info('worker stopped');
   } finally {
     await connection.close();

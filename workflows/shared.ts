@@ -71,6 +71,14 @@ export const FailureType = {
   MessageNotFound: 'MessageNotFound',
   DraftMissing: 'DraftMissing',
   InvalidDraft: 'InvalidDraft',
+  /** The model declined to write a reply (a refusal or a content filter): a person answers. */
+  DraftRefused: 'DraftRefused',
+  /** The model's provider rejected the request itself (400/413/422, e.g. the thread exceeds its context). */
+  DraftRequestRejected: 'DraftRequestRejected',
+  /** The help desk refused the ticket's idempotency key: the key was used with a different request. */
+  TicketConflict: 'TicketConflict',
+  /** The help desk rejected the ticket as invalid (422 and other 4xx that retrying cannot fix). */
+  TicketRejected: 'TicketRejected',
   InvalidReview: 'InvalidReview',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];

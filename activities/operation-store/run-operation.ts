@@ -2,6 +2,7 @@ import { ApplicationFailure, Context } from '@temporalio/activity';
 import { failpoint, type Failpoint } from '../../lib/failpoints';
 import { requestHash } from '../../lib/hashing';
 import type { OperationKind } from '../../lib/keys';
+import * as metrics from '../../lib/metrics';
 import { FailureType } from '../../workflows/shared';
 import { LeaseLostError, OperationConflictError, OperationFailedError, OperationInProgressError } from './errors';
 import type { OperationStore } from './store';
@@ -14,7 +15,8 @@ import type { OperationStore } from './store';
 
 export interface OperationSpec {
   key: string;
-  kind: OperationKind;
+  /** The effect's kind (the `operations.kind` column): the workflow's, or a new effect's own. */
+  kind: OperationKind | (string & {});
   /** The *resolved* request: what the effect will do. A different request under the same key is a conflict. */
   request: unknown;
   leaseMs: number;
@@ -47,7 +49,10 @@ export async function runOperation<T>(
 ): Promise<OperationOutcome<T>> {
   const ownerToken = attemptOwnerToken();
   const claim = await claimAsTemporalFailure(store, spec, ownerToken);
-  if (claim.state === 'complete') return { result: claim.result as T, replayed: true };
+  if (claim.state === 'complete') {
+    metrics.operations.inc({ kind: spec.kind, status: 'replayed' });
+    return { result: claim.result as T, replayed: true };
+  }
 
   const stopRenewing = keepLeaseAlive(store, spec, ownerToken);
   let result: T;
@@ -56,6 +61,7 @@ export async function runOperation<T>(
   } catch (error) {
     stopRenewing();
     if (error instanceof ApplicationFailure && error.nonRetryable) {
+      metrics.operations.inc({ kind: spec.kind, status: 'failed' });
       await store.fail(spec.key, ownerToken, { type: error.type ?? 'Error', message: error.message });
     } else {
       await store.release(spec.key, ownerToken).catch(() => undefined);
@@ -67,6 +73,7 @@ export async function runOperation<T>(
   // A lost lease is retryable: the next attempt replays whatever the newer owner stored.
   await store.complete(spec.key, ownerToken, result);
   failpoint(`${spec.kind}.after-store` as Failpoint);
+  metrics.operations.inc({ kind: spec.kind, status: 'executed' });
   return { result, replayed: false };
 }
 
@@ -75,12 +82,14 @@ async function claimAsTemporalFailure(store: OperationStore, spec: OperationSpec
     return await store.claim({ key: spec.key, kind: spec.kind, requestHash: requestHash(spec.request), ownerToken, leaseMs: spec.leaseMs });
   } catch (error) {
     if (error instanceof OperationConflictError) {
+      metrics.operations.inc({ kind: spec.kind, status: 'conflict' });
       throw ApplicationFailure.create({ type: FailureType.OperationConflict, message: error.message, nonRetryable: true });
     }
     if (error instanceof OperationFailedError) {
       throw ApplicationFailure.create({ type: error.failure.type, message: `${error.failure.message} (replayed from the operation store)`, nonRetryable: true });
     }
     if (error instanceof OperationInProgressError || error instanceof LeaseLostError) {
+      metrics.operations.inc({ kind: spec.kind, status: 'in_progress' });
       throw ApplicationFailure.create({ type: error.name, message: error.message, nonRetryable: false });
     }
     throw error;

@@ -1,6 +1,7 @@
 import type { Client } from '@temporalio/client';
-import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
+import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { failpoint } from '../../lib/failpoints';
+import * as metrics from '../../lib/metrics';
 import { InboundEvents } from '../inbound-events';
 import { startInboundWorkflow } from '../start-inbound-workflow';
 import { describeIssues, eventEnvelope, messageReceivedEvent } from './payload';
@@ -28,6 +29,15 @@ export interface WebhookRouteOptions {
 export const webhookRoute: FastifyPluginAsync<WebhookRouteOptions> = async (app: FastifyInstance, options) => {
   const verify = createSignatureVerifier(options.webhookSecret);
 
+  // Each answer is counted by outcome with its latency; 4xx and 5xx are classed by status.
+  const outcomes = new WeakMap<FastifyRequest, metrics.WebhookOutcome>();
+  const settle = (request: FastifyRequest, outcome: metrics.WebhookOutcome) => outcomes.set(request, outcome);
+  app.addHook('onResponse', async (request, reply) => {
+    const outcome = outcomes.get(request) ?? (reply.statusCode >= 500 ? 'error' : reply.statusCode >= 400 ? 'invalid' : 'queued');
+    metrics.webhooks.inc({ outcome });
+    metrics.webhookAckSeconds.observe({ outcome }, reply.elapsedTime / 1000);
+  });
+
   // Inside this plugin only (Fastify encapsulation): keep the exact bytes for the signature.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: options.bodyLimitBytes }, (_request, body, done) => done(null, body));
@@ -53,12 +63,14 @@ export const webhookRoute: FastifyPluginAsync<WebhookRouteOptions> = async (app:
     const deadline = new Date(Date.now() + options.deadlineMs);
 
     if (await options.events.isKnown(eventId)) {
+      settle(request, 'duplicate');
       request.log.info({ eventId, outcome: 'duplicate' }, 'webhook duplicate event');
       return reply.code(204).send();
     }
 
     if (eventType !== 'message.received') {
       await options.events.record({ eventId, eventType, outcome: 'ignored' });
+      settle(request, 'ignored');
       request.log.info({ eventId, eventType, outcome: 'ignored' }, 'webhook event type not handled');
       return reply.code(204).send();
     }
@@ -68,11 +80,12 @@ export const webhookRoute: FastifyPluginAsync<WebhookRouteOptions> = async (app:
       request.log.warn({ eventId, issues: describeIssues(event.error) }, 'webhook rejected: malformed message.received');
       return reply.code(422).send({ error: 'invalid_payload', message: `Malformed message.received event: ${describeIssues(event.error)}` });
     }
-    const { inbox_id: inboxId, message_id: messageId, thread_id: threadId } = event.data.message;
+    const { inbox_id: inboxId, message_id: messageId, thread_id: threadId, timestamp } = event.data.message;
     const start = await startInboundWorkflow(options.temporal, { taskQueue: options.taskQueue, deadline }, { inboxId, messageId, threadId, eventId });
     failpoint('ingress.after-start');
     const outcome = start.started ? 'queued' : 'duplicate';
-    await options.events.record({ eventId, eventType, inboxId, messageId, workflowId: start.workflowId, outcome });
+    await options.events.record({ eventId, eventType, inboxId, messageId, workflowId: start.workflowId, outcome, messageAt: timestamp });
+    settle(request, outcome);
     request.log.info({ eventId, workflowId: start.workflowId, outcome }, `webhook ${outcome}`);
     return reply.code(204).send();
   });

@@ -35,12 +35,14 @@ export class AppProcess {
     });
   }
 
-  static async startWorker(h: Harness, options: { failpoints?: Failpoint[]; leaseMs?: number } = {}): Promise<AppProcess> {
+  static async startWorker(h: Harness, options: { failpoints?: Failpoint[]; leaseMs?: number; env?: Record<string, string> } = {}): Promise<AppProcess> {
     const worker = AppProcess.spawn('worker', h, options.failpoints, {
       AGENTMAIL_API_KEY: h.apiKey,
       AGENTMAIL_BASE_URL: h.sandboxUrl,
       REPLYONCE_WORKFLOW_BUNDLE: testEnv.workflowBundle,
       OPERATION_LEASE_MS: String(options.leaseMs ?? 2_000),
+      METRICS_PORT: '0',
+      ...options.env,
     });
     await worker.waitForLog((line) => line.msg === 'worker polling', 'the worker to start polling', 30_000);
     return worker;

@@ -3,9 +3,10 @@ import type { AddressInfo } from 'node:net';
 import type { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
 import type { FastifyInstance } from 'fastify';
-import type { Drafter, DraftRequest } from '../../activities/drafting/drafter';
+import type { Drafter, DraftOptions, DraftRequest } from '../../activities/drafting/drafter';
 import { OfflineDrafter } from '../../activities/drafting/offline-drafter';
 import { PostgresTickets } from '../../activities/tickets/postgres-tickets';
+import type { TicketProvider } from '../../activities/tickets/ticket-provider';
 import { buildApp } from '../../api/app';
 import { createAgentMailClient, type AgentMailClient } from '../../lib/agentmail';
 import { createDb, type Db } from '../../lib/db';
@@ -22,14 +23,18 @@ import { connectClient, eventually } from './temporal';
 
 /** Counts drafter calls per message: "one model call per message" is asserted on this. */
 export class CountingDrafter implements Drafter {
-  readonly name = 'offline';
-  private readonly inner = new OfflineDrafter();
+  readonly name: string;
   private readonly counts = new Map<string, number>();
 
-  async draft(request: DraftRequest): Promise<string> {
+  /** Wraps the offline drafter, or the drafter a test passes (e.g. a model behind a stand-in). */
+  constructor(private readonly inner: Drafter = new OfflineDrafter()) {
+    this.name = inner.name;
+  }
+
+  async draft(request: DraftRequest, options?: DraftOptions): Promise<string> {
     const key = `${request.inboxId}/${request.messageId}`;
     this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
-    return this.inner.draft(request);
+    return this.inner.draft(request, options);
   }
 
   callsFor(ref: MessageRef): number {
@@ -38,6 +43,10 @@ export class CountingDrafter implements Drafter {
 }
 
 export interface HarnessOptions {
+  /** The drafter behind the counting one (default: the offline drafter). */
+  drafter?: Drafter;
+  /** The ticket provider (default: tickets in Postgres). */
+  tickets?: TicketProvider;
   ownAddresses?: string[];
   replyBudgetPerSender?: number;
   ticketForSkipped?: boolean;
@@ -45,6 +54,8 @@ export interface HarnessOptions {
   approvalTimeoutMs?: number;
   reconcileAfterMs?: number;
   leaseMs?: number;
+  /** The webhook watchdog re-enables a disabled webhook and catches up (WATCHDOG_REENABLE). */
+  webhookReenable?: boolean;
   /** The AgentMail client's per-request timeout (s); short in tests of timeouts and "in progress" answers. */
   agentmailTimeoutSeconds?: number;
   /** false: no in-process worker (a test runs worker processes of its own, e.g. to kill them). */
@@ -96,7 +107,7 @@ export class Harness {
     await control.setWebhook({ url: `${apiUrl}/webhooks/agentmail` });
 
     const agentmail = createAgentMailClient({ apiKey, baseUrl: sandboxUrl, timeoutSeconds: options.agentmailTimeoutSeconds ?? 5 });
-    const drafter = new CountingDrafter();
+    const drafter = new CountingDrafter(options.drafter);
     if (options.worker === false) {
       return new Harness(control, sandboxUrl, apiUrl, webhookSecret, apiKey, client, db, agentmail, drafter, taskQueue, closers);
     }
@@ -110,7 +121,7 @@ export class Harness {
         db,
         agentmail,
         drafter,
-        tickets: new PostgresTickets(db),
+        tickets: options.tickets ?? new PostgresTickets(db),
         ownAddresses: options.ownAddresses ?? [],
         replyBudgetPerSender: options.replyBudgetPerSender ?? 5,
         ticketForSkipped: options.ticketForSkipped ?? true,
@@ -118,6 +129,7 @@ export class Harness {
         approvalTimeoutMs: options.approvalTimeoutMs ?? 60_000,
         reconcileAfterMs: options.reconcileAfterMs ?? 23 * 60 * 60 * 1000,
         leaseMs: options.leaseMs ?? 5_000,
+        webhookReenable: options.webhookReenable ?? false,
       },
     });
     const running = worker.run();

@@ -1,0 +1,135 @@
+import { ApplicationFailure, Context, log } from '@temporalio/activity';
+import { AgentMailError, type AgentMail, type AgentMailClient } from 'agentmail';
+import { catchUpInbox, CatchUpRequestError, type CatchUpSummary } from '../api/catch-up/catch-up';
+import { InboxCursors } from '../api/catch-up/inbox-cursors';
+import type { Db } from '../lib/db';
+import { webhookEndpointDisabled } from '../lib/metrics';
+
+/**
+ * The webhook watchdog's effects. AgentMail disables a webhook after 5 days of failed deliveries,
+ * silently, and never redelivers what it missed: the watchdog notices (alert + metric) and, when
+ * configured to, turns it back on and catches up from each inbox's cursor.
+ */
+
+export interface WatchdogDeps {
+  db: Db;
+  agentmail: AgentMailClient;
+  /** WATCHDOG_REENABLE: turn a disabled webhook back on, then catch up. */
+  reenable: boolean;
+  /** WATCHDOG_WEBHOOK_IDS; empty: every webhook that receives message.received. */
+  webhookIds: readonly string[];
+  operationRetentionDays: number;
+}
+
+export interface DisabledWebhook {
+  webhookId: string;
+  /** The inboxes it covers (every inbox with a cursor when it covers them all): what a catch-up replays. */
+  inboxes: string[];
+}
+
+export interface WebhookCheck {
+  /** Webhooks watched (after the id / event-type filter). */
+  watched: string[];
+  disabled: DisabledWebhook[];
+  /** WATCHDOG_REENABLE, so the workflow knows whether to turn them back on. */
+  reenable: boolean;
+}
+
+export type InboxCatchUp = CatchUpSummary | { inboxId: string; notRun: string };
+
+const MESSAGE_RECEIVED = 'message.received';
+
+/** Reads only (and alerts): the re-enable is an activity of its own, after this result is in history. */
+export async function checkWebhooks(deps: WatchdogDeps): Promise<WebhookCheck> {
+  const all = await listWebhooks(deps.agentmail);
+  const watched = deps.webhookIds.length > 0 ? all.filter((w) => deps.webhookIds.includes(w.webhookId)) : all.filter(receivesMessages);
+  for (const id of deps.webhookIds.filter((id) => !all.some((w) => w.webhookId === id))) {
+    log.warn('a watched webhook does not exist at AgentMail (WATCHDOG_WEBHOOK_IDS)', { webhookId: id });
+  }
+  const disabled = watched.filter((w) => !w.enabled);
+  // What this run found, re-enabled or not: it stays up until the next run, long enough to be scraped.
+  webhookEndpointDisabled.set(disabled.length);
+  for (const webhook of disabled) {
+    log.error('ALERT: AgentMail webhook is disabled: no message.received is being delivered, and AgentMail will not redeliver what it missed', {
+      alert: 'webhook_disabled',
+      webhookId: webhook.webhookId,
+      reenable: deps.reenable,
+      remedy: deps.reenable ? 're-enabling it and catching up' : 're-enable it at AgentMail, then run `npm run replay -- --all` (or set WATCHDOG_REENABLE=true)',
+    });
+  }
+  const withCursor = disabled.some((w) => !w.inboxIds?.length) ? (await new InboxCursors(deps.db).list()).map((c) => c.inboxId) : [];
+  return {
+    watched: watched.map((w) => w.webhookId),
+    disabled: disabled.map((w) => ({ webhookId: w.webhookId, inboxes: w.inboxIds?.length ? [...w.inboxIds] : withCursor })),
+    reenable: deps.reenable,
+  };
+}
+
+/**
+ * Catches one inbox up from its cursor, starting workflows through this worker's own client and
+ * task queue. An incomplete run (a start failed) fails the attempt so Temporal retries it; what
+ * was already started is "already answered" on the next attempt.
+ */
+export async function catchUpInboxForWatchdog(deps: WatchdogDeps, input: { inboxId: string }): Promise<InboxCatchUp> {
+  const context = Context.current();
+  try {
+    const summary = await catchUpInbox(
+      { agentmail: deps.agentmail, temporal: context.client, taskQueue: context.info.taskQueue, cursors: new InboxCursors(deps.db), operationRetentionDays: deps.operationRetentionDays },
+      { inboxId: input.inboxId, signal: context.cancellationSignal, onProgress: (progress) => context.heartbeat(progress) },
+    );
+    log.info('watchdog catch-up finished', { ...summary });
+    if (summary.failed > 0 || summary.stoppedBecause) {
+      throw ApplicationFailure.retryable(`catch-up of ${input.inboxId} incomplete: ${summary.failed} failed${summary.stoppedBecause ? `; ${summary.stoppedBecause}` : ''}`, 'CatchUpIncomplete');
+    }
+    return summary;
+  } catch (error) {
+    // An inbox the webhook covers but that never had a message processed (nothing to resume
+    // from), or one deleted at AgentMail since: retrying would not change either.
+    const notRun =
+      error instanceof CatchUpRequestError ? error.message : error instanceof AgentMailError && error.statusCode === 404 ? 'AgentMail has no such inbox (deleted?)' : undefined;
+    if (notRun === undefined) throw error;
+    log.info('watchdog catch-up not run', { inboxId: input.inboxId, reason: notRun });
+    return { inboxId: input.inboxId, notRun };
+  }
+}
+
+async function listWebhooks(agentmail: AgentMailClient): Promise<AgentMail.webhooks.Webhook[]> {
+  const webhooks: AgentMail.webhooks.Webhook[] = [];
+  let pageToken: string | undefined;
+  do {
+    const page = await agentmail.webhooks.list({ limit: 100, ...(pageToken ? { pageToken } : {}) });
+    webhooks.push(...page.webhooks);
+    pageToken = page.nextPageToken;
+  } while (pageToken);
+  return webhooks;
+}
+
+const receivesMessages = (webhook: AgentMail.webhooks.Webhook): boolean => !webhook.eventTypes?.length || webhook.eventTypes.includes(MESSAGE_RECEIVED);
+
+/**
+ * The SDK's `webhooks.update` has no `enabled` field (its serializer strips it), so this is a raw
+ * PATCH through the SDK's passthrough (same auth and base URL). The sandbox honours it; whether
+ * AgentMail's production API does is not documented: the answer is checked, and a webhook that
+ * still reads disabled is reported, not assumed on. Idempotent: a retry sends the same PATCH.
+ */
+export async function reenableWebhook(deps: WatchdogDeps, input: { webhookId: string }): Promise<boolean> {
+  const { webhookId } = input;
+  const response = await deps.agentmail.fetch(`/v0/webhooks/${encodeURIComponent(webhookId)}`, {
+    method: 'PATCH',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({ enabled: true }),
+  });
+  // AgentMail busy or down: try again (the workflow retries this until it gets an answer).
+  if (response.status >= 500 || response.status === 429) throw new Error(`AgentMail answered ${response.status} to re-enabling webhook ${webhookId}`);
+  const body = (await response.json().catch(() => ({}))) as { enabled?: unknown };
+  if (response.ok && body.enabled === true) {
+    log.warn('AgentMail webhook re-enabled by the watchdog', { webhookId });
+    return true;
+  }
+  log.error('ALERT: the watchdog could not re-enable the AgentMail webhook: re-enable it at AgentMail, then run `npm run replay -- --all`', {
+    alert: 'webhook_reenable_failed',
+    webhookId,
+    status: response.status,
+  });
+  return false;
+}

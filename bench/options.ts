@@ -1,0 +1,108 @@
+/**
+ * `npm run bench [-- options]`:
+ *
+ *   --quick            a 1–2 minute smoke run: fewer repeats, shorter runs, fewer messages
+ *   --repeats N        repeats of the ingress and operation-store scenarios (default 5; quick 2)
+ *   --e2e-repeats N    repeats of each end-to-end load (default 3; quick 1)
+ *   --only a,b         run only these scenarios: ingress, storm, e2e, store
+ *   --profile          also write V8 CPU profiles (node --cpu-prof) of the API, the worker and the
+ *                      baseline for one extra run of each, and summarize them in the report
+ *   --runtime tsx      run the servers from TypeScript with tsx instead of the compiled JavaScript
+ */
+
+export const SCENARIOS = ['ingress', 'storm', 'e2e', 'store'] as const;
+export type Scenario = (typeof SCENARIOS)[number];
+
+export interface BenchOptions {
+  quick: boolean;
+  repeats: number;
+  e2eRepeats: number;
+  only: Set<Scenario>;
+  profile: boolean;
+  runtime: 'dist' | 'tsx';
+  ingress: {
+    /** Webhooks per second at 1×, 4× and 16× load. 4× is the target rate (200/s). */
+    rates: [number, number, number];
+    /** Length of each fixed-rate run. */
+    seconds: number;
+    /** The max-sustained search: start rate, growth per step, length of a step, highest rate tried. */
+    search: { from: number; factor: number; stepSeconds: number; cap: number };
+    /** Deliveries before a measurement that are not counted (JIT, connection pools, Temporal's connection). */
+    warmup: number;
+  };
+  storm: {
+    /** Events delivered once before the storm: the storm's repeats are drawn from them. */
+    primed: number;
+    /** Share of the storm's deliveries that repeat an earlier event. */
+    repeatShare: number;
+    /** Closed-loop senders for the throughput figure. */
+    concurrency: number;
+    /** Fixed rate for the latency figures. */
+    rate: number;
+    seconds: number;
+  };
+  e2e: {
+    /** Messages at 1×, 4× and 16× load; 16× is the issue's 1,000. */
+    messages: [number, number, number];
+    /** The messages' first deliveries are spread over this window (so load is messages per window). */
+    windowSeconds: number;
+    deliveriesPerMessage: number;
+    /** Each delivery of a message comes this long after the message's arrival, at most (uniformly drawn). */
+    maxDelayMs: number;
+    /** A load that has not drained by then fails the bench. */
+    drainTimeoutMs: number;
+  };
+  store: { operations: number; concurrency: number };
+}
+
+export function parseOptions(argv: string[]): BenchOptions {
+  const flag = (name: string) => argv.includes(name);
+  const value = (name: string): string | undefined => {
+    const at = argv.indexOf(name);
+    if (at === -1) return undefined;
+    const next = argv[at + 1];
+    if (next === undefined || next.startsWith('--')) throw new Error(`${name} needs a value`);
+    return next;
+  };
+  const known = new Set(['--quick', '--repeats', '--e2e-repeats', '--only', '--profile', '--runtime']);
+  for (const arg of argv) {
+    if (arg.startsWith('--') && !known.has(arg)) throw new Error(`unknown option ${arg} (see bench/options.ts)`);
+  }
+  const positive = (name: string, fallback: number) => {
+    const raw = value(name);
+    if (raw === undefined) return fallback;
+    const n = Number(raw);
+    if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a positive integer`);
+    return n;
+  };
+  const quick = flag('--quick');
+  const only = value('--only');
+  const scenarios = only ? only.split(',').map((s) => s.trim()) : [...SCENARIOS];
+  for (const s of scenarios) if (!(SCENARIOS as readonly string[]).includes(s)) throw new Error(`--only: unknown scenario ${s} (${SCENARIOS.join(', ')})`);
+  const runtime = value('--runtime') ?? 'dist';
+  if (runtime !== 'dist' && runtime !== 'tsx') throw new Error('--runtime must be dist or tsx');
+
+  return {
+    quick,
+    repeats: positive('--repeats', quick ? 2 : 5),
+    e2eRepeats: positive('--e2e-repeats', quick ? 1 : 3),
+    only: new Set(scenarios as Scenario[]),
+    profile: flag('--profile'),
+    runtime,
+    ingress: {
+      rates: [50, 200, 800],
+      seconds: quick ? 2 : 5,
+      search: { from: 25, factor: 1.5, stepSeconds: quick ? 1.5 : 2, cap: quick ? 1_000 : 3_500 },
+      warmup: quick ? 50 : 100,
+    },
+    storm: { primed: quick ? 200 : 400, repeatShare: 0.9, concurrency: 32, rate: 400, seconds: quick ? 2 : 5 },
+    e2e: {
+      messages: quick ? [8, 32, 128] : [62, 250, 1_000],
+      windowSeconds: quick ? 4 : 10,
+      deliveriesPerMessage: 3,
+      maxDelayMs: 2_000,
+      drainTimeoutMs: quick ? 90_000 : 240_000,
+    },
+    store: { operations: quick ? 500 : 2_000, concurrency: 8 },
+  };
+}

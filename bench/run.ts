@@ -1,0 +1,163 @@
+// `npm run bench [-- --quick] [--repeats N] [--e2e-repeats N] [--only ingress,storm,e2e,store] [--profile] [--runtime tsx]`
+//
+// Starts its own Temporal dev server and a fresh `replyonce_bench` database (as scripts/test.ts
+// does for the suite), compiles the app, runs the sandbox, our API + worker and the Express
+// baseline as separate processes on loopback, drives them with pre-signed webhooks, and writes
+// bench/results/bench-<time>.{md,json} (and latest.{md,json}). Exits 1 when the end-to-end runs
+// lose a reply or send one twice, or a scenario fails.
+import { execFileSync } from 'node:child_process';
+import { rmSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import path from 'node:path';
+import { withClient } from '../scripts/services/postgres';
+import { temporalCliPath } from '../scripts/services/temporal-dev-server';
+import { parseOptions, type BenchOptions } from './options';
+import { consoleTable, summarizeResults, writeResults, type BenchResults, type MachineInfo } from './report';
+import { runEndToEnd } from './scenarios/end-to-end';
+import { runIngressScenarios } from './scenarios/ingress';
+import { runOperationStore } from './scenarios/operation-store';
+import { loadAverage, PROFILE_DIR, progress, type BenchContext } from './support/context';
+import { Signer } from './support/deliveries';
+import { bundleWorkflows, compileApp, prepareDatabase, prepareTemporal, ROOT, type Cleanup, type Environment } from './support/environment';
+import { runClosedLoop, runOpenLoop } from './support/load';
+import { profilesIn, summarizeProfile } from './support/profile';
+import { startBaselineSide, startOurSide, WEBHOOK_PATH, type Side } from './support/sides';
+import { newSecrets, startSandbox } from './support/stack';
+
+const RESULTS = path.join(ROOT, 'bench', 'results');
+
+async function main(): Promise<number> {
+  const options = parseOptions(process.argv.slice(2));
+  const cleanups: Cleanup[] = [];
+  let interrupted = false;
+  process.once('SIGINT', () => {
+    interrupted = true;
+    progress('SIGINT: stopping after the current step (the servers are stopped on exit)');
+  });
+  const startedAt = new Date().toISOString();
+  const loadAtStart = loadAverage();
+  progress(`${options.quick ? 'quick' : 'full'} run: ${[...options.only].join(', ')}; ${options.repeats} repeats (end to end ${options.e2eRepeats}); load average ${loadAtStart.join(' / ')}`);
+  const results: BenchResults = { startedAt, finishedAt: '', options, machine: undefined as unknown as MachineInfo, failures: [] };
+
+  try {
+    const setupAt = Date.now();
+    const [temporal, databaseUrl, workflowBundle, codeRoot] = await Promise.all([
+      prepareTemporal(cleanups),
+      prepareDatabase(cleanups),
+      bundleWorkflows(),
+      options.runtime === 'dist' ? compileApp() : Promise.resolve(ROOT),
+    ]);
+    const env: Environment = { temporalAddress: temporal.address, databaseUrl, workflowBundle, codeRoot, tsx: options.runtime === 'tsx', temporalPid: temporal.pid };
+    const secrets = newSecrets();
+    const sandbox = await startSandbox(env, secrets);
+    cleanups.push(() => sandbox.process.stop());
+    rmSync(PROFILE_DIR, { recursive: true, force: true });
+    const context: BenchContext = { options, env, secrets, sandbox, signer: new Signer(secrets.webhookSecret), profileDir: PROFILE_DIR, log: progress };
+    results.machine = machineInfo(env, options, loadAtStart);
+    results.machine.postgres = await postgresVersion(databaseUrl).catch(() => 'unknown');
+    progress(`set-up ${((Date.now() - setupAt) / 1000).toFixed(1)} s (Temporal ${temporal.address}, servers run as ${results.machine.runtime})`);
+
+    const step = async (name: string, run: () => Promise<void>) => {
+      if (interrupted) return;
+      try {
+        await run();
+      } catch (error) {
+        const message = `${name} failed: ${error instanceof Error ? error.message : String(error)}`;
+        progress(message);
+        results.failures.push(message);
+      }
+    };
+    if (options.only.has('store')) await step('operation store', async () => void (results.store = await runOperationStore(context)));
+    if (options.only.has('ingress') || options.only.has('storm')) {
+      await step('ingress', async () => void (results.ingress = await runIngressScenarios(context, { ingress: options.only.has('ingress'), storm: options.only.has('storm') })));
+    }
+    if (options.only.has('e2e')) await step('end to end', async () => void (results.endToEnd = await runEndToEnd(context)));
+    if (options.profile) await step('profiles', async () => void (results.profiles = await profileRuns(context)));
+
+    for (const run of results.endToEnd ?? []) {
+      const what = `end to end ${run.load}, repeat ${run.repeat + 1}`;
+      if (run.duplicateEmails > 0) results.failures.push(`${what}: ${run.duplicateEmails} duplicate email(s)`);
+      if (run.missingReplies > 0) results.failures.push(`${what}: ${run.missingReplies} message(s) without a reply${run.timedOut ? ' (did not drain in time)' : ''}`);
+    }
+  } finally {
+    for (const cleanup of cleanups.reverse()) await cleanup().catch((error: unknown) => progress(`clean-up: ${String(error)}`));
+  }
+
+  results.finishedAt = new Date().toISOString();
+  if (results.machine) results.machine.loadAtEnd = loadAverage();
+  const summary = summarizeResults(results);
+  const { markdownFile, jsonFile } = writeResults(RESULTS, results, summary);
+  console.log(`\n${consoleTable(summary)}\n`);
+  console.log(`report: ${path.relative(process.cwd(), markdownFile)}\njson:   ${path.relative(process.cwd(), jsonFile)}`);
+  if (results.failures.length) {
+    console.error(`\nBENCH FAILED:\n${results.failures.map((f) => `  - ${f}`).join('\n')}`);
+    return 1;
+  }
+  return interrupted ? 130 : 0;
+}
+
+/**
+ * --profile: one more run of each side under node --cpu-prof (the 4× unique rate, then repeats
+ * only; for ours also a 4× end-to-end load), then a bottom-up summary of each profile.
+ */
+async function profileRuns(context: BenchContext): Promise<ReturnType<typeof summarizeProfile>[]> {
+  const { options } = context;
+  const rate = options.ingress.rates[1];
+  const drive = async (side: Side) => {
+    const bodies = await side.newEvents(rate * options.ingress.seconds);
+    await runOpenLoop({ origin: side.url, path: WEBHOOK_PATH }, bodies.map((b) => context.signer.sign(b)), { rate, connections: 256, maxDurationMs: 60_000 });
+    const repeated = Array.from({ length: options.storm.seconds * 3_000 }, (_, i) => context.signer.sign(bodies[i % bodies.length] as string));
+    await runClosedLoop({ origin: side.url, path: WEBHOOK_PATH }, repeated, { concurrency: options.storm.concurrency, maxDurationMs: options.storm.seconds * 1000 });
+  };
+  context.log('profiling ours (node --cpu-prof)');
+  const ours = await startOurSide(context, { cpuProfileDir: context.profileDir });
+  try {
+    await drive(ours);
+  } finally {
+    await ours.stop();
+  }
+  context.log('profiling the baseline (node --cpu-prof)');
+  const baseline = await startBaselineSide(context, { cpuProfileDir: context.profileDir });
+  try {
+    await drive(baseline);
+  } finally {
+    await baseline.stop();
+  }
+  const summaries = profilesIn(context.profileDir).map((file) => summarizeProfile(file));
+  context.log(`profiles in ${path.relative(ROOT, context.profileDir)} (open them in Chrome DevTools → Performance, or speedscope)`);
+  return summaries;
+}
+
+function machineInfo(env: Environment, options: BenchOptions, loadAtStart: [number, number, number]): MachineInfo {
+  const run = (file: string, args: string[]) => {
+    try {
+      return execFileSync(file, args, { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
+    } catch {
+      return 'unknown';
+    }
+  };
+  const dirty = run('git', ['status', '--porcelain']) !== '' ? ' (with uncommitted changes)' : '';
+  return {
+    cpus: cpus()[0]?.model ?? 'unknown',
+    cores: cpus().length,
+    memoryGiB: Math.round(totalmem() / 2 ** 30),
+    node: process.version,
+    temporal: process.env.TEMPORAL_ADDRESS ? `at ${env.temporalAddress}` : run(temporalCliPath(), ['--version']).replace(/^temporal version /, ''),
+    postgres: 'unknown',
+    commit: `${run('git', ['rev-parse', '--short', 'HEAD'])}${dirty}`,
+    runtime: options.runtime === 'dist' ? 'compiled JavaScript (tsc → .data/bench/dist, `node <file>.js`)' : 'TypeScript via `node --import tsx`',
+    loadAtStart,
+    loadAtEnd: loadAtStart,
+  };
+}
+
+async function postgresVersion(databaseUrl: string): Promise<string> {
+  return withClient(databaseUrl, async (client) => (await client.query<{ server_version: string }>('SHOW server_version')).rows[0]?.server_version ?? 'unknown');
+}
+
+main()
+  .then((code) => (process.exitCode = code))
+  .catch((error: unknown) => {
+    console.error(`bench: ${error instanceof Error ? (process.env.DEBUG ? error.stack : error.message) : String(error)}`);
+    process.exitCode = 1;
+  });

@@ -1,0 +1,131 @@
+import { randomUUID } from 'node:crypto';
+import { Pool } from 'undici';
+import { Webhook } from 'svix';
+import type { Delivery } from './load';
+
+/**
+ * What the load generator sends: AgentMail `message.received` events for messages that exist
+ * in the sandbox (so the worker's workflows do their real work), signed with Svix ahead of the
+ * run so signing is never measured.
+ */
+
+export interface SeededMessage {
+  inboxId: string;
+  messageId: string;
+  /** The event body (JSON) exactly as AgentMail would post it, with its first event id. */
+  eventId: string;
+  body: string;
+}
+
+/** Inboxes the bench's mail is spread over (one email is one job per inbox; a few busy inboxes). */
+export const INBOXES = Array.from({ length: 8 }, (_, i) => `support-${i}@sandbox.agentmail.local`);
+
+interface InboundAnswer {
+  event_id: string;
+  message: { inbox_id: string; message_id: string };
+  thread: unknown;
+}
+
+export const eventBody = (eventId: string, answer: Pick<InboundAnswer, 'message' | 'thread'>): string =>
+  JSON.stringify({ type: 'event', event_type: 'message.received', event_id: eventId, message: answer.message, thread: answer.thread });
+
+/**
+ * Creates `count` messages in the sandbox (no webhook: the bench delivers them itself), each
+ * from its own sender, as customers write. Returns them in creation order.
+ */
+export async function seedMessages(sandboxUrl: string, count: number, onProgress?: (done: number) => void): Promise<SeededMessage[]> {
+  const tag = randomUUID().slice(0, 8);
+  const pool = new Pool(sandboxUrl, { connections: 8 });
+  const messages = new Array<SeededMessage>(count);
+  let next = 0;
+  let done = 0;
+  const lane = async () => {
+    while (next < count) {
+      const index = next++;
+      const inboxId = INBOXES[index % INBOXES.length] as string;
+      const response = await pool.request({
+        path: '/_sandbox/inbound',
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          inbox_id: inboxId,
+          from: `Customer ${index} <customer-${tag}-${index}@example.com>`,
+          subject: `Order ${tag}-${index}`,
+          text: `Hello, where is my order ${tag}-${index}? It was due last week. Thank you.`,
+          deliver: false,
+        }),
+      });
+      const answer = (await response.body.json()) as InboundAnswer;
+      if (response.statusCode !== 200) throw new Error(`the sandbox refused a message: ${response.statusCode} ${JSON.stringify(answer)}`);
+      messages[index] = { inboxId, messageId: answer.message.message_id, eventId: answer.event_id, body: eventBody(answer.event_id, answer) };
+      done += 1;
+      if (done % 500 === 0) onProgress?.(done);
+    }
+  };
+  try {
+    await Promise.all(Array.from({ length: 8 }, lane));
+  } finally {
+    await pool.close();
+  }
+  return messages;
+}
+
+/** Signs deliveries now (Svix allows 5 minutes of skew; every run is far shorter). */
+export class Signer {
+  private readonly webhook: Webhook;
+
+  constructor(secret: string) {
+    this.webhook = new Webhook(secret);
+  }
+
+  /** One delivery of `body`; a retry of the same event reuses its svix-id. */
+  sign(body: string, svixId = `msg_${randomUUID().replaceAll('-', '')}`, at = new Date()): Delivery {
+    return {
+      body,
+      headers: {
+        'content-type': 'application/json',
+        'user-agent': 'Svix-Webhooks/1.x (replyonce bench)',
+        'svix-id': svixId,
+        'svix-timestamp': String(Math.floor(at.getTime() / 1000)),
+        'svix-signature': this.webhook.sign(svixId, at, body),
+      },
+    };
+  }
+}
+
+/** A body for an event that names no sandbox message (the baseline does not look). */
+export function syntheticBody(index: number, tag: string): string {
+  const now = new Date().toISOString();
+  const inboxId = INBOXES[index % INBOXES.length] as string;
+  return eventBody(`evt_${tag}_${index}`, {
+    message: {
+      inbox_id: inboxId,
+      message_id: `<${tag}-${index}@mail.example.com>`,
+      thread_id: `thr_${tag}_${index}`,
+      labels: ['received', 'unread'],
+      timestamp: now,
+      from: `Customer ${index} <customer-${tag}-${index}@example.com>`,
+      to: [inboxId],
+      subject: `Order ${tag}-${index}`,
+      preview: `Hello, where is my order ${tag}-${index}?`,
+      text: `Hello, where is my order ${tag}-${index}? It was due last week. Thank you.`,
+      size: 120,
+      created_at: now,
+      updated_at: now,
+    } as InboundAnswer['message'],
+    thread: {},
+  });
+}
+
+/** Deterministic shuffles and draws, so a run's delivery plan can be told and repeated. */
+export function seededRandom(seed: number): () => number {
+  let state = seed >>> 0 || 1;
+  return () => {
+    // mulberry32
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}

@@ -1,0 +1,97 @@
+import { execFile } from 'node:child_process';
+import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { promisify } from 'node:util';
+import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
+import { Client } from 'pg';
+import { baselineSchemaSql } from '../baseline/app';
+import { migrateDatabase } from '../../scripts/db-migrate';
+import { setupTemporal } from '../../scripts/temporal-setup';
+import { databaseUrlFor, ensureLocalPostgres, recreateDatabase, withClient } from '../../scripts/services/postgres';
+import { startTemporalDevServer } from '../../scripts/services/temporal-dev-server';
+
+/**
+ * The services a bench run needs, started the way scripts/test.ts starts them for the suite:
+ * a Temporal dev server (in memory) with the bench's namespace, a fresh `replyonce_bench`
+ * database on the project's Postgres (migrated, plus the baseline's table), the workflow code
+ * bundled once, and the app compiled to JavaScript. TEMPORAL_ADDRESS / DATABASE_URL, when set,
+ * point at servers to use instead.
+ */
+
+export const ROOT = path.resolve(__dirname, '..', '..');
+export const DATA = path.join(ROOT, '.data', 'bench');
+export const NAMESPACE = 'replyonce-bench';
+export const DATABASE = 'replyonce_bench';
+/** Held for the whole run, so two benches never share (and drop) one database. */
+const BENCH_LOCK_KEY = '7306086941427000617';
+
+export type Cleanup = () => Promise<void>;
+
+export interface Environment {
+  temporalAddress: string;
+  databaseUrl: string;
+  workflowBundle: string;
+  /** Where the compiled app lives (runtime dist), or the repository root (runtime tsx). */
+  codeRoot: string;
+  tsx: boolean;
+  temporalPid: number | undefined;
+}
+
+export async function prepareTemporal(cleanups: Cleanup[]): Promise<{ address: string; pid: number | undefined }> {
+  let address = process.env.TEMPORAL_ADDRESS;
+  let pid: number | undefined;
+  if (!address) {
+    const server = await startTemporalDevServer({
+      port: 0,
+      uiPort: null,
+      dbFilename: null,
+      logFile: path.join(DATA, 'temporal.log'),
+      namespaces: [NAMESPACE],
+    });
+    cleanups.push(() => server.stop());
+    address = server.address;
+    pid = server.pid;
+  }
+  await setupTemporal({ address, namespace: NAMESPACE, retentionDays: 7 });
+  return { address, pid };
+}
+
+export async function prepareDatabase(cleanups: Cleanup[]): Promise<string> {
+  const adminUrl = process.env.DATABASE_URL || (await ensureLocalPostgres()).adminUrl;
+  const lock = new Client({ connectionString: adminUrl, connectionTimeoutMillis: 5_000 });
+  await lock.connect();
+  const { rows } = await lock.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1) AS locked', [BENCH_LOCK_KEY]);
+  if (!rows[0]?.locked) {
+    await lock.end();
+    throw new Error(`another bench holds the ${DATABASE} database on this server; wait for it to finish`);
+  }
+  cleanups.push(() => lock.end());
+  await recreateDatabase(adminUrl, DATABASE);
+  const url = databaseUrlFor(adminUrl, DATABASE);
+  await migrateDatabase(url, { log: () => undefined });
+  await withClient(url, (client) => client.query(baselineSchemaSql));
+  return url;
+}
+
+export async function bundleWorkflows(): Promise<string> {
+  const file = path.join(DATA, 'workflow-bundle.js');
+  const { code } = await bundleWorkflowCode({ workflowsPath: require.resolve('../../workflows'), logger: new DefaultLogger('WARN') });
+  mkdirSync(DATA, { recursive: true });
+  writeFileSync(`${file}.tmp`, code);
+  renameSync(`${file}.tmp`, file);
+  return file;
+}
+
+/** Compiles the app and the baseline with the project's tsc into .data/bench/dist (not dist/, which others use). */
+export async function compileApp(): Promise<string> {
+  const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
+  try {
+    await promisify(execFile)(process.execPath, [tsc, '-p', path.join(ROOT, 'bench', 'tsconfig.build.json')], { cwd: ROOT, maxBuffer: 16 * 1024 * 1024 });
+  } catch (error) {
+    // Type errors still emit JavaScript (noEmitOnError is off); only a missing output is fatal.
+    const output = String((error as { stdout?: string }).stdout ?? error);
+    if (!/error TS/.test(output)) throw error;
+    console.error(`[bench] tsc reported type errors (the JavaScript was still emitted):\n${output.split('\n').slice(0, 5).join('\n')}`);
+  }
+  return path.join(DATA, 'dist');
+}

@@ -1,0 +1,79 @@
+import { randomUUID } from 'node:crypto';
+import type { BenchContext } from './context';
+import { seedMessages, type SeededMessage } from './deliveries';
+import { startBaseline, startOurs, type OurStack } from './stack';
+
+/**
+ * The two sides of every comparison, behind one shape: a server to POST deliveries to, bodies
+ * for new events, and the processes whose CPU is counted.
+ *
+ * - ours: the API and a worker on a fresh task queue (the worker runs, as in production, so
+ *   each new message's workflow competes for the same two cores). Its events name messages
+ *   created in the sandbox, so the workflows do their real work.
+ * - baseline: the Express handler. Its events are the same bytes with other ids (it does not
+ *   look the message up anywhere), so both sides parse and verify payloads of the same size.
+ */
+
+export type SideName = 'ours' | 'baseline';
+
+export interface Side {
+  name: SideName;
+  url: string;
+  /** pids whose CPU this side spends. */
+  servers: Record<string, number | undefined>;
+  /** Bodies for `count` events nobody has seen (ours: messages seeded in the sandbox). */
+  newEvents(count: number): Promise<string[]>;
+  stop(): Promise<void>;
+}
+
+export const WEBHOOK_PATH = '/webhooks/agentmail';
+
+/** Event bodies shaped like `template`, with fresh event and message ids: same size, new identity. */
+export function bodiesLike(template: SeededMessage, count: number): string[] {
+  const tag = randomUUID().slice(0, 8);
+  return Array.from({ length: count }, (_, i) => {
+    // Same length as the template's ids, so every body has the template's size.
+    const eventId = `evt_${`${tag}${i.toString(36)}`.padEnd(template.eventId.length - 4, 'x')}`;
+    const messageId = `<${`${tag}-${i.toString(36)}`.padEnd(template.messageId.length - 2, 'y')}>`;
+    return template.body.replaceAll(template.eventId, eventId).replaceAll(template.messageId, messageId);
+  });
+}
+
+export async function startOurSide(context: BenchContext, options: { cpuProfileDir?: string | undefined; resetSandbox?: boolean } = {}): Promise<Side & { stack: OurStack }> {
+  if (options.resetSandbox !== false) await resetSandbox(context);
+  const stack = await startOurs(context.env, context.sandbox, context.secrets, { cpuProfileDir: options.cpuProfileDir });
+  return {
+    name: 'ours',
+    url: stack.apiUrl,
+    stack,
+    servers: { api: stack.api.pid, worker: stack.worker.pid },
+    newEvents: async (count) => (await seedMessages(context.sandbox.url, count)).map((m) => m.body),
+    stop: () => stack.stop(),
+  };
+}
+
+let template: SeededMessage | undefined;
+
+export async function startBaselineSide(context: BenchContext, options: { cpuProfileDir?: string | undefined } = {}): Promise<Side> {
+  template ??= (await seedMessages(context.sandbox.url, 1))[0] as SeededMessage;
+  const baseline = await startBaseline(context.env, context.secrets, options);
+  const shape = template;
+  return {
+    name: 'baseline',
+    url: baseline.url,
+    servers: { baseline: baseline.process.pid },
+    newEvents: async (count) => bodiesLike(shape, count),
+    stop: () => baseline.stop(),
+  };
+}
+
+export async function resetSandbox(context: BenchContext): Promise<void> {
+  const response = await fetch(`${context.sandbox.url}/_sandbox/reset`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+  await response.arrayBuffer();
+  if (!response.ok) throw new Error(`the sandbox did not reset: ${response.status}`);
+}
+
+/** Both sides in turn, the order alternating by repeat so drift on a noisy machine hits both alike. */
+export function sidesInOrder(repeat: number): SideName[] {
+  return repeat % 2 === 0 ? ['ours', 'baseline'] : ['baseline', 'ours'];
+}

@@ -1,0 +1,103 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { DefaultLogger } from '@temporalio/worker';
+import { pruneExpiredRecords, type PruneResult } from '../activities/retention';
+import { ensureSchedules, scheduleIds } from '../worker/schedules';
+import { Harness } from './support/harness';
+import { eventually } from './support/temporal';
+
+// Retention on real Postgres and Temporal, with back-dated rows: the schedule's workflow deletes
+// what has done its job — webhook event ids after 7 days, the reply budget's rows after 48 h,
+// operations after OPERATION_RETENTION_DAYS — in bounded batches, and never a ticket.
+let h: Harness;
+before(async () => {
+  h = await Harness.start();
+});
+after(() => h.close());
+
+const HOUR = 60 * 60 * 1000;
+const DAY = 24 * HOUR;
+const hash = (n: number) => n.toString(16).padStart(64, '0');
+
+/** Rows aged `ageMs`, tagged with a fresh run id so this file sees only its own. */
+async function seed(run: string, ages: { events: number[]; operations: number[]; sentReplies: number[]; tickets: number[] }) {
+  const ago = (ms: number) => new Date(Date.now() - ms);
+  for (const [i, age] of ages.events.entries()) {
+    await h.db.query(`INSERT INTO inbound_events (event_id, event_type, outcome, received_at) VALUES ($1, 'message.received', 'queued', $2)`, [`evt_${run}_${i}`, ago(age)]);
+  }
+  for (const [i, age] of ages.operations.entries()) {
+    await h.db.query(
+      `INSERT INTO operations (operation_key, kind, request_hash, status, result, first_attempt_at, created_at, updated_at)
+       VALUES ($1, 'draft', $2, 'complete', '{}', $3, $3, $3)`,
+      [`${run}/op/${i}`, hash(i), ago(age)],
+    );
+  }
+  for (const [i, age] of ages.sentReplies.entries()) {
+    await h.db.query(`INSERT INTO sent_replies (operation_key, inbox_id, recipient_hash, sent_at) VALUES ($1, $2, $3, $4)`, [`${run}/reply/${i}`, run, hash(i), ago(age)]);
+  }
+  for (const [i, age] of ages.tickets.entries()) {
+    await h.db.query(`INSERT INTO tickets (ticket_id, operation_key, inbox_id, message_id, created_at) VALUES ($1, $2, $3, $4, $5)`, [`t_${run}_${i}`, `${run}/op/${i}`, run, `m${i}`, ago(age)]);
+  }
+}
+
+async function remaining(run: string) {
+  const count = async (sql: string, value: string) => Number((await h.db.query<{ n: string }>(sql, [value])).rows[0]?.n);
+  return {
+    events: await count(`SELECT count(*) AS n FROM inbound_events WHERE event_id LIKE $1`, `evt_${run}_%`),
+    operations: await count(`SELECT count(*) AS n FROM operations WHERE operation_key LIKE $1`, `${run}/op/%`),
+    sentReplies: await count(`SELECT count(*) AS n FROM sent_replies WHERE inbox_id = $1`, run),
+    tickets: await count(`SELECT count(*) AS n FROM tickets WHERE inbox_id = $1`, run),
+  };
+}
+
+describe('retention', () => {
+  test('the workflow prunes events past 7 days, budget rows past 48 h, operations past 90 days, in batches; younger rows and every ticket stay', async () => {
+    // Prepare: 5 expired events (3 batches of 2), one just young enough of each kind.
+    const run = randomUUID().slice(0, 8);
+    await seed(run, {
+      events: [8 * DAY, 9 * DAY, 10 * DAY, 30 * DAY, 7 * DAY + HOUR, 6 * DAY],
+      operations: [91 * DAY, 200 * DAY, 89 * DAY],
+      sentReplies: [49 * HOUR, 10 * DAY, 47 * HOUR],
+      tickets: [400 * DAY],
+    });
+
+    // Act
+    const result: PruneResult = await h.client.workflow.execute('retentionWorkflow', { taskQueue: h.taskQueue, workflowId: `retention-${randomUUID()}`, args: [{ batchSize: 2 }] });
+
+    // Assess
+    assert.deepEqual(await remaining(run), { events: 1, operations: 1, sentReplies: 1, tickets: 1 });
+    assert.ok(result.inboundEvents >= 5 && result.operations >= 2 && result.sentReplies >= 2, JSON.stringify(result));
+    assert.equal((await h.db.query(`SELECT 1 FROM inbound_events WHERE event_id = $1`, [`evt_${run}_5`])).rowCount, 1, 'the 6-day-old event id stays');
+  });
+
+  test('OPERATION_RETENTION_DAYS sets the operations horizon; each DELETE takes one bounded batch, with a heartbeat after it', async () => {
+    const run = randomUUID().slice(0, 8);
+    await seed(run, { events: [8 * DAY, 8 * DAY, 8 * DAY, 8 * DAY, 8 * DAY], operations: [31 * DAY, 29 * DAY], sentReplies: [], tickets: [] });
+    const env = new MockActivityEnvironment(undefined, { logger: new DefaultLogger('WARN') });
+    const heartbeats: PruneResult[] = [];
+    env.on('heartbeat', (details: PruneResult) => heartbeats.push({ ...details }));
+    await env.run(pruneExpiredRecords, { db: h.db, operationRetentionDays: 30 }, { batchSize: 2 });
+    assert.deepEqual(await remaining(run), { events: 0, operations: 1, sentReplies: 0, tickets: 0 });
+    const eventProgress = [...new Set(heartbeats.map((beat) => beat.inboundEvents))];
+    assert.deepEqual(eventProgress.slice(0, 3), [2, 4, 5], 'five expired events go in batches of 2, 2, 1');
+  });
+
+  test('the retention schedule, triggered, runs the workflow', async () => {
+    const run = randomUUID().slice(0, 8);
+    await seed(run, { events: [8 * DAY], operations: [], sentReplies: [], tickets: [] });
+    const ids = scheduleIds(h.taskQueue);
+    try {
+      await ensureSchedules(h.client, h.taskQueue);
+      const handle = h.client.schedule.getHandle(ids.retention);
+      await handle.trigger();
+      const workflowId = await eventually(async () => (await handle.describe()).info.recentActions[0]?.action.workflow.workflowId, 'the schedule to start retention');
+      const result: PruneResult = await h.client.workflow.getHandle(workflowId).result();
+      assert.ok(result.inboundEvents >= 1);
+      assert.equal((await remaining(run)).events, 0);
+    } finally {
+      for (const id of Object.values(ids)) await h.client.schedule.getHandle(id).delete().catch(() => undefined);
+    }
+  });
+});

@@ -1,0 +1,17 @@
+import { proxyActivities } from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import type { PruneResult } from '../activities/retention';
+
+/**
+ * Run by a Temporal Schedule (worker/schedules.ts): deletes inbound_events older than 7 days,
+ * sent_replies older than 48 h and operations older than OPERATION_RETENTION_DAYS, in batches.
+ */
+const { pruneExpiredRecords } = proxyActivities<Activities>({
+  startToCloseTimeout: '30 minutes',
+  heartbeatTimeout: '1 minute',
+  retry: { initialInterval: '5 seconds', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 5 },
+});
+
+export async function retentionWorkflow(input: { batchSize?: number } = {}): Promise<PruneResult> {
+  return pruneExpiredRecords(input);
+}
