@@ -55,7 +55,7 @@ async function main(): Promise<number> {
     console.error(`[test] set-up ${seconds(Date.now() - started)} (${timings.join(', ')})`);
     if (interrupted) return 130;
 
-    const args = ['--import', 'tsx', '--test', '--test-concurrency=1', ...defaultReporter(nodeOptions), ...nodeOptions, ...files];
+    const args = ['--import', 'tsx', '--test', '--test-concurrency=1', TEST_TIMEOUT, ...defaultReporter(nodeOptions), ...nodeOptions, ...files];
     runner = spawn(process.execPath, args, {
       cwd: ROOT,
       stdio: 'inherit',
@@ -89,6 +89,12 @@ async function main(): Promise<number> {
     return results.map((result) => (result as PromiseFulfilledResult<unknown>).value) as T;
   }
 }
+
+/**
+ * No single test may hang the suite: a broken guarantee often shows as a workflow that never
+ * completes, and CI must fail with that test's name instead of running out of time.
+ */
+const TEST_TIMEOUT = '--test-timeout=180000';
 
 async function prepareTemporal(cleanups: Cleanup[]): Promise<{ address: string; uiUrl?: string | undefined }> {
   let address = process.env.TEMPORAL_ADDRESS;

@@ -3,7 +3,9 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import type { Failpoint } from '../lib/failpoints';
 import { draftKey, replyKey, ticketKey, type MessageRef } from '../lib/keys';
+import { INBOUND_MESSAGE_WORKFLOW } from '../workflows/shared';
 import { Harness } from './support/harness';
+import { eventually } from './support/temporal';
 import { AppProcess } from './support/app-process';
 
 // Crashes between an effect and its record, with real worker processes killed by SIGKILL at
@@ -95,17 +97,20 @@ describe('a worker killed between an effect and its record', () => {
 });
 
 describe('a slow attempt that outlives its lease length', () => {
-  test('keeps its lease by renewing it while it works: nothing takes over, one email', async () => {
-    // The lease (2 s) is shorter than the sandbox's delay (4 s) inside the send's in-flight
-    // window; only the renewal while the effect runs keeps another attempt from taking over.
+  test('keeps its lease by renewing it while it works: a concurrent run for the same message waits and replays, one email', async () => {
+    // The lease (2 s) is far shorter than the sandbox's delay (6 s) inside the send's in-flight
+    // window. A second run for the same message (an operator's replay under another id) reaches
+    // the send meanwhile: only the renewal keeps it from taking the operation over.
     const worker = await startWorker();
-    await h.sandbox.setFaults({ match: { method: 'POST', path: '/reply', count: 1 }, action: 'delay', ms: 4_000 });
+    await h.sandbox.setFaults({ match: { method: 'POST', path: '/reply', count: 1 }, action: 'delay', ms: 6_000 });
     try {
       const ref = await newMessage();
-      const result = await h.resultOf(ref);
-      assert.equal(result.status, 'sent');
+      await eventually(async () => ((await operation(replyKey(ref)))?.status === 'processing' ? true : undefined), 'the first send to be in flight');
+      const replay = h.client.workflow.execute(INBOUND_MESSAGE_WORKFLOW, { workflowId: `replay-${randomUUID()}`, taskQueue: h.taskQueue, args: [ref] });
+      const [first, second] = await Promise.all([h.resultOf(ref), replay]);
+      assert.equal(first.status === 'sent' && second.status === 'sent' && first.replyMessageId === second.replyMessageId, true);
       assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 1);
-      assert.equal((await operation(replyKey(ref)))?.attempts, 1, 'the renewed lease kept the attempt exclusive; nothing took over');
+      assert.equal((await operation(replyKey(ref)))?.attempts, 1, 'the renewed lease kept the first attempt exclusive; nothing took over');
     } finally {
       await h.sandbox.clearFaults();
       await worker.stop();
