@@ -2,7 +2,9 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { ScheduleOverlapPolicy } from '@temporalio/client';
-import type { InboxCatchUp } from '../activities/webhook-watchdog';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { DefaultLogger } from '@temporalio/worker';
+import { checkWebhooks, type InboxCatchUp, type WebhookCheck } from '../activities/webhook-watchdog';
 import { webhookEndpointDisabled } from '../lib/metrics';
 import { SANDBOX_WEBHOOK_ID } from '../sandbox/webhooks';
 import { ensureSchedules, scheduleIds } from '../worker/schedules';
@@ -38,12 +40,18 @@ async function arriveWhileOff(harness: Harness, inboxId: string, count: number) 
   return arrived.map((a) => a.message);
 }
 
+/** The sandbox's webhook covers the inboxes named so far: the watchdog catches up just those. */
+async function watchInbox(inboxId: string): Promise<void> {
+  await h.agentmail.webhooks.update(SANDBOX_WEBHOOK_ID, { addInboxIds: [inboxId] });
+}
+
 const isSummary = (c: InboxCatchUp | undefined): c is Extract<InboxCatchUp, { started: number }> => c !== undefined && 'started' in c;
 
 describe('webhook watchdog', () => {
   test('WATCHDOG_REENABLE: a disabled webhook → alert and metric, re-enabled, the missed mail answered once, deliveries flow again', async () => {
     // Prepare: one message answered normally (the inbox gets a cursor), then the endpoint goes off.
     const inboxId = h.newInbox();
+    await watchInbox(inboxId);
     const first = await h.sandbox.inbound(mail(inboxId));
     assert.equal((await h.resultOf({ inboxId, messageId: first.message.message_id })).status, 'sent');
     await h.sandbox.setWebhook({ enabled: false });
@@ -55,6 +63,7 @@ describe('webhook watchdog', () => {
     // Assess
     assert.deepEqual([result.watched, result.disabled, result.reenabled], [[SANDBOX_WEBHOOK_ID], [SANDBOX_WEBHOOK_ID], [SANDBOX_WEBHOOK_ID]]);
     assert.equal(await disabledGauge(), 1, 'the metric says what the run found');
+    assert.deepEqual(result.catchUpInboxes, [inboxId], 'the inboxes the webhook covers');
     const ours = result.catchUps.find((c) => c.inboxId === inboxId);
     assert.ok(isSummary(ours), JSON.stringify(result.catchUps));
     assert.deepEqual({ started: ours.started, failed: ours.failed, resumed: ours.resumed }, { started: 2, failed: 0, resumed: true });
@@ -88,6 +97,15 @@ describe('webhook watchdog', () => {
       assert.equal(await disabledGauge(), 1);
       assert.equal((await quiet.agentmail.webhooks.list()).webhooks[0]?.enabled, false);
       assert.equal((await quiet.sandbox.outbox({ inbox_id: inboxId, in_reply_to: missed!.message_id })).length, 0);
+
+      // This webhook covers every inbox: a catch-up would replay every inbox with a cursor.
+      const env = new MockActivityEnvironment(undefined, { logger: new DefaultLogger('ERROR') });
+      const deps = { db: quiet.db, agentmail: quiet.agentmail, reenable: true, webhookIds: [], operationRetentionDays: 90 };
+      const check: WebhookCheck = await env.run(checkWebhooks, deps);
+      assert.ok(check.disabled[0]?.inboxes.includes(inboxId));
+      // WATCHDOG_WEBHOOK_IDS: only the named webhooks are watched.
+      const named: WebhookCheck = await env.run(checkWebhooks, { ...deps, webhookIds: ['ep_someone_else'] });
+      assert.deepEqual(named.watched, []);
     } finally {
       await quiet.close();
     }
@@ -95,6 +113,7 @@ describe('webhook watchdog', () => {
 
   test('the re-enable\'s answer is lost after AgentMail applied it → the retry finds it on, and the catch-up still runs', async () => {
     const inboxId = h.newInbox();
+    await watchInbox(inboxId);
     const first = await h.sandbox.inbound(mail(inboxId));
     await h.resultOf({ inboxId, messageId: first.message.message_id });
     await h.sandbox.setWebhook({ enabled: false });
@@ -127,6 +146,7 @@ describe('webhook watchdog', () => {
   test('an inbox with a cursor that AgentMail no longer has is reported, not retried forever', async () => {
     const gone = `gone-${randomUUID().slice(0, 8)}@${h.inboxDomain}`;
     await h.db.query('INSERT INTO inbox_cursors (inbox_id, newest_message_at) VALUES ($1, now())', [gone]);
+    await watchInbox(gone);
     await h.sandbox.setWebhook({ enabled: false });
     const result = await runWatchdog(h);
     assert.deepEqual(result.catchUps.find((c) => c.inboxId === gone), { inboxId: gone, notRun: 'AgentMail has no such inbox (deleted?)' });
