@@ -15,8 +15,9 @@ import { eventually } from './support/temporal';
 // Human approval: a reply to an inbox that requires it waits, as an AgentMail draft, for a
 // person's verdict sent by Update (the Web UI, the admin route) or by Signal (the CLI).
 let h: Harness;
+const ADMIN_TOKEN = `admin-${randomUUID()}`;
 before(async () => {
-  h = await Harness.start({ approvalInboxes: ['*'], approvalTimeoutMs: 1_500 });
+  h = await Harness.start({ approvalInboxes: ['*'], approvalTimeoutMs: 1_500, adminToken: ADMIN_TOKEN });
 });
 after(() => h.close());
 
@@ -128,5 +129,28 @@ describe('a reply that needs approval', () => {
     assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 1);
     const created = await h.db.query("SELECT count(*)::int AS n FROM operations WHERE kind = 'provider-draft' AND operation_key LIKE $1", [`${ref.inboxId}/%`]);
     assert.equal(created.rows[0].n, 2, 'one AgentMail draft per draft version (v1 drafted, v2 edited), none from the replay');
+  });
+
+  test('the admin route sends a verdict behind the bearer token and says what became of it', async () => {
+    const ref = await awaitingApproval();
+    const review = (body: unknown, token: string | null = ADMIN_TOKEN) =>
+      fetch(`${h.apiUrl}/admin/review`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+        body: JSON.stringify(body),
+      });
+    const approve = { inbox_id: ref.inboxId, message_id: ref.messageId, verdict: 'approve', reviewer: 'ops' };
+
+    assert.equal((await review(approve, null)).status, 401);
+    assert.equal((await review(approve, 'wrong-token-wrong-token')).status, 401);
+    assert.equal((await review({ ...approve, verdict: 'maybe' })).status, 400);
+    assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 0, 'nothing refused was sent');
+
+    const accepted = await review(approve);
+    assert.equal(accepted.status, 200);
+    assert.deepEqual(await accepted.json(), { accepted: true });
+    assert.equal((await h.workflowResult(ref)).status, 'sent');
+    assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 1);
+    assert.equal((await review(approve)).status, 404, 'the workflow has finished: nothing is waiting');
   });
 });

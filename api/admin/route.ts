@@ -1,7 +1,10 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
+import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { AgentMailError } from 'agentmail';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
+import { inboundWorkflowId } from '../../lib/hashing';
+import { reviewUpdate } from '../../workflows/shared';
 import { catchUpInbox, CatchUpRequestError, parseSince, type CatchUpCounts, type CatchUpDeps, type CatchUpSummary } from '../catch-up/catch-up';
 
 export interface AdminRouteOptions {
@@ -18,6 +21,14 @@ const replayBody = z
   })
   .refine((body) => (body.inbox_id === undefined) !== (body.inbox_ids === undefined), 'give inbox_id or inbox_ids (one of them)');
 
+const reviewBody = z.object({
+  inbox_id: z.string().min(1),
+  message_id: z.string().min(1),
+  verdict: z.enum(['approve', 'reject']),
+  text: z.string().min(1).optional(),
+  reviewer: z.string().min(1).max(200).optional(),
+});
+
 const digest = (text: string): Buffer => createHash('sha256').update(text, 'utf8').digest();
 
 /**
@@ -27,6 +38,10 @@ const digest = (text: string): Buffer => createHash('sha256').update(text, 'utf8
  * `npm run replay`, answered with its summary once every page is done (large backlogs: prefer
  * the command, which shows progress). A client that hangs up stops it between messages; running
  * it again is safe.
+ *
+ * POST /admin/review {"inbox_id", "message_id", "verdict": "approve"|"reject", "text"?, "reviewer"?}:
+ * a person's verdict on a reply awaiting approval, sent as the workflow's `review` Update, so the
+ * answer says whether the workflow accepted it.
  */
 export const adminRoutes: FastifyPluginAsync<AdminRouteOptions> = async (app: FastifyInstance, options) => {
   const expected = digest(options.token);
@@ -67,7 +82,27 @@ export const adminRoutes: FastifyPluginAsync<AdminRouteOptions> = async (app: Fa
     }
     return reply.send({ summaries, totals: totals(summaries) });
   });
+
+  app.post('/admin/review', async (request, reply) => {
+    const body = reviewBody.safeParse(request.body);
+    if (!body.success) return reply.code(400).send({ error: 'bad_request', message: body.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') });
+    try {
+      return reply.send(await sendReview(options, body.data));
+    } catch (error) {
+      if (error instanceof WorkflowNotFoundError) {
+        return reply.code(404).send({ error: 'not_found', message: 'No workflow for that message is waiting (unknown message, or already finished).' });
+      }
+      if (error instanceof WorkflowUpdateFailedError) return reply.code(422).send({ error: 'review_refused', message: error.cause?.message ?? error.message });
+      throw error;
+    }
+  });
 };
+
+async function sendReview(options: AdminRouteOptions, body: z.infer<typeof reviewBody>) {
+  const handle = options.catchUp.temporal.workflow.getHandle(inboundWorkflowId({ inboxId: body.inbox_id, messageId: body.message_id }));
+  const review = { verdict: body.verdict, ...(body.text ? { text: body.text } : {}), ...(body.reviewer ? { reviewer: body.reviewer } : {}) };
+  return handle.executeUpdate(reviewUpdate, { args: [review] });
+}
 
 function totals(summaries: CatchUpSummary[]): CatchUpCounts {
   const sum = (pick: (s: CatchUpSummary) => number) => summaries.reduce((n, s) => n + pick(s), 0);

@@ -43,6 +43,8 @@ export class CountingDrafter implements Drafter {
 }
 
 export interface HarnessOptions {
+  /** Serve /admin/* on the harness's API with this bearer token. */
+  adminToken?: string;
   /** The drafter behind the counting one (default: the offline drafter). */
   drafter?: Drafter;
   /** The ticket provider (default: tickets in Postgres). */
@@ -99,14 +101,15 @@ export class Harness {
 
     const { client, connection } = await connectClient();
     closers.unshift(() => (connection as Connection).close());
-    const api = buildApp({ db, temporal: client, taskQueue, webhookSecret, deadlineMs: 5_000, bodyLimitBytes: 1_048_576, logger: createLogger('test-api', process.env.TEST_LOG_LEVEL ?? 'silent') });
+    const agentmail = createAgentMailClient({ apiKey, baseUrl: sandboxUrl, timeoutSeconds: options.agentmailTimeoutSeconds ?? 5 });
+    const admin = options.adminToken ? { token: options.adminToken, agentmail, operationRetentionDays: 90 } : undefined;
+    const api = buildApp({ db, temporal: client, taskQueue, webhookSecret, deadlineMs: 5_000, bodyLimitBytes: 1_048_576, logger: createLogger('test-api', process.env.TEST_LOG_LEVEL ?? 'silent'), admin });
     const apiUrl = await listen(api);
     closers.unshift(() => api.close());
 
     const control = new SandboxControl(sandboxUrl);
     await control.setWebhook({ url: `${apiUrl}/webhooks/agentmail` });
 
-    const agentmail = createAgentMailClient({ apiKey, baseUrl: sandboxUrl, timeoutSeconds: options.agentmailTimeoutSeconds ?? 5 });
     const drafter = new CountingDrafter(options.drafter);
     if (options.worker === false) {
       return new Harness(control, sandboxUrl, apiUrl, webhookSecret, apiKey, client, db, agentmail, drafter, taskQueue, closers);
