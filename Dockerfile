@@ -17,14 +17,18 @@ FROM node:20-bookworm-slim
 ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json package-lock.json ./
-# tsx stays: `npm run db:migrate` and `npm run temporal:setup` run from source.
+# tsx is a runtime dependency: the operator commands run from source.
 RUN npm ci --omit=dev --no-audit --no-fund
 COPY --from=build /app/dist ./dist
+# The sources too: the operator commands (db:migrate, temporal:setup, replay) run them with tsx.
+COPY tsconfig.json ./
 COPY db ./db
+COPY api ./api
+COPY activities ./activities
+COPY workflows ./workflows
+COPY worker ./worker
 COPY lib ./lib
 COPY scripts ./scripts
-COPY workflows ./workflows
-COPY tsconfig.json ./
 USER node
 # The API listens on PORT; the worker serves /metrics on METRICS_PORT.
 EXPOSE 3000 9464
