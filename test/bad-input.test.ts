@@ -1,48 +1,34 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import type { Client, Connection } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
-import { buildApp } from '../api/app';
-import { createDb, type Db } from '../lib/db';
+import type { Db } from '../lib/db';
 import { inboundWorkflowId } from '../lib/hashing';
-import { createLogger } from '../lib/logger';
-import { testEnv } from './support/env';
-import { messageReceivedPayload, newWebhookSecret, signedHeaders } from './support/signing';
-import { connectClient, workflowExists } from './support/temporal';
+import { startIngressOnly, type IngressOnly } from './support/ingress-only';
+import { messageReceivedPayload, signedHeaders } from './support/signing';
+import { workflowExists } from './support/temporal';
 
 // Bad input at the ingress, signed with the right secret (so it passes the signature check and
 // reaches the parsing and the stores behind it). The ingress alone, on real Temporal and
 // Postgres: no worker polls this task queue, so a started workflow stays visible and inert.
-const secret = newWebhookSecret();
 const BODY_LIMIT_BYTES = 256 * 1024;
+let ingress: IngressOnly;
 let app: FastifyInstance;
 let db: Db;
 let client: Client;
-let connection: Connection;
+let secret: string;
 /** Workflows the valid inputs started, terminated at the end so none lingers on the server. */
 const started = new Set<string>();
 
 describe('bad input at the ingress', () => {
   before(async () => {
-    db = createDb(testEnv.databaseUrl);
-    ({ client, connection } = await connectClient());
-    app = buildApp({
-      db,
-      temporal: client,
-      taskQueue: `bad-input-${randomUUID()}`,
-      webhookSecret: secret,
-      deadlineMs: 5_000,
-      bodyLimitBytes: BODY_LIMIT_BYTES,
-      logger: createLogger('test-api', process.env.TEST_LOG_LEVEL ?? 'silent'),
-    });
-    await app.ready();
+    ingress = await startIngressOnly({ bodyLimitBytes: BODY_LIMIT_BYTES });
+    ({ app, db, client, secret } = ingress);
   });
   after(async () => {
     for (const workflowId of started) await client.workflow.getHandle(workflowId).terminate('bad-input test clean-up').catch(() => undefined);
-    await app.close();
-    await connection.close();
-    await db.end();
+    await ingress.close();
   });
 
   describe('signed but malformed payloads get the documented answers and start nothing', () => {

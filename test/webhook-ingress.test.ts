@@ -1,43 +1,27 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import type { Client, Connection } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
-import { buildApp } from '../api/app';
-import { createDb, type Db } from '../lib/db';
+import type { Db } from '../lib/db';
 import { inboundWorkflowId } from '../lib/hashing';
-import { createLogger } from '../lib/logger';
-import { testEnv } from './support/env';
+import { startIngressOnly, type IngressOnly } from './support/ingress-only';
 import { messageReceivedPayload, newWebhookSecret, signedHeaders } from './support/signing';
-import { connectClient, workflowExists } from './support/temporal';
+import { workflowExists } from './support/temporal';
 
 // The ingress alone, against real Temporal and Postgres: no worker polls this task queue, so
 // started workflows stay queued and the test sees exactly what the ingress did.
-const secret = newWebhookSecret();
+let ingress: IngressOnly;
 let app: FastifyInstance;
 let db: Db;
 let client: Client;
-let connection: Connection;
+let secret: string;
 
 before(async () => {
-  db = createDb(testEnv.databaseUrl);
-  ({ client, connection } = await connectClient());
-  app = buildApp({
-    db,
-    temporal: client,
-    taskQueue: `ingress-only-${randomUUID()}`,
-    webhookSecret: secret,
-    deadlineMs: 5_000,
-    bodyLimitBytes: 64 * 1024,
-    logger: createLogger('test-api', process.env.TEST_LOG_LEVEL ?? 'silent'),
-  });
-  await app.ready();
+  ingress = await startIngressOnly({ bodyLimitBytes: 64 * 1024 });
+  ({ app, db, client, secret } = ingress);
 });
-after(async () => {
-  await app.close();
-  await connection.close();
-  await db.end();
-});
+after(() => ingress.close());
 
 const post = (body: string, headers: Record<string, string>) => app.inject({ method: 'POST', url: '/webhooks/agentmail', payload: body, headers });
 const eventRow = async (eventId: string) => (await db.query('SELECT * FROM inbound_events WHERE event_id = $1', [eventId])).rows[0];
