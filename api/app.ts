@@ -1,5 +1,5 @@
 import type { Client } from '@temporalio/client';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
 import type { AgentMailClient } from '../lib/agentmail';
 import type { Db } from '../lib/db';
 import type { Logger } from '../lib/logger';
@@ -26,7 +26,13 @@ export function buildApp(options: AppOptions): FastifyInstance {
   // No "incoming request" / "request completed" pair per request: the webhook route logs one line
   // per delivery (event id, workflow id, outcome) and /metrics has the timings. Two synchronous,
   // redacted JSON lines per request were ~10 % of the ingress's CPU (bench/, README "Performance").
-  const app = Fastify({ loggerInstance: options.logger as FastifyBaseLogger, bodyLimit: options.bodyLimitBytes, disableRequestLogging: true });
+  const app = Fastify({
+    loggerInstance: options.logger as FastifyBaseLogger,
+    bodyLimit: options.bodyLimitBytes,
+    // No per-request info lines: the webhook route logs one line per delivery with its event id
+    // and outcome, and two more lines per request would be most of the hot path's logging cost.
+    logController: new LogController({ disableRequestLogging: true }),
+  });
 
   app.get('/healthz', async () => ({ status: 'ok' }));
 
