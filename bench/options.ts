@@ -2,8 +2,9 @@
  * `npm run bench [-- options]`:
  *
  *   --quick            a 1–2 minute smoke run: fewer repeats, shorter runs, fewer messages
- *   --repeats N        repeats of the ingress and operation-store scenarios (default 5; quick 2)
- *   --e2e-repeats N    repeats of each end-to-end load (default 3; quick 1)
+ *   --repeats N        repeats of the ingress and operation-store scenarios (default 3; quick 1)
+ *   --e2e-repeats N    repeats of each end-to-end load (default 2: the 1,000-message drain takes
+ *                      over a minute on a 2-core machine; quick 1)
  *   --only a,b         run only these scenarios: ingress, storm, e2e, store
  *   --profile          also write V8 CPU profiles (node --cpu-prof) of the API, the worker and the
  *                      baseline for one extra run of each, and summarize them in the report
@@ -84,25 +85,25 @@ export function parseOptions(argv: string[]): BenchOptions {
 
   return {
     quick,
-    repeats: positive('--repeats', quick ? 2 : 5),
-    e2eRepeats: positive('--e2e-repeats', quick ? 1 : 3),
+    repeats: positive('--repeats', quick ? 1 : 3),
+    e2eRepeats: positive('--e2e-repeats', quick ? 1 : 2),
     only: new Set(scenarios as Scenario[]),
     profile: flag('--profile'),
     runtime,
     ingress: {
       rates: [50, 200, 800],
-      seconds: quick ? 2 : 5,
-      search: { from: 25, factor: 1.5, stepSeconds: quick ? 1.5 : 2, cap: quick ? 1_000 : 3_500 },
-      warmup: quick ? 50 : 100,
+      seconds: quick ? 1 : 2.5,
+      search: { from: 5, factor: 1.5, stepSeconds: quick ? 1 : 1.2, cap: quick ? 1_000 : 3_000 },
+      warmup: 30,
     },
-    storm: { primed: quick ? 200 : 400, repeatShare: 0.9, concurrency: 32, rate: 400, seconds: quick ? 2 : 5 },
+    storm: { primed: quick ? 50 : 100, repeatShare: 0.9, concurrency: 32, rate: 400, seconds: quick ? 1 : 2.5 },
     e2e: {
-      messages: quick ? [8, 32, 128] : [62, 250, 1_000],
+      messages: quick ? [6, 24, 96] : [62, 250, 1_000],
       windowSeconds: quick ? 4 : 10,
       deliveriesPerMessage: 3,
       maxDelayMs: 2_000,
       drainTimeoutMs: quick ? 90_000 : 240_000,
     },
-    store: { operations: quick ? 500 : 2_000, concurrency: 8 },
+    store: { operations: quick ? 500 : 1_000, concurrency: 8 },
   };
 }

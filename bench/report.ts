@@ -67,7 +67,17 @@ export type Medians = ReturnType<typeof medians>;
 
 export interface Summary {
   ingress: Array<{ rate: number; load: string; ours: Medians; baseline: Medians; p50Ratio: number; p99Ratio: number }>;
-  search?: { ours: number; baseline: number; oursCapped: boolean; baselineCapped: boolean; ratio: number; oursRuns: number[]; baselineRuns: number[] };
+  search?: {
+    ours: number;
+    baseline: number;
+    ingressAlone: number;
+    oursCapped: boolean;
+    baselineCapped: boolean;
+    ratio: number;
+    oursRuns: number[];
+    baselineRuns: number[];
+    ingressAloneRuns: number[];
+  };
   storm?: {
     mixed: { ours: Medians; baseline: Medians; ratio: number };
     duplicatesOnly: { ours: Medians; baseline: Medians; ratio: number; p99Ratio: number };
@@ -107,12 +117,15 @@ export function summarizeResults(results: BenchResults): Summary {
     });
   }
   if (ingress && ingress.search.length) {
-    const of = (side: string) => ingress.search.filter((s) => s.side === side);
+    const of = (side: string, worker = true) => ingress.search.filter((s) => s.side === side && (s.worker ?? true) === worker);
     const oursRuns = of('ours').map((s) => s.maxSustained);
     const baselineRuns = of('baseline').map((s) => s.maxSustained);
+    const ingressAloneRuns = of('ours', false).map((s) => s.maxSustained);
     summary.search = {
       ours: median(oursRuns),
       baseline: median(baselineRuns),
+      ingressAlone: median(ingressAloneRuns),
+      ingressAloneRuns,
       oursCapped: of('ours').some((s) => s.capped),
       baselineCapped: of('baseline').some((s) => s.capped),
       ratio: ratio(median(oursRuns), median(baselineRuns)),
@@ -187,6 +200,18 @@ export function summarizeResults(results: BenchResults): Summary {
 
 // --- Markdown --------------------------------------------------------------------------------
 
+/** The 1-minute load average over a scenario's runs, as `low–high`. */
+function loadRange(values: number[]): string {
+  const finite = values.filter(Number.isFinite);
+  return finite.length ? `${Math.min(...finite).toFixed(1)}–${Math.max(...finite).toFixed(1)}` : '—';
+}
+
+/** The median share of the machine other processes kept busy during a scenario's runs. */
+function othersText(values: Array<number | undefined>): string {
+  const share = median(values.filter((v): v is number => typeof v === 'number'));
+  return Number.isFinite(share) ? `${Math.round(share * 100)} % of the machine` : 'not measured';
+}
+
 const table = (header: string[], rows: string[][]) =>
   [`| ${header.join(' | ')} |`, `| ${header.map(() => '---').join(' | ')} |`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
 
@@ -205,6 +230,12 @@ export function markdown(results: BenchResults, summary: Summary): string {
     `Machine: ${m.cores} × ${m.cpus}, ${m.memoryGiB} GiB; Node ${m.node}; Temporal ${m.temporal} (dev server, in memory); PostgreSQL ${m.postgres}; ` +
       `commit ${m.commit}; servers run as ${m.runtime}. Load average (1/5/15 min) at start ${m.loadAtStart.join(' / ')}, at end ${m.loadAtEnd.join(' / ')}.`,
     '',
+    `While the bench ran, processes outside it (other users' work on this shared machine) kept ${othersText([
+      ...(results.ingress?.fixedRate ?? []).map((r) => r.othersBusy),
+      ...(results.ingress?.storm ?? []).flatMap((s) => [s.mixed.othersBusy, s.duplicatesOnly.othersBusy, s.fixedRate.othersBusy]),
+      ...(results.endToEnd ?? []).map((r) => r.othersBusy),
+    ])} busy (median over runs).`,
+    '',
     `Every figure is the median of ${o.repeats} repeats (end to end: ${o.e2eRepeats}); ours and the baseline run in the same repeat, in alternating order. ` +
       'Speed ratios are baseline latency ÷ our latency and our throughput ÷ the baseline\'s: **≥ 1 means ours is at least as fast**. ' +
       'All processes share the same 2 cores: the load generator, the servers under test, the Temporal dev server, Postgres and the sandbox (CPU ms per request below say who spent what).',
@@ -217,7 +248,9 @@ export function markdown(results: BenchResults, summary: Summary): string {
     lines.push(
       '## 1. Ingress, unique messages (fixed rate, open loop)',
       '',
-      `Each rate for ${o.ingress.seconds} s after a warm-up; latency from when each delivery was due to its answer. Ours starts one Temporal workflow per delivery, with the worker running and processing them (as in production).`,
+      `Each rate for ${o.ingress.seconds} s after a warm-up; latency from when each delivery was due to its answer. Ours starts one Temporal workflow per delivery, with the worker running and processing them (as in production). ` +
+        `Load average (1 min, the bench's own processes included) during these runs: ${loadRange((results.ingress?.fixedRate ?? []).map((r) => r.load[0]))}; ` +
+        `other processes on the machine used ${othersText((results.ingress?.fixedRate ?? []).map((r) => r.othersBusy))} (median).`,
       '',
       table(
         ['load', 'rate', 'ours p50 / p99 / p99.9', 'baseline p50 / p99 / p99.9', 'speed ratio p50 / p99', 'ours answered/s', 'ours CPU ms per request', 'baseline CPU ms per request'],
@@ -245,7 +278,8 @@ export function markdown(results: BenchResults, summary: Summary): string {
       table(
         ['side', 'max sustained (median)', 'per repeat'],
         [
-          ['ours', `${s.oursCapped ? '≥ ' : ''}${f1(s.ours)}/s`, s.oursRuns.join(', ')],
+          ['ours (with its worker, as in production)', `${s.oursCapped ? '≥ ' : ''}${f1(s.ours)}/s`, s.oursRuns.join(', ')],
+          ['ours, ingress alone (no worker: workflows only queue)', `${f1(s.ingressAlone)}/s`, s.ingressAloneRuns.join(', ')],
           ['baseline', `${s.baselineCapped ? '≥ ' : ''}${f1(s.baseline)}/s`, s.baselineRuns.join(', ')],
         ],
       ),
@@ -278,7 +312,9 @@ export function markdown(results: BenchResults, summary: Summary): string {
       '## 3. End to end (offline drafter)',
       '',
       `Messages' first deliveries spread over ${o.e2e.windowSeconds} s; each message delivered ${o.e2e.deliveriesPerMessage} times at random delays up to ${o.e2e.maxDelayMs} ms (twice the same event, once re-emitted under a new event id), all out of order. ` +
-        'Latency: first delivery sent → the reply\'s `sent_at` in the sandbox\'s outbox. Drain: first delivery → last reply.',
+        'Latency: first delivery sent → the reply\'s `sent_at` in the sandbox\'s outbox. Drain: first delivery → last reply. ' +
+        `Load average (1 min, the bench's own processes included) during these runs: ${loadRange((results.endToEnd ?? []).map((r) => r.loadAverage[0]))}; ` +
+        `other processes on the machine used ${othersText((results.endToEnd ?? []).map((r) => r.othersBusy))} (median).`,
       '',
       table(
         ['load', 'messages', 'drain', 'replies/s', 'webhook→reply p50 / p99', 'ack p99', 'replies', 'duplicate emails', 'CPU ms per message'],
@@ -353,7 +389,10 @@ export function markdown(results: BenchResults, summary: Summary): string {
 export function consoleTable(summary: Summary): string {
   const rows: string[][] = [];
   for (const r of summary.ingress) rows.push([`ingress ${r.load} ${r.rate}/s p99`, msText(r.ours.p99), msText(r.baseline.p99), f2(r.p99Ratio)]);
-  if (summary.search) rows.push(['max sustained (p99 < 100 ms)', `${summary.search.oursCapped ? '≥' : ''}${f1(summary.search.ours)}/s`, `${summary.search.baselineCapped ? '≥' : ''}${f1(summary.search.baseline)}/s`, f2(summary.search.ratio)]);
+  if (summary.search) {
+    rows.push(['max sustained (p99 < 100 ms)', `${summary.search.oursCapped ? '≥' : ''}${f1(summary.search.ours)}/s`, `${summary.search.baselineCapped ? '≥' : ''}${f1(summary.search.baseline)}/s`, f2(summary.search.ratio)]);
+    rows.push(['  ours without a worker', `${f1(summary.search.ingressAlone)}/s`, '', f2(ratio(summary.search.ingressAlone, summary.search.baseline))]);
+  }
   if (summary.storm) {
     rows.push(['storm 90 % repeats (answered/s)', f1(summary.storm.mixed.ours.throughput), f1(summary.storm.mixed.baseline.throughput), f2(summary.storm.mixed.ratio)]);
     rows.push(['repeats only (answered/s)', f1(summary.storm.duplicatesOnly.ours.throughput), f1(summary.storm.duplicatesOnly.baseline.throughput), f2(summary.storm.duplicatesOnly.ratio)]);

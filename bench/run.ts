@@ -29,11 +29,14 @@ const RESULTS = path.join(ROOT, 'bench', 'results');
 async function main(): Promise<number> {
   const options = parseOptions(process.argv.slice(2));
   const cleanups: Cleanup[] = [];
-  let interrupted = false;
-  process.once('SIGINT', () => {
-    interrupted = true;
-    progress('SIGINT: stopping after the current step (the servers are stopped on exit)');
-  });
+  // Ctrl-C or SIGTERM stops at once: every server process is killed on exit (ServerProcess and the
+  // Temporal dev server register for it); an interrupted run writes no report.
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) {
+    process.once(signal, () => {
+      progress(`${signal}: stopping the servers and exiting without a report`);
+      process.exit(130);
+    });
+  }
   const startedAt = new Date().toISOString();
   const loadAtStart = loadAverage();
   progress(`${options.quick ? 'quick' : 'full'} run: ${[...options.only].join(', ')}; ${options.repeats} repeats (end to end ${options.e2eRepeats}); load average ${loadAtStart.join(' / ')}`);
@@ -47,7 +50,19 @@ async function main(): Promise<number> {
       bundleWorkflows(),
       options.runtime === 'dist' ? compileApp() : Promise.resolve(ROOT),
     ]);
-    const env: Environment = { temporalAddress: temporal.address, databaseUrl, workflowBundle, codeRoot, tsx: options.runtime === 'tsx', temporalPid: temporal.pid };
+    const env: Environment = {
+      temporalAddress: temporal.address,
+      databaseUrl,
+      workflowBundle,
+      codeRoot,
+      tsx: options.runtime === 'tsx',
+      temporalPid: temporal.pid,
+      freshTemporal: async () => {
+        await temporal.restart();
+        env.temporalAddress = temporal.address;
+        env.temporalPid = temporal.pid;
+      },
+    };
     const secrets = newSecrets();
     const sandbox = await startSandbox(env, secrets);
     cleanups.push(() => sandbox.process.stop());
@@ -58,7 +73,6 @@ async function main(): Promise<number> {
     progress(`set-up ${((Date.now() - setupAt) / 1000).toFixed(1)} s (Temporal ${temporal.address}, servers run as ${results.machine.runtime})`);
 
     const step = async (name: string, run: () => Promise<void>) => {
-      if (interrupted) return;
       try {
         await run();
       } catch (error) {
@@ -93,7 +107,7 @@ async function main(): Promise<number> {
     console.error(`\nBENCH FAILED:\n${results.failures.map((f) => `  - ${f}`).join('\n')}`);
     return 1;
   }
-  return interrupted ? 130 : 0;
+  return 0;
 }
 
 /**
@@ -106,7 +120,7 @@ async function profileRuns(context: BenchContext): Promise<ReturnType<typeof sum
   const drive = async (side: Side) => {
     const bodies = await side.newEvents(rate * options.ingress.seconds);
     await runOpenLoop({ origin: side.url, path: WEBHOOK_PATH }, bodies.map((b) => context.signer.sign(b)), { rate, connections: 256, maxDurationMs: 60_000 });
-    const repeated = Array.from({ length: options.storm.seconds * 3_000 }, (_, i) => context.signer.sign(bodies[i % bodies.length] as string));
+    const repeated = Array.from({ length: Math.round(options.storm.seconds * 4_000) }, (_, i) => context.signer.sign(bodies[i % bodies.length] as string));
     await runClosedLoop({ origin: side.url, path: WEBHOOK_PATH }, repeated, { concurrency: options.storm.concurrency, maxDurationMs: options.storm.seconds * 1000 });
   };
   context.log('profiling ours (node --cpu-prof)');

@@ -1,8 +1,8 @@
 import type { BenchContext } from '../support/context';
-import { CpuMeter, cpuPer, loadAverage, sleep } from '../support/context';
+import { CpuMeter, cpuPer, loadAverage, othersBusy, sleep } from '../support/context';
 import { seedMessages, seededRandom, type SeededMessage } from '../support/deliveries';
 import { failures, runOpenLoop, type Delivery } from '../support/load';
-import { resetSandbox, startOurSide, WEBHOOK_PATH } from '../support/sides';
+import { repliesSent, resetSandbox, startOurSide, WEBHOOK_PATH } from '../support/sides';
 import { summarize, type LatencySummary } from '../support/stats';
 
 /**
@@ -31,6 +31,8 @@ export interface EndToEndFigures {
   latency: LatencySummary;
   cpuMsPerMessage: Record<string, number>;
   machineBusy: number;
+  /** Share of the machine busy with processes outside the bench (a noisy neighbour). */
+  othersBusy: number;
   loadAverage: [number, number, number];
   timedOut: boolean;
 }
@@ -70,10 +72,6 @@ function plan(context: BenchContext, messages: SeededMessage[], seed: number): P
   };
 }
 
-async function sandboxSent(context: BenchContext): Promise<number> {
-  const response = await fetch(`${context.sandbox.url}/_sandbox/state`);
-  return ((await response.json()) as { sent: number }).sent;
-}
 
 async function outbox(context: BenchContext): Promise<OutboxEntry[]> {
   const response = await fetch(`${context.sandbox.url}/_sandbox/outbox`);
@@ -100,7 +98,7 @@ async function oneLoad(context: BenchContext, side: Awaited<ReturnType<typeof st
   let timedOut = false;
   while (!delivered || sent < count) {
     await sleep(200);
-    sent = await sandboxSent(context);
+    sent = await repliesSent(context);
     if (Date.now() - lastReport > 3_000) {
       lastReport = Date.now();
       context.log(`    ${load}: ${sent}/${count} replies after ${((Date.now() - startedAt) / 1000).toFixed(0)} s`);
@@ -158,6 +156,7 @@ async function oneLoad(context: BenchContext, side: Awaited<ReturnType<typeof st
     latency: summarize(latencies),
     cpuMsPerMessage: cpuPer(usage, count),
     machineBusy: usage.machineBusy,
+    othersBusy: othersBusy(usage),
     loadAverage: loadAverage(),
     timedOut,
   };
@@ -178,7 +177,8 @@ export async function runEndToEnd(context: BenchContext): Promise<EndToEndFigure
     ['16×', messages[2]],
   ];
   for (let repeat = 0; repeat < context.options.e2eRepeats; repeat++) {
-    // One stack per repeat: each load drains completely before the next, so nothing carries over.
+    // A clean Temporal server and one stack per repeat: each load drains completely before the next.
+    await context.env.freshTemporal();
     const side = await startOurSide(context);
     try {
       // Warm the path (JIT, connections, the workflow bundle) with a few messages, not counted.
@@ -199,5 +199,5 @@ async function warmUp(context: BenchContext, side: Awaited<ReturnType<typeof sta
   const messages = await seedMessages(context.sandbox.url, 10);
   await runOpenLoop({ origin: side.url, path: WEBHOOK_PATH }, messages.map((m) => context.signer.sign(m.body)), { rate: 5, connections: 4, maxDurationMs: 10_000 });
   const deadline = Date.now() + 30_000;
-  while ((await sandboxSent(context)) < messages.length && Date.now() < deadline) await sleep(200);
+  while ((await repliesSent(context)) < messages.length && Date.now() < deadline) await sleep(200);
 }

@@ -1,4 +1,4 @@
-import { loadavg } from 'node:os';
+import { cpus, loadavg } from 'node:os';
 import path from 'node:path';
 import type { BenchOptions } from '../options';
 import type { Signer } from './deliveries';
@@ -51,6 +51,16 @@ export class CpuMeter {
   read(): CpuUsage {
     return cpuBetween(this.before, cpuSnapshot(this.sources));
   }
+}
+
+/**
+ * Share of the machine (0..1) busy with processes that are not part of the bench: other users'
+ * test runs and the like. The load average cannot say this, since it counts the bench's own work.
+ */
+export function othersBusy(usage: CpuUsage): number {
+  const cores = cpus().length;
+  const ours = Object.values(usage.seconds).filter((v) => v > 0).reduce((sum, v) => sum + v, 0);
+  return Math.max(0, usage.machineBusy - ours / (usage.wallSeconds * cores));
 }
 
 /** CPU milliseconds per request (or per message) for each process. */

@@ -70,6 +70,17 @@ export async function seedMessages(sandboxUrl: string, count: number, onProgress
   return messages;
 }
 
+/** Event bodies shaped like `template`, with fresh event and message ids: same size, new identity. */
+export function bodiesLike(template: SeededMessage, count: number): string[] {
+  const tag = randomUUID().slice(0, 8);
+  return Array.from({ length: count }, (_, i) => {
+    // Same length as the template's ids, so every body has the template's size.
+    const eventId = `evt_${`${tag}${i.toString(36)}`.padEnd(template.eventId.length - 4, 'x')}`;
+    const messageId = `<${`${tag}-${i.toString(36)}`.padEnd(template.messageId.length - 2, 'y')}>`;
+    return template.body.replaceAll(template.eventId, eventId).replaceAll(template.messageId, messageId);
+  });
+}
+
 /** Signs deliveries now (Svix allows 5 minutes of skew; every run is far shorter). */
 export class Signer {
   private readonly webhook: Webhook;
@@ -91,30 +102,6 @@ export class Signer {
       },
     };
   }
-}
-
-/** A body for an event that names no sandbox message (the baseline does not look). */
-export function syntheticBody(index: number, tag: string): string {
-  const now = new Date().toISOString();
-  const inboxId = INBOXES[index % INBOXES.length] as string;
-  return eventBody(`evt_${tag}_${index}`, {
-    message: {
-      inbox_id: inboxId,
-      message_id: `<${tag}-${index}@mail.example.com>`,
-      thread_id: `thr_${tag}_${index}`,
-      labels: ['received', 'unread'],
-      timestamp: now,
-      from: `Customer ${index} <customer-${tag}-${index}@example.com>`,
-      to: [inboxId],
-      subject: `Order ${tag}-${index}`,
-      preview: `Hello, where is my order ${tag}-${index}?`,
-      text: `Hello, where is my order ${tag}-${index}? It was due last week. Thank you.`,
-      size: 120,
-      created_at: now,
-      updated_at: now,
-    } as InboundAnswer['message'],
-    thread: {},
-  });
 }
 
 /** Deterministic shuffles and draws, so a run's delivery plan can be told and repeated. */

@@ -35,25 +35,46 @@ export interface Environment {
   codeRoot: string;
   tsx: boolean;
   temporalPid: number | undefined;
+  /** Replaces the Temporal dev server with a fresh one and points this environment at it. */
+  freshTemporal(): Promise<void>;
 }
 
-export async function prepareTemporal(cleanups: Cleanup[]): Promise<{ address: string; pid: number | undefined }> {
-  let address = process.env.TEMPORAL_ADDRESS;
-  let pid: number | undefined;
-  if (!address) {
-    const server = await startTemporalDevServer({
-      port: 0,
-      uiPort: null,
-      dbFilename: null,
-      logFile: path.join(DATA, 'temporal.log'),
-      namespaces: [NAMESPACE],
-    });
-    cleanups.push(() => server.stop());
-    address = server.address;
-    pid = server.pid;
+export interface TemporalService {
+  address: string;
+  pid: number | undefined;
+  /**
+   * A fresh dev server (in memory) in place of this one, or nothing when TEMPORAL_ADDRESS names a
+   * server of yours. Each ours run leaves its unfinished workflows behind on a task queue nobody
+   * polls; thousands of them (the 16× runs) slow the dev server down for every later run, so the
+   * bench starts from a clean server for each repeat and for the end-to-end scenario.
+   */
+  restart(): Promise<void>;
+}
+
+export async function prepareTemporal(cleanups: Cleanup[]): Promise<TemporalService> {
+  const external = process.env.TEMPORAL_ADDRESS;
+  if (external) {
+    await setupTemporal({ address: external, namespace: NAMESPACE, retentionDays: 7 });
+    return { address: external, pid: undefined, restart: async () => undefined };
   }
-  await setupTemporal({ address, namespace: NAMESPACE, retentionDays: 7 });
-  return { address, pid };
+  const start = async () => {
+    const server = await startTemporalDevServer({ port: 0, uiPort: null, dbFilename: null, logFile: path.join(DATA, 'temporal.log'), namespaces: [NAMESPACE] });
+    await setupTemporal({ address: server.address, namespace: NAMESPACE, retentionDays: 7 });
+    return server;
+  };
+  let server = await start();
+  cleanups.push(() => server.stop());
+  const service: TemporalService = {
+    address: server.address,
+    pid: server.pid,
+    restart: async () => {
+      await server.stop();
+      server = await start();
+      service.address = server.address;
+      service.pid = server.pid;
+    },
+  };
+  return service;
 }
 
 export async function prepareDatabase(cleanups: Cleanup[]): Promise<string> {

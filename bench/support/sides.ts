@@ -1,6 +1,5 @@
-import { randomUUID } from 'node:crypto';
 import type { BenchContext } from './context';
-import { seedMessages, type SeededMessage } from './deliveries';
+import { bodiesLike, seedMessages, type SeededMessage } from './deliveries';
 import { startBaseline, startOurs, type OurStack } from './stack';
 
 /**
@@ -23,31 +22,39 @@ export interface Side {
   servers: Record<string, number | undefined>;
   /** Bodies for `count` events nobody has seen (ours: messages seeded in the sandbox). */
   newEvents(count: number): Promise<string[]>;
+  /** Waits (bounded) until the work behind every event so far is done (ours: every reply sent). */
+  settle(timeoutMs: number): Promise<boolean>;
   stop(): Promise<void>;
 }
 
 export const WEBHOOK_PATH = '/webhooks/agentmail';
 
-/** Event bodies shaped like `template`, with fresh event and message ids: same size, new identity. */
-export function bodiesLike(template: SeededMessage, count: number): string[] {
-  const tag = randomUUID().slice(0, 8);
-  return Array.from({ length: count }, (_, i) => {
-    // Same length as the template's ids, so every body has the template's size.
-    const eventId = `evt_${`${tag}${i.toString(36)}`.padEnd(template.eventId.length - 4, 'x')}`;
-    const messageId = `<${`${tag}-${i.toString(36)}`.padEnd(template.messageId.length - 2, 'y')}>`;
-    return template.body.replaceAll(template.eventId, eventId).replaceAll(template.messageId, messageId);
-  });
-}
-
-export async function startOurSide(context: BenchContext, options: { cpuProfileDir?: string | undefined; resetSandbox?: boolean } = {}): Promise<Side & { stack: OurStack }> {
+export async function startOurSide(
+  context: BenchContext,
+  options: { cpuProfileDir?: string | undefined; resetSandbox?: boolean; worker?: boolean } = {},
+): Promise<Side & { stack: OurStack }> {
   if (options.resetSandbox !== false) await resetSandbox(context);
-  const stack = await startOurs(context.env, context.sandbox, context.secrets, { cpuProfileDir: options.cpuProfileDir });
+  const worker = options.worker !== false;
+  const stack = await startOurs(context.env, context.sandbox, context.secrets, { cpuProfileDir: options.cpuProfileDir, worker });
+  let seeded = 0;
   return {
     name: 'ours',
     url: stack.apiUrl,
     stack,
-    servers: { api: stack.api.pid, worker: stack.worker.pid },
-    newEvents: async (count) => (await seedMessages(context.sandbox.url, count)).map((m) => m.body),
+    servers: { api: stack.api.pid, ...(worker ? { worker: stack.worker.pid } : {}) },
+    newEvents: async (count) => {
+      seeded += count;
+      return (await seedMessages(context.sandbox.url, count)).map((m) => m.body);
+    },
+    settle: async (timeoutMs) => {
+      if (!worker) return true;
+      const deadline = Date.now() + timeoutMs;
+      while (Date.now() < deadline) {
+        if ((await repliesSent(context)) >= seeded) return true;
+        await new Promise((resolve) => setTimeout(resolve, 200));
+      }
+      return false;
+    },
     stop: () => stack.stop(),
   };
 }
@@ -63,6 +70,7 @@ export async function startBaselineSide(context: BenchContext, options: { cpuPro
     url: baseline.url,
     servers: { baseline: baseline.process.pid },
     newEvents: async (count) => bodiesLike(shape, count),
+    settle: async () => true,
     stop: () => baseline.stop(),
   };
 }
@@ -71,6 +79,12 @@ export async function resetSandbox(context: BenchContext): Promise<void> {
   const response = await fetch(`${context.sandbox.url}/_sandbox/reset`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
   await response.arrayBuffer();
   if (!response.ok) throw new Error(`the sandbox did not reset: ${response.status}`);
+}
+
+/** Replies the sandbox has accepted since its last reset. */
+export async function repliesSent(context: BenchContext): Promise<number> {
+  const response = await fetch(`${context.sandbox.url}/_sandbox/state`);
+  return ((await response.json()) as { sent: number }).sent;
 }
 
 /** Both sides in turn, the order alternating by repeat so drift on a noisy machine hits both alike. */

@@ -16,7 +16,8 @@ export interface LatencySummary {
 /** Nearest-rank percentile of sorted values (p in 0..100). */
 export function percentileOfSorted(sorted: ArrayLike<number>, p: number): number {
   if (sorted.length === 0) return Number.NaN;
-  const rank = Math.ceil((p / 100) * sorted.length);
+  // The epsilon keeps floating point from pushing an exact rank up by one (0.999 × 1000 > 999).
+  const rank = Math.ceil((p / 100) * sorted.length - 1e-9);
   return sorted[Math.min(sorted.length - 1, Math.max(0, rank - 1))] as number;
 }
 

@@ -1,0 +1,101 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import type { Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { after, before, describe, test } from 'node:test';
+import pg from 'pg';
+import { BASELINE_TABLE, baselineSchemaSql, createBaselineApp } from '../bench/baseline/app';
+import { bodiesLike } from '../bench/support/deliveries';
+import { runClosedLoop, runOpenLoop } from '../bench/support/load';
+import { median, percentileOfSorted } from '../bench/support/stats';
+import { testEnv } from './support/env';
+import { messageReceivedPayload, newWebhookSecret, signedHeaders } from './support/signing';
+
+// The bench's reference must be a real handler, not a straw man that accepts anything: it
+// verifies Svix signatures and dedupes on event_id. And the load generator must count what the
+// server answered. No timings are asserted here: figures belong to `npm run bench`.
+const secret = newWebhookSecret();
+let pool: pg.Pool;
+let server: Server;
+let origin: string;
+
+before(async () => {
+  pool = new pg.Pool({ connectionString: testEnv.databaseUrl, max: 4 });
+  await pool.query(baselineSchemaSql);
+  server = createBaselineApp({ pool, webhookSecret: secret }).listen(0, '127.0.0.1');
+  await new Promise<void>((resolve) => server.once('listening', resolve));
+  origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+});
+after(async () => {
+  await new Promise((resolve) => server.close(resolve));
+  await pool.end();
+});
+
+const post = (body: string, headers: Record<string, string>) => fetch(`${origin}/webhooks/agentmail`, { method: 'POST', headers, body });
+const rowsFor = async (eventId: string) => Number((await pool.query(`SELECT count(*) AS n FROM ${BASELINE_TABLE} WHERE event_id = $1`, [eventId])).rows[0].n);
+
+describe('the baseline handler', () => {
+  test('records a signed event once, however often it is delivered', async () => {
+    // Prepare
+    const eventId = `evt_${randomUUID()}`;
+    const body = JSON.stringify(messageReceivedPayload({ eventId, inboxId: 'support@example.com', messageId: `<${randomUUID()}@example.com>` }));
+
+    // Act
+    const first = await post(body, signedHeaders(secret, body));
+    const again = await post(body, signedHeaders(secret, body));
+
+    // Assess
+    assert.equal(first.status, 204);
+    assert.equal(again.status, 204);
+    assert.equal(await rowsFor(eventId), 1);
+  });
+
+  test('refuses unsigned, tampered and wrongly signed deliveries and records nothing', async () => {
+    const eventId = `evt_${randomUUID()}`;
+    const body = JSON.stringify(messageReceivedPayload({ eventId, inboxId: 'support@example.com', messageId: `<${randomUUID()}@example.com>` }));
+
+    const unsigned = await post(body, { 'content-type': 'application/json' });
+    const tampered = await post(body.replace('Where is my order?', 'Refund me twice'), signedHeaders(secret, body));
+    const otherSecret = await post(body, signedHeaders(newWebhookSecret(), body));
+
+    assert.deepEqual([unsigned.status, tampered.status, otherSecret.status], [400, 400, 400]);
+    assert.equal(await rowsFor(eventId), 0);
+  });
+});
+
+describe('the load generator', () => {
+  test('sends every delivery once and counts the answers by status, open and closed loop', async () => {
+    // Prepare: three new events and one bad signature, twice over.
+    const template = { eventId: `evt_${randomUUID()}`, messageId: `<${randomUUID()}@example.com>` };
+    const body = JSON.stringify(messageReceivedPayload({ eventId: template.eventId, inboxId: 'support@example.com', messageId: template.messageId }));
+    const bodies = bodiesLike({ ...template, inboxId: 'support@example.com', body }, 3);
+    const deliveries = [...bodies.map((b) => ({ body: b, headers: signedHeaders(secret, b) })), { body, headers: { 'content-type': 'application/json' } }];
+
+    // Act
+    const open = await runOpenLoop({ origin, path: '/webhooks/agentmail' }, deliveries, { rate: 200, connections: 4, maxDurationMs: 10_000 });
+    const closed = await runClosedLoop({ origin, path: '/webhooks/agentmail' }, deliveries, { concurrency: 2, maxDurationMs: 10_000 });
+
+    // Assess: same-size bodies with new ids are new events; the unsigned one is refused each time.
+    assert.equal(new Set(bodies.map((b) => b.length)).size, 1);
+    assert.equal(bodies[0]?.length, body.length);
+    for (const result of [open, closed]) {
+      assert.equal(result.sent, 4);
+      assert.equal(result.ok, 3);
+      assert.deepEqual(result.statuses, { '204': 3, '400': 1 });
+      assert.equal(result.latencies.length, 4);
+      assert.equal(result.truncated, false);
+    }
+    for (const b of bodies) assert.equal(await rowsFor(JSON.parse(b).event_id as string), 1);
+  });
+});
+
+describe('the statistics', () => {
+  test('percentiles are nearest-rank and medians of repeats ignore missing figures', () => {
+    const sorted = Float64Array.from({ length: 1000 }, (_, i) => i + 1);
+    assert.equal(percentileOfSorted(sorted, 50), 500);
+    assert.equal(percentileOfSorted(sorted, 99), 990);
+    assert.equal(percentileOfSorted(sorted, 99.9), 999);
+    assert.equal(median([5, 1, 3]), 3);
+    assert.equal(median([4, Number.NaN, 1, 3, 2]), 2.5);
+  });
+});
