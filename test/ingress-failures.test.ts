@@ -115,11 +115,15 @@ describe('dependencies down at the ingress', () => {
       const response = await post(ingress.url, body);
       await locker.query('ROLLBACK');
       assert.equal(response.status, 500);
-      assert.deepEqual(await eventRows(eventId), [], 'nothing recorded: the retry must not be mistaken for a duplicate');
       assert.equal(await workflowExists(h.client, inboundWorkflowId(ref)), true, 'the start had been acknowledged');
 
+      // The insert the ingress gave up on may still land once the lock is gone (the server cancels
+      // it on its own statement timeout, which can lag the client's): then the row says 'queued',
+      // which is true, since the start was acknowledged. Otherwise the retry records 'duplicate'.
       assert.equal((await post(ingress.url, body)).status, 204);
-      assert.deepEqual(await eventRows(eventId), [{ outcome: 'duplicate' }], 'the retry attached to the existing workflow');
+      const rows = await eventRows(eventId);
+      assert.equal(rows.length, 1);
+      assert.ok(['queued', 'duplicate'].includes(rows[0]!.outcome), `recorded ${rows[0]!.outcome}`);
       assert.equal((await h.workflowResult(ref)).status, 'sent');
       assert.equal(await runs(ref), 1);
       assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 1);
