@@ -1,7 +1,7 @@
 /**
  * `npm run bench [-- options]`:
  *
- *   --quick            a 1–2 minute smoke run: fewer repeats, shorter runs, fewer messages
+ *   --quick            a smoke run (~3 minutes here): one repeat, shorter runs, fewer messages
  *   --repeats N        repeats of the ingress and operation-store scenarios (default 3; quick 1)
  *   --e2e-repeats N    repeats of each end-to-end load (default 2: the 1,000-message drain takes
  *                      over a minute on a 2-core machine; quick 1)
