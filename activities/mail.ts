@@ -1,13 +1,32 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import { AgentMail, AgentMailError, type AgentMailClient } from 'agentmail';
+import { LRUCache } from 'lru-cache';
 import type { MessageRef } from '../lib/keys';
 import { FailureType } from '../workflows/shared';
 
 /** Reads from AgentMail (no effect, no key): the message and its thread, by id. */
 
+/**
+ * One workflow reads its message in up to four activities (decide, draft, ticket, send), mostly
+ * on the same worker within a second or two. A received message's content does not change, so a
+ * small cache per client turns those reads into one GET (each costs the worker a request and the
+ * SDK's response parsing). Only labels change — we add "replied" at the end — and the one reader
+ * of labels is the decision, which runs first and is recorded; entries also expire after a
+ * minute. Failures are not cached. Callers must not modify the returned message.
+ */
+const messageCaches = new WeakMap<AgentMailClient, LRUCache<string, AgentMail.Message>>();
+const MESSAGE_CACHE = { max: 2_000, ttl: 60_000 };
+
 export async function fetchMessage(client: AgentMailClient, ref: MessageRef): Promise<AgentMail.Message> {
+  let cache = messageCaches.get(client);
+  if (!cache) messageCaches.set(client, (cache = new LRUCache(MESSAGE_CACHE)));
+  const cacheKey = `${ref.inboxId}\n${ref.messageId}`;
+  const cached = cache.get(cacheKey);
+  if (cached) return cached;
   try {
-    return await client.inboxes.messages.get(ref.inboxId, ref.messageId);
+    const message = await client.inboxes.messages.get(ref.inboxId, ref.messageId);
+    cache.set(cacheKey, message);
+    return message;
   } catch (error) {
     throw asReadFailure(error, `message ${ref.messageId} in inbox ${ref.inboxId}`);
   }

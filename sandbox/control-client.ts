@@ -61,6 +61,11 @@ export class SandboxControl {
     return (await this.call<{ rules: FaultRule[] }>('POST', '/_sandbox/faults', { rules: list })).rules;
   }
 
+  /** The armed rules with their hit counts (a zero-delay rule counts requests). */
+  async faults(): Promise<FaultRule[]> {
+    return (await this.call<{ rules: FaultRule[] }>('GET', '/_sandbox/faults')).rules;
+  }
+
   async clearFaults(): Promise<void> {
     await this.call('DELETE', '/_sandbox/faults');
   }

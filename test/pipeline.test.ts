@@ -31,15 +31,19 @@ async function eventRows(eventId: string) {
 
 describe('one message, end to end', () => {
   test('a signed webhook → the workflow completes → one reply with the drafted text, one ticket, labels, the event recorded', async () => {
-    // Prepare
+    // Prepare: a zero-delay fault rule counts the reads of this inbox's messages.
     const inboxId = h.newInbox();
+    await h.sandbox.setFaults({ match: { method: 'GET', path: `/inboxes/${inboxId}/messages/` }, action: 'delay', ms: 0 });
     // Act
     const inbound = await h.sandbox.inbound(customerMail(inboxId));
     const ref = { inboxId, messageId: inbound.message.message_id };
     const result = await h.resultOf(ref);
     const sender = inbound.message.from;
+    const messageReads = (await h.sandbox.faults())[0]?.hits;
+    await h.sandbox.clearFaults();
     // Assess
     assert.equal(result.status, 'sent');
+    assert.equal(messageReads, 1, 'decide, draft, ticket and send share one read of the message (the worker caches it)');
     const outbox = await h.sandbox.outbox({ inbox_id: inboxId });
     assert.equal(outbox.length, 1);
     const reply = outbox[0]!.message;
@@ -124,6 +128,20 @@ describe('duplicates', () => {
     await h.resultOf({ inboxId, messageId: second.message.message_id });
     const outbox = await h.sandbox.outbox({ inbox_id: inboxId });
     assert.deepEqual(outbox.map((e) => e.message.in_reply_to).sort(), [first.message.message_id, second.message.message_id].sort());
+  });
+
+  test('a message deleted at AgentMail before it was labelled: the reply stands, the run ends sent', async () => {
+    const inboxId = h.newInbox();
+    await h.sandbox.setFaults({ match: { method: 'PATCH', path: `/inboxes/${inboxId}/messages/` }, action: 'status', status: 404 });
+    try {
+      const inbound = await h.sandbox.inbound(customerMail(inboxId));
+      const result = await h.resultOf({ inboxId, messageId: inbound.message.message_id });
+      assert.equal(result.status, 'sent');
+      assert.equal((await h.sandbox.faults())[0]?.hits, 1, 'the label was tried once, not retried');
+      assert.equal((await h.sandbox.outbox({ inbox_id: inboxId })).length, 1);
+    } finally {
+      await h.sandbox.clearFaults();
+    }
   });
 
   test('an operator starting the workflow by hand for an answered message gets no second reply', async () => {
