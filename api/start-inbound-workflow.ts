@@ -4,7 +4,7 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import { encodeUnifiedSearchAttributes } from '@temporalio/common/lib/converter/payload-search-attributes';
 import { temporal } from '@temporalio/proto';
 import { inboundWorkflowId } from '../lib/hashing';
-import { INBOUND_MESSAGE_WORKFLOW, SearchAttributes, type InboundMessageInput } from '../workflows/shared';
+import { INBOUND_MESSAGE_WORKFLOW, SearchAttributes, type InboundMessageInput, type ReplyStatus } from '../workflows/shared';
 
 export interface StartOutcome {
   workflowId: string;
@@ -35,6 +35,8 @@ export async function startInboundWorkflow(
     { key: SearchAttributes.InboxId, value: input.inboxId },
     { key: SearchAttributes.MessageId, value: input.messageId },
     ...(input.threadId ? [{ key: SearchAttributes.ThreadId, value: input.threadId }] : []),
+    // Set here, with the start's own visibility record, so the run need not upsert it.
+    { key: SearchAttributes.ReplyStatus, value: 'deciding' satisfies ReplyStatus },
   ];
   try {
     const response = await client.withDeadline(options.deadline, () =>

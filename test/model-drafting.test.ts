@@ -192,7 +192,7 @@ describe('a model in trouble', () => {
     assert.deepEqual((await model.calls({ contains: marker })).map((c) => c.outcome), ['delay', 'reply']);
   });
 
-  test('a refusal ends the workflow failed (DraftRefused, in the Web UI), sends nothing, and a rerun does not ask again', async () => {
+  test('a refusal ends the workflow failed (DraftRefused, in the Web UI), sends nothing, leaves one ticket for a person, and a rerun does not ask again', async () => {
     const { ref, marker } = await customerMessage();
     await model.setBehaviours({ match: { contains: marker }, action: 'refuse' });
     await assert.rejects(h.resultOf(ref), failedWith('DraftRefused'));
@@ -206,6 +206,8 @@ describe('a model in trouble', () => {
     );
     assert.equal((await model.calls({ contains: marker })).length, 1, 'the refusal is replayed from the operation store');
     assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 0);
+    // The ticket is opened alongside the draft and awaited before the refusal fails the run.
+    assert.equal((await h.ticketsFor(ref)).length, 1, 'one ticket, across the run and its rerun');
   });
 
   const invalid: Array<[string, string]> = [

@@ -158,13 +158,17 @@ describe('duplicates', () => {
     );
     // Under another id (as after the old execution left Temporal's retention): the operation
     // store replays the draft, ticket and reply; nothing is sent or drafted again.
-    const replay = await h.client.workflow.execute(INBOUND_MESSAGE_WORKFLOW, { workflowId: `manual-${randomUUID()}`, taskQueue: h.taskQueue, args: [ref] });
+    const replayId = `manual-${randomUUID()}`;
+    const replay = await h.client.workflow.execute(INBOUND_MESSAGE_WORKFLOW, { workflowId: replayId, taskQueue: h.taskQueue, args: [ref] });
     assert.equal(replay.status, 'sent');
     assert.equal(replay.status === 'sent' && replay.replayed, true);
     assert.equal(replay.status === 'sent' && first.status === 'sent' && replay.replyMessageId, first.replyMessageId);
     assert.equal((await h.sandbox.outbox({ inbox_id: inboxId })).length, 1);
     assert.equal((await h.ticketsFor(ref)).length, 1);
     assert.equal(h.drafter.callsFor(ref), 1);
+    // A start without search attributes (as by hand): the run sets them, so the Web UI finds it.
+    const { searchAttributes } = await h.client.workflow.getHandle(replayId).describe();
+    assert.deepEqual([searchAttributes.InboxId, searchAttributes.MessageId, searchAttributes.ReplyStatus], [[inboxId], [ref.messageId], ['sent']]);
   });
 });
 

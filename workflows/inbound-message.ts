@@ -4,10 +4,13 @@ import {
   condition,
   log,
   proxyActivities,
+  proxyLocalActivities,
   setHandler,
   upsertSearchAttributes,
+  workflowInfo,
   type RetryPolicy,
 } from '@temporalio/workflow';
+import type { SearchAttributeUpdatePair } from '@temporalio/common';
 import type { Activities } from '../activities';
 import { decisionKey, draftKey, providerDraftKey, replyKey, reviewKey, ticketKey, type MessageRef } from '../lib/keys';
 import {
@@ -56,19 +59,46 @@ const quick = proxyActivities<Activities>({
   retry,
 });
 
+/**
+ * Short steps that need no task queue of their own: the decision (one AgentMail read and one
+ * Postgres query, recorded in the operation store) and the labels (set-like). As local
+ * activities they run inside the workflow task that asks for them, which saves the Temporal
+ * server a task dispatch and a workflow task per step (README, Performance, has the figures).
+ * Their results are kept in history as markers, so a replay does not run
+ * them again; a worker that crashes mid-step loses its workflow task, and the next worker
+ * runs the step again — the operation key makes that a replay of the recorded decision.
+ * Backoffs longer than the threshold become durable timers.
+ */
+const local = proxyLocalActivities<Activities>({
+  startToCloseTimeout: '30 seconds',
+  localRetryThreshold: '10 seconds',
+  retry,
+});
+
 export async function inboundMessageWorkflow(input: InboundMessageInput): Promise<InboundMessageResult> {
   const ref: MessageRef = { inboxId: input.inboxId, messageId: input.messageId };
   const operations = new Map<string, OperationView>();
   const track = (view: OperationView) => operations.set(view.key, view);
   setHandler(operationsQuery, () => [...operations.values()]);
-  const setStatus = (status: ReplyStatus) => upsertSearchAttributes([{ key: SearchAttributes.ReplyStatus, value: status }]);
+  const setStatus = (status: ReplyStatus, more: SearchAttributeUpdatePair[] = []) =>
+    upsertSearchAttributes([{ key: SearchAttributes.ReplyStatus, value: status }, ...more]);
   const review = reviewInbox();
 
   try {
-    setStatus('deciding');
+    // The ingress starts the run with InboxId, MessageId and ReplyStatus=deciding; a manual
+    // start (`temporal workflow start`) carries none, so the run sets them itself. Every upsert
+    // costs the server a history event and a visibility write, so none is repeated.
+    const started = workflowInfo().typedSearchAttributes;
+    if (started.get(SearchAttributes.MessageId) === undefined) {
+      setStatus('deciding', [
+        { key: SearchAttributes.InboxId, value: ref.inboxId },
+        { key: SearchAttributes.MessageId, value: ref.messageId },
+      ]);
+    }
     track({ key: decisionKey(ref), kind: 'decision', status: 'pending' });
-    const decision = await effects.decideReply(ref);
-    upsertSearchAttributes([{ key: SearchAttributes.ThreadId, value: decision.threadId }]);
+    const decision = await local.decideReply(ref);
+    const thread: SearchAttributeUpdatePair[] =
+      started.get(SearchAttributes.ThreadId) === decision.threadId ? [] : [{ key: SearchAttributes.ThreadId, value: decision.threadId }];
     track({ key: decisionKey(ref), kind: 'decision', status: 'complete', summary: decision.reply ? 'reply owed' : `skip: ${decision.reason}` });
 
     const openTicket = async (note: string) => {
@@ -80,15 +110,21 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
 
     if (!decision.reply) {
       const ticketId = decision.ticket ? await openTicket(`not answered automatically: ${decision.reason}`) : null;
-      setStatus('skipped');
+      setStatus('skipped', thread);
       return { status: 'skipped', reason: decision.reason ?? 'unknown', ticketId };
     }
 
-    setStatus('drafting');
+    // The ticket does not depend on the draft: both run at once. Each is awaited to its end
+    // before a failure of the other is raised, so a message whose draft fails (a refusal, say)
+    // still has its ticket for the person who answers it instead.
+    setStatus('drafting', thread);
     track({ key: draftKey(ref), kind: 'draft', status: 'pending' });
-    const draft = await effects.draftReply(ref);
-    track({ key: draft.draftKey, kind: 'draft', status: draft.replayed ? 'replayed' : 'complete', summary: `${draft.characters} characters` });
-    const ticketId = await openTicket(decision.approval.required ? 'drafted by the support agent, awaiting approval' : 'answered by the support agent');
+    const drafting = effects.draftReply(ref).then((draft) => {
+      track({ key: draft.draftKey, kind: 'draft', status: draft.replayed ? 'replayed' : 'complete', summary: `${draft.characters} characters` });
+      return draft;
+    });
+    const ticketing = openTicket(decision.approval.required ? 'drafted by the support agent, awaiting approval' : 'answered by the support agent');
+    const [, ticketId] = await bothSettled(drafting, ticketing);
 
     let version = 1;
     let providerDraftId: string | null = null;
@@ -124,7 +160,7 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     const sent = providerDraftId === null ? await effects.sendReply(sendInput) : await effects.sendApprovedDraft({ ...sendInput, draftId: providerDraftId });
     track({ key, kind: 'reply', status: sent.replayed ? 'replayed' : 'complete', summary: `${sent.reconciled ? 'reconciled ' : ''}${sent.messageId}` });
 
-    await quick.labelMessage(ref);
+    await local.labelMessage(ref);
     setStatus('sent');
     return { status: 'sent', replyMessageId: sent.messageId, replyThreadId: sent.threadId, ticketId, replayed: sent.replayed, replyVersion: version };
   } catch (error) {
@@ -182,6 +218,14 @@ function reviewProblem(input: ReviewInput | undefined): string | null {
   if (input.text !== undefined && (typeof input.text !== 'string' || input.text.trim() === '')) return 'text, when given, must be non-empty';
   if (input.text !== undefined && input.verdict === 'reject') return 'a rejection carries no text';
   return null;
+}
+
+/** Waits for both; then returns both results, or throws the first failure (in argument order). */
+async function bothSettled<A, B>(a: Promise<A>, b: Promise<B>): Promise<[A, B]> {
+  const [first, second] = await Promise.allSettled([a, b]);
+  if (first.status === 'rejected') throw first.reason;
+  if (second.status === 'rejected') throw second.reason;
+  return [first.value, second.value];
 }
 
 function failureSummary(error: unknown): string {

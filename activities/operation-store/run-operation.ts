@@ -105,8 +105,10 @@ const HEARTBEAT_EVERY_MS = 2_000;
  */
 function keepLeaseAlive(store: OperationStore, spec: OperationSpec, ownerToken: string): () => void {
   const context = Context.current();
+  // A local activity has no heartbeat (it lives inside its workflow task); the lease still renews.
+  const heartbeat = !context.info.isLocal;
   const timer = setInterval(() => {
-    context.heartbeat();
+    if (heartbeat) context.heartbeat();
     store.renew(spec.key, ownerToken, spec.leaseMs).catch(() => undefined);
   }, Math.min(HEARTBEAT_EVERY_MS, Math.max(250, Math.floor(spec.leaseMs / 3))));
   return () => clearInterval(timer);
