@@ -77,6 +77,9 @@ export interface Summary {
     oursRuns: number[];
     baselineRuns: number[];
     ingressAloneRuns: number[];
+    /** The Temporal start alone (no signature, no database, no worker): the server's ceiling. */
+    startOnly: number;
+    startOnlyRuns: number[];
   };
   storm?: {
     mixed: { ours: Medians; baseline: Medians; ratio: number };
@@ -121,7 +124,10 @@ export function summarizeResults(results: BenchResults): Summary {
     const oursRuns = of('ours').map((s) => s.maxSustained);
     const baselineRuns = of('baseline').map((s) => s.maxSustained);
     const ingressAloneRuns = of('ours', false).map((s) => s.maxSustained);
+    const startOnlyRuns = of('start-only', false).map((s) => s.maxSustained);
     summary.search = {
+      startOnly: median(startOnlyRuns),
+      startOnlyRuns,
       ours: median(oursRuns),
       baseline: median(baselineRuns),
       ingressAlone: median(ingressAloneRuns),
@@ -280,6 +286,7 @@ export function markdown(results: BenchResults, summary: Summary): string {
         [
           ['ours (with its worker, as in production)', `${s.oursCapped ? '≥ ' : ''}${f1(s.ours)}/s`, s.oursRuns.join(', ')],
           ['ours, ingress alone (no worker: workflows only queue)', `${f1(s.ingressAlone)}/s`, s.ingressAloneRuns.join(', ')],
+          ...(s.startOnlyRuns.length ? [['the Temporal start alone (no signature, no database, no worker; bench/baseline/start-only.ts)', `${f1(s.startOnly)}/s`, s.startOnlyRuns.join(', ')]] : []),
           ['baseline', `${s.baselineCapped ? '≥ ' : ''}${f1(s.baseline)}/s`, s.baselineRuns.join(', ')],
         ],
       ),
@@ -410,6 +417,7 @@ export function consoleTable(summary: Summary): string {
   if (summary.search) {
     rows.push(['max sustained (p99 < 100 ms)', `${summary.search.oursCapped ? '≥' : ''}${f1(summary.search.ours)}/s`, `${summary.search.baselineCapped ? '≥' : ''}${f1(summary.search.baseline)}/s`, f2(summary.search.ratio)]);
     rows.push(['  ours without a worker', `${f1(summary.search.ingressAlone)}/s`, '', f2(ratio(summary.search.ingressAlone, summary.search.baseline))]);
+    if (summary.search.startOnlyRuns.length) rows.push(['  the Temporal start alone', `${f1(summary.search.startOnly)}/s`, '', '']);
   }
   if (summary.storm) {
     rows.push(['storm 90 % repeats (answered/s)', f1(summary.storm.mixed.ours.throughput), f1(summary.storm.mixed.baseline.throughput), f2(summary.storm.mixed.ratio)]);

@@ -2,7 +2,7 @@ import type { BenchContext } from '../support/context';
 import { CpuMeter, cpuPer, loadAverage, othersBusy } from '../support/context';
 import { seededRandom } from '../support/deliveries';
 import { failures, runClosedLoop, runOpenLoop, type Delivery, type LoadResult } from '../support/load';
-import { sidesInOrder, startBaselineSide, startOurSide, WEBHOOK_PATH, type Side, type SideName } from '../support/sides';
+import { sidesInOrder, startBaselineSide, startOurSide, startStartOnlySide, WEBHOOK_PATH, type Side, type SideName } from '../support/sides';
 import { summarize, type LatencySummary } from '../support/stats';
 
 /**
@@ -122,7 +122,7 @@ async function search(context: BenchContext, side: Side, repeat: number, worker 
     if (!passed) break;
     maxSustained = rate;
   }
-  const label = side.name === 'ours' && !worker ? 'ours without a worker' : side.name;
+  const label = side.name === 'ours' && !worker ? 'ours without a worker' : side.name === 'start-only' ? 'the Temporal start alone' : side.name;
   context.log(`  ${label}: max sustained ${capped ? '≥ ' : ''}${maxSustained}/s with p99 < ${P99_LIMIT_MS} ms (${steps.map((s) => `${s.rate}/s p99 ${ms(s.p99)}`).join(', ')})`);
   return { side: side.name, worker, repeat, maxSustained, capped, steps };
 }
@@ -202,6 +202,16 @@ export async function runIngressScenarios(context: BenchContext, what: { ingress
         try {
           await warmUp(context, side);
           await run(side);
+        } finally {
+          await side.stop();
+        }
+      }
+      if (what.ingress) {
+        // Right after ours without a worker, on the same server: the start alone, for its ceiling.
+        const side = await startStartOnlySide(context);
+        try {
+          await warmUp(context, side);
+          results.search.push(await search(context, side, repeat, false));
         } finally {
           await side.stop();
         }

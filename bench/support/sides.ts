@@ -1,6 +1,6 @@
 import type { BenchContext } from './context';
 import { bodiesLike, seedMessages, type SeededMessage } from './deliveries';
-import { startBaseline, startOurs, type OurStack } from './stack';
+import { startBaseline, startOurs, startStartOnly, type OurStack } from './stack';
 
 /**
  * The two sides of every comparison, behind one shape: a server to POST deliveries to, bodies
@@ -11,9 +11,11 @@ import { startBaseline, startOurs, type OurStack } from './stack';
  *   created in the sandbox, so the workflows do their real work.
  * - baseline: the Express handler. Its events are the same bytes with other ids (it does not
  *   look the message up anywhere), so both sides parse and verify payloads of the same size.
+ * - start-only: a reference for the unique-message search only — the Temporal start alone
+ *   (bench/baseline/start-only.ts), no worker: the server's own ceiling.
  */
 
-export type SideName = 'ours' | 'baseline';
+export type SideName = 'ours' | 'baseline' | 'start-only';
 
 export interface Side {
   name: SideName;
@@ -72,6 +74,20 @@ export async function startBaselineSide(context: BenchContext, options: { cpuPro
     newEvents: async (count) => bodiesLike(shape, count),
     settle: async () => true,
     stop: () => baseline.stop(),
+  };
+}
+
+export async function startStartOnlySide(context: BenchContext): Promise<Side> {
+  template ??= (await seedMessages(context.sandbox.url, 1))[0] as SeededMessage;
+  const server = await startStartOnly(context.env);
+  const shape = template;
+  return {
+    name: 'start-only',
+    url: server.url,
+    servers: { 'start-only': server.process.pid },
+    newEvents: async (count) => bodiesLike(shape, count),
+    settle: async () => true,
+    stop: () => server.stop(),
   };
 }
 

@@ -155,3 +155,24 @@ export async function startBaseline(env: Environment, secrets: Secrets, options:
   await baseline.waitUntil(() => baseline.logLine('baseline listening') !== undefined, 'the baseline to listen');
   return { url, process: baseline, stop: () => baseline.stop() };
 }
+
+/** The start-only reference (bench/baseline/start-only.ts) on a fresh task queue no worker polls. */
+export async function startStartOnly(env: Environment): Promise<BaselineServer> {
+  const port = await freePort();
+  const server = ServerProcess.start({
+    name: 'start-only',
+    entry: entry(env, 'bench/baseline/start-only'),
+    tsx: env.tsx,
+    logFile: path.join(LOGS, 'start-only.log'),
+    env: {
+      PATH: process.env.PATH,
+      PORT: String(port),
+      TEMPORAL_ADDRESS: env.temporalAddress,
+      TEMPORAL_NAMESPACE: NAMESPACE,
+      TEMPORAL_TASK_QUEUE: `bench-start-only-${randomUUID().slice(0, 8)}`,
+      NODE_ENV: 'production',
+    },
+  });
+  await server.waitUntil(() => server.logLine('start-only listening') !== undefined, 'the start-only reference to listen');
+  return { url: `http://127.0.0.1:${port}`, process: server, stop: () => server.stop() };
+}

@@ -10,6 +10,15 @@ import { LOOPBACK, assertPortFree, freePort } from './ports';
 /** The workflows' custom search attributes, registered at launch (and again by setupTemporal). */
 export const SEARCH_ATTRIBUTES = ['InboxId', 'MessageId', 'ThreadId', 'ReplyStatus'] as const;
 
+/**
+ * One partition per task queue: partitions spread a busy queue over matching hosts, but the dev
+ * server is one host, where four partitions (the default) only add forwarding between them.
+ */
+const SINGLE_NODE_CONFIG = {
+  'matching.numTaskqueueReadPartitions': 1,
+  'matching.numTaskqueueWritePartitions': 1,
+};
+
 /** A cold start takes 1–3 s; a large SQLite state file a little longer. */
 const READY_TIMEOUT_MS = 60_000;
 /** The server drains in 1–4 s on SIGTERM; past this it is killed. */
@@ -65,6 +74,7 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
       args.push('--dynamic-config-value', `${key}="500ms"`);
     }
   }
+  for (const [key, value] of Object.entries(SINGLE_NODE_CONFIG)) args.push('--dynamic-config-value', `${key}=${JSON.stringify(value)}`);
   for (const namespace of options.namespaces ?? []) args.push('--namespace', namespace);
 
   mkdirSync(path.dirname(options.logFile), { recursive: true });

@@ -1,0 +1,39 @@
+import { createServer } from 'node:http';
+import { Client, Connection } from '@temporalio/client';
+import { startInboundWorkflow } from '../../api/start-inbound-workflow';
+
+/**
+ * A reference, not a product: the thinnest handler that starts our workflow. It reads the
+ * payload's inbox and message ids and makes the ingress's one Temporal call (the same start, with
+ * the same search attributes and policies) — no signature check, no database, no framework.
+ * What it sustains is the Temporal server's ceiling for any ingress that starts a workflow per
+ * webhook; the bench sets our ingress against it. PORT, TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE,
+ * TEMPORAL_TASK_QUEUE.
+ */
+async function main(): Promise<void> {
+  const { PORT = '3200', HOST = '127.0.0.1', TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TASK_QUEUE } = process.env;
+  if (!TEMPORAL_ADDRESS || !TEMPORAL_NAMESPACE || !TEMPORAL_TASK_QUEUE) throw new Error('TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and TEMPORAL_TASK_QUEUE are required');
+  const connection = await Connection.connect({ address: TEMPORAL_ADDRESS });
+  const client = new Client({ connection, namespace: TEMPORAL_NAMESPACE });
+  const server = createServer((request, response) => {
+    const chunks: Buffer[] = [];
+    request.on('data', (chunk: Buffer) => chunks.push(chunk));
+    request.on('end', () => {
+      const { message } = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { message: { inbox_id: string; message_id: string } };
+      const deadline = new Date(Date.now() + 10_000);
+      startInboundWorkflow(client, { taskQueue: TEMPORAL_TASK_QUEUE, deadline }, { inboxId: message.inbox_id, messageId: message.message_id }).then(
+        () => response.writeHead(204).end(),
+        () => response.writeHead(500).end(),
+      );
+    });
+  });
+  server.listen(Number(PORT), HOST, () => console.log(JSON.stringify({ msg: 'start-only listening' })));
+  const shutdown = () => server.close(() => connection.close().then(() => process.exit(0), () => process.exit(1)));
+  process.once('SIGTERM', shutdown);
+  process.once('SIGINT', shutdown);
+}
+
+main().catch((error: unknown) => {
+  console.error(error);
+  process.exit(1);
+});
