@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import type { Db } from '../lib/db';
 import { advanceCursorSql } from './catch-up/inbox-cursors';
 
@@ -22,12 +23,26 @@ export interface InboundEventRecord {
   messageAt?: Date | undefined;
 }
 
+/**
+ * Event ids this process has seen recorded, so a retry storm (a sender replaying its backlog after
+ * an outage, Svix retrying a slow answer) is answered from memory instead of one lookup each.
+ * Only ids known to be in the table are kept, and rows live 7 days (retention) against the
+ * cache's hour, so a hit is always a true duplicate; a miss falls through to the table, which
+ * stays the authority (other replicas, restarts).
+ */
+const KNOWN_EVENTS = { max: 50_000, ttl: 60 * 60_000 };
+
 export class InboundEvents {
+  private readonly known = new LRUCache<string, true>(KNOWN_EVENTS);
+
   constructor(private readonly db: Db) {}
 
   async isKnown(eventId: string): Promise<boolean> {
+    if (this.known.has(eventId)) return true;
     const found = await this.db.query('SELECT 1 FROM inbound_events WHERE event_id = $1', [eventId]);
-    return (found.rowCount ?? 0) > 0;
+    if ((found.rowCount ?? 0) === 0) return false;
+    this.known.set(eventId, true);
+    return true;
   }
 
   /**
@@ -43,9 +58,10 @@ export class InboundEvents {
     const values = [event.eventId, event.eventType, event.inboxId ?? null, event.messageId ?? null, event.workflowId ?? null, event.outcome];
     if (event.inboxId === undefined || event.messageAt === undefined) {
       await this.db.query(insert, values);
-      return;
+    } else {
+      // One statement, one round trip: the event row and the inbox's cursor together.
+      await this.db.query(`WITH event AS (${insert}) ${advanceCursorSql('$3', '$7')}`, [...values, event.messageAt]);
     }
-    // One statement, one round trip: the event row and the inbox's cursor together.
-    await this.db.query(`WITH event AS (${insert}) ${advanceCursorSql('$3', '$7')}`, [...values, event.messageAt]);
+    this.known.set(event.eventId, true);
   }
 }

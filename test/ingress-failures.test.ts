@@ -104,6 +104,24 @@ describe('dependencies down at the ingress', () => {
     }
   });
 
+  test('Postgres unreachable: an event this process recorded is still answered 204 (from memory), a new one 500', async () => {
+    const ingress = await ingressBehindProxies(1_500);
+    try {
+      const known = await undeliveredMessage();
+      assert.equal((await post(ingress.url, known.body)).status, 204);
+      const fresh = await undeliveredMessage();
+      ingress.pgProxy.cut();
+      assert.equal((await post(ingress.url, known.body)).status, 204, 'a retry of a recorded event needs no lookup');
+      assert.equal((await post(ingress.url, fresh.body)).status, 500, 'an unknown event still needs Postgres');
+      ingress.pgProxy.restore();
+      assert.equal((await h.workflowResult(known.ref)).status, 'sent');
+      assert.equal((await h.sandbox.outbox({ inbox_id: known.ref.inboxId })).length, 1);
+      assert.deepEqual(await eventRows(fresh.eventId), []);
+    } finally {
+      await ingress.close();
+    }
+  });
+
   test('Postgres failing after the workflow started (its insert blocked) → 500; the retry finds the workflow → one run, one reply', async () => {
     const ingress = await ingressBehindProxies(1_500);
     const locker = await h.db.connect();
