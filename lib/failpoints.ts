@@ -8,6 +8,8 @@
  */
 
 export const FAILPOINTS = [
+  'decision.after-effect',
+  'decision.after-store',
   'draft.after-effect',
   'draft.after-store',
   'ticket.after-effect',

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import type { Failpoint } from '../lib/failpoints';
-import { draftKey, replyKey, ticketKey, type MessageRef } from '../lib/keys';
+import { decisionKey, draftKey, replyKey, ticketKey, type MessageRef } from '../lib/keys';
 import { INBOUND_MESSAGE_WORKFLOW } from '../workflows/shared';
 import { Harness } from './support/harness';
 import { eventually } from './support/temporal';
@@ -82,6 +82,15 @@ describe('a worker killed between an effect and its record', () => {
   test('after the draft was stored, before the activity returned → the model does not run again', async () => {
     const { ref, draftCalls } = await crashThenRecover('draft.after-store');
     assert.equal(draftCalls, 1);
+    assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 1);
+  });
+
+  test('after the decision was recorded, inside its workflow task (a local activity) → the next worker replays it: one decision, one email', async () => {
+    const { ref, result } = await crashThenRecover('decision.after-store');
+    assert.equal(result.status, 'sent');
+    const decision = await operation(decisionKey(ref));
+    assert.equal(decision?.status, 'complete');
+    assert.equal(decision?.attempts, 1, 'claimed once: the second worker replayed the stored decision');
     assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 1);
   });
 
