@@ -64,10 +64,10 @@ const quick = proxyActivities<Activities>({
  * Postgres query, recorded in the operation store) and the labels (set-like). As local
  * activities they run inside the workflow task that asks for them, which saves the Temporal
  * server a task dispatch and a workflow task per step (README, Performance, has the figures).
- * Their results are kept in history as markers, so a replay does not run
- * them again; a worker that crashes mid-step loses its workflow task, and the next worker
- * runs the step again — the operation key makes that a replay of the recorded decision.
- * Backoffs longer than the threshold become durable timers.
+ * Their results are kept in history as markers, so a replay does not run them again; a worker
+ * that crashes mid-step loses its workflow task, and the next worker runs the step again — the
+ * operation key makes that a replay of the recorded decision (test/crash-windows). Backoffs
+ * longer than the threshold become durable timers.
  */
 const local = proxyLocalActivities<Activities>({
   startToCloseTimeout: '30 seconds',

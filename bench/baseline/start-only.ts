@@ -19,7 +19,13 @@ async function main(): Promise<void> {
     const chunks: Buffer[] = [];
     request.on('data', (chunk: Buffer) => chunks.push(chunk));
     request.on('end', () => {
-      const { message } = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { message: { inbox_id: string; message_id: string } };
+      let message: { inbox_id: string; message_id: string };
+      try {
+        ({ message } = JSON.parse(Buffer.concat(chunks).toString('utf8')) as { message: typeof message });
+      } catch {
+        response.writeHead(400).end();
+        return;
+      }
       const deadline = new Date(Date.now() + 10_000);
       startInboundWorkflow(client, { taskQueue: TEMPORAL_TASK_QUEUE, deadline }, { inboxId: message.inbox_id, messageId: message.message_id }).then(
         () => response.writeHead(204).end(),
