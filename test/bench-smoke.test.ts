@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { once } from 'node:events';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
@@ -8,7 +10,10 @@ import { BASELINE_TABLE, baselineSchemaSql, createBaselineApp } from '../bench/b
 import { bodiesLike } from '../bench/support/deliveries';
 import { runClosedLoop, runOpenLoop } from '../bench/support/load';
 import { median, percentileOfSorted } from '../bench/support/stats';
+import { inboundWorkflowId } from '../lib/hashing';
+import { freePort } from '../scripts/services/ports';
 import { testEnv } from './support/env';
+import { connectClient, eventually } from './support/temporal';
 import { messageReceivedPayload, newWebhookSecret, signedHeaders } from './support/signing';
 
 // The bench's reference must be a real handler, not a straw man that accepts anything: it
@@ -97,5 +102,42 @@ describe('the statistics', () => {
     assert.equal(percentileOfSorted(sorted, 99.9), 999);
     assert.equal(median([5, 1, 3]), 3);
     assert.equal(median([4, Number.NaN, 1, 3, 2]), 2.5);
+  });
+});
+
+describe('the start-only reference (the Temporal start alone)', () => {
+  test('starts the workflow our ingress starts, once per message, and refuses a body it cannot read', async () => {
+    const port = await freePort();
+    const server = spawn(process.execPath, ['--import', 'tsx', 'bench/baseline/start-only.ts'], {
+      env: { ...process.env, PORT: String(port), TEMPORAL_TASK_QUEUE: `start-only-${randomUUID().slice(0, 8)}` },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    const { client, connection } = await connectClient();
+    try {
+      let output = '';
+      server.stdout.setEncoding('utf8');
+      for await (const chunk of server.stdout) if ((output += chunk as string).includes('start-only listening')) break;
+      const ref = { inboxId: 'support@example.com', messageId: `<${randomUUID()}@example.com>` };
+      const body = JSON.stringify(messageReceivedPayload({ eventId: `evt_${randomUUID()}`, ...ref }));
+      const post = (text: string) => fetch(`http://127.0.0.1:${port}/webhooks/agentmail`, { method: 'POST', body: text });
+
+      assert.equal((await post(body)).status, 204);
+      assert.equal((await post(body)).status, 204, 'a second delivery attaches to the same workflow');
+      assert.equal((await post('not json')).status, 400);
+
+      const description = await client.workflow.getHandle(inboundWorkflowId(ref)).describe();
+      assert.deepEqual([description.searchAttributes.MessageId, description.searchAttributes.ReplyStatus], [[ref.messageId], ['deciding']]);
+      // Visibility is written after the start: wait for the run to show, then count.
+      const runs = await eventually(async () => {
+        let count = 0;
+        for await (const _ of client.workflow.list({ query: `WorkflowId = '${inboundWorkflowId(ref)}'` })) count += 1;
+        return count > 0 ? count : undefined;
+      }, 'the run to be listed');
+      assert.equal(runs, 1);
+    } finally {
+      server.kill('SIGTERM');
+      await once(server, 'exit');
+      await connection.close();
+    }
   });
 });
