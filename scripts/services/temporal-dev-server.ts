@@ -17,6 +17,7 @@ export const SEARCH_ATTRIBUTES = ['InboxId', 'MessageId', 'ThreadId', 'ReplyStat
 const SINGLE_NODE_CONFIG = {
   'matching.numTaskqueueReadPartitions': 1,
   'matching.numTaskqueueWritePartitions': 1,
+  'system.enableActivityEagerExecution': true,
 };
 
 /** A cold start takes 1–3 s; a large SQLite state file a little longer. */
