@@ -18,6 +18,7 @@ interface Service {
   environment?: Record<string, string>;
   ports?: string[];
   healthcheck?: { test: string[] };
+  volumes?: string[];
   depends_on?: Record<string, { condition: string }>;
 }
 const compose = parse(readFileSync(file, 'utf8')) as { services: Record<string, Service> };
@@ -49,6 +50,16 @@ test('compose has Postgres, a Postgres-backed Temporal, its Web UI, a one-shot s
   assert.deepEqual(service('setup').command, ['sh', '-c', 'npm run temporal:setup && npm run db:migrate']);
   assert.equal(service('api').depends_on?.setup?.condition, 'service_completed_successfully');
   assert.equal(service('worker').depends_on?.setup?.condition, 'service_completed_successfully');
+});
+
+test("Temporal reads the repository's dynamic config: eager activity dispatch on", () => {
+  const temporal = service('temporal');
+  const mount = (temporal.volumes ?? []).map((v) => v.split(':')).find(([, target]) => target === '/etc/temporal/config/dynamicconfig');
+  assert.ok(mount, 'the dynamic config folder is mounted where the image looks');
+  const file = path.join(root, mount[0]!, path.basename(String(temporal.environment?.DYNAMIC_CONFIG_FILE_PATH)));
+  assert.equal(path.dirname(String(temporal.environment?.DYNAMIC_CONFIG_FILE_PATH)), 'config/dynamicconfig');
+  const config = parse(readFileSync(file, 'utf8')) as Record<string, Array<{ value: unknown }>>;
+  assert.deepEqual(config['system.enableActivityEagerExecution'], [{ value: true }]);
 });
 
 test('every long-running service has a health check', () => {
