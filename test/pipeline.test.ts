@@ -130,7 +130,7 @@ describe('duplicates', () => {
     assert.deepEqual(outbox.map((e) => e.message.in_reply_to).sort(), [first.message.message_id, second.message.message_id].sort());
   });
 
-  test('a message deleted at AgentMail before it was labelled: the reply stands, the run ends sent', async () => {
+  test('AgentMail answers 404 to the label (the message was deleted after the reply): the reply stands, the run ends sent', async () => {
     const inboxId = h.newInbox();
     await h.sandbox.setFaults({ match: { method: 'PATCH', path: `/inboxes/${inboxId}/messages/` }, action: 'status', status: 404 });
     try {
