@@ -64,27 +64,21 @@ export async function startOurSide(
 let template: SeededMessage | undefined;
 
 export async function startBaselineSide(context: BenchContext, options: { cpuProfileDir?: string | undefined } = {}): Promise<Side> {
-  template ??= (await seedMessages(context.sandbox.url, 1))[0] as SeededMessage;
-  const baseline = await startBaseline(context.env, context.secrets, options);
-  const shape = template;
-  return {
-    name: 'baseline',
-    url: baseline.url,
-    servers: { baseline: baseline.process.pid },
-    newEvents: async (count) => bodiesLike(shape, count),
-    settle: async () => true,
-    stop: () => baseline.stop(),
-  };
+  return referenceSide(context, 'baseline', await startBaseline(context.env, context.secrets, options));
 }
 
 export async function startStartOnlySide(context: BenchContext): Promise<Side> {
+  return referenceSide(context, 'start-only', await startStartOnly(context.env));
+}
+
+/** A reference server as a side: it looks no message up, so its events are the template's bytes with new ids. */
+async function referenceSide(context: BenchContext, name: SideName, server: { url: string; process: { pid: number | undefined }; stop(): Promise<void> }): Promise<Side> {
   template ??= (await seedMessages(context.sandbox.url, 1))[0] as SeededMessage;
-  const server = await startStartOnly(context.env);
   const shape = template;
   return {
-    name: 'start-only',
+    name,
     url: server.url,
-    servers: { 'start-only': server.process.pid },
+    servers: { [name]: server.process.pid },
     newEvents: async (count) => bodiesLike(shape, count),
     settle: async () => true,
     stop: () => server.stop(),

@@ -142,37 +142,29 @@ export interface BaselineServer {
 }
 
 export async function startBaseline(env: Environment, secrets: Secrets, options: { cpuProfileDir?: string | undefined } = {}): Promise<BaselineServer> {
-  const port = await freePort();
-  const baseline = ServerProcess.start({
-    name: 'baseline',
-    entry: entry(env, 'bench/baseline/main'),
-    tsx: env.tsx,
-    cpuProfileDir: options.cpuProfileDir,
-    logFile: path.join(LOGS, 'baseline.log'),
-    env: { PATH: process.env.PATH, PORT: String(port), DATABASE_URL: env.databaseUrl, AGENTMAIL_WEBHOOK_SECRET: secrets.webhookSecret, NODE_ENV: 'production' },
-  });
-  const url = `http://127.0.0.1:${port}`;
-  await baseline.waitUntil(() => baseline.logLine('baseline listening') !== undefined, 'the baseline to listen');
-  return { url, process: baseline, stop: () => baseline.stop() };
+  return startReference(env, 'baseline', 'bench/baseline/main', { DATABASE_URL: env.databaseUrl, AGENTMAIL_WEBHOOK_SECRET: secrets.webhookSecret }, options.cpuProfileDir);
 }
 
 /** The start-only reference (bench/baseline/start-only.ts) on a fresh task queue no worker polls. */
 export async function startStartOnly(env: Environment): Promise<BaselineServer> {
+  return startReference(env, 'start-only', 'bench/baseline/start-only', {
+    TEMPORAL_ADDRESS: env.temporalAddress,
+    TEMPORAL_NAMESPACE: NAMESPACE,
+    TEMPORAL_TASK_QUEUE: `bench-start-only-${randomUUID().slice(0, 8)}`,
+  });
+}
+
+/** A reference server from bench/baseline/ on a free port; ready when it logs "<name> listening". */
+async function startReference(env: Environment, name: string, file: string, settings: Record<string, string>, cpuProfileDir?: string): Promise<BaselineServer> {
   const port = await freePort();
   const server = ServerProcess.start({
-    name: 'start-only',
-    entry: entry(env, 'bench/baseline/start-only'),
+    name,
+    entry: entry(env, file),
     tsx: env.tsx,
-    logFile: path.join(LOGS, 'start-only.log'),
-    env: {
-      PATH: process.env.PATH,
-      PORT: String(port),
-      TEMPORAL_ADDRESS: env.temporalAddress,
-      TEMPORAL_NAMESPACE: NAMESPACE,
-      TEMPORAL_TASK_QUEUE: `bench-start-only-${randomUUID().slice(0, 8)}`,
-      NODE_ENV: 'production',
-    },
+    cpuProfileDir,
+    logFile: path.join(LOGS, `${name}.log`),
+    env: { PATH: process.env.PATH, PORT: String(port), NODE_ENV: 'production', ...settings },
   });
-  await server.waitUntil(() => server.logLine('start-only listening') !== undefined, 'the start-only reference to listen');
+  await server.waitUntil(() => server.logLine(`${name} listening`) !== undefined, `the ${name} reference to listen`);
   return { url: `http://127.0.0.1:${port}`, process: server, stop: () => server.stop() };
 }
