@@ -1,5 +1,5 @@
 # The replyonce app image: one image, two processes (api, worker), chosen by the command.
-FROM node:20-bookworm-slim AS build
+FROM node:24.22.3-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
@@ -13,7 +13,7 @@ COPY sandbox ./sandbox
 COPY scripts ./scripts
 RUN npm run build
 
-FROM node:20-bookworm-slim
+FROM node:24.22.3-bookworm-slim
 ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json package-lock.json ./

@@ -1,4 +1,5 @@
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
+import type { AgentMailClient } from 'agentmail';
 import { draftKey, type MessageRef } from '../lib/keys';
 import { FailureType } from '../workflows/shared';
 import { MAX_DRAFT_CHARACTERS, type Drafter } from './drafting/drafter';
@@ -19,7 +20,7 @@ export interface DraftOutcome {
 
 export interface DraftDeps {
   store: OperationStore;
-  agentmail: import('agentmail').AgentMailClient;
+  agentmail: AgentMailClient;
   drafter: Drafter;
   leaseMs: number;
 }

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Client } from '@temporalio/client';
+import { type Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { encodeUnifiedSearchAttributes } from '@temporalio/common/lib/converter/payload-search-attributes';
 import { temporal } from '@temporalio/proto';

@@ -14,6 +14,26 @@ const postgresUrl = nonEmpty('e.g. postgres://user:password@127.0.0.1:5432/reply
   'must be a postgres:// URL, e.g. postgres://user:password@127.0.0.1:5432/replyonce',
 );
 
+/**
+ * The Svix signing secret: `whsec_` and the base64 of the key (Svix issues 24 bytes; the Standard
+ * Webhooks spec allows 24 to 64). Checked here, so a mistyped secret stops the API at start-up
+ * with the variable named, instead of a stack trace from the verifier or a 400 for every webhook.
+ */
+export const webhookSecret = nonEmpty('the webhook signing secret, whsec_…').superRefine((value, ctx) => {
+  const problem = webhookSecretProblem(value);
+  if (problem) ctx.addIssue({ code: 'custom', message: `${problem}: copy the signing secret AgentMail shows for the webhook (whsec_ and 32 or more base64 characters)` });
+});
+
+export function webhookSecretProblem(value: string): string | null {
+  if (!value.startsWith('whsec_')) return 'must start with whsec_';
+  const key = value.slice('whsec_'.length);
+  if (key === '') return 'has nothing after whsec_';
+  if (!/^[A-Za-z0-9+/]+={0,2}$/.test(key) || key.length % 4 !== 0) return 'is not base64 after whsec_';
+  const bytes = Buffer.from(key, 'base64').length;
+  if (bytes < 24 || bytes > 64) return `holds a ${bytes}-byte key; Svix secrets hold 24 to 64 bytes`;
+  return null;
+}
+
 const temporalVars = {
   TEMPORAL_ADDRESS: z.string().trim().min(1).default('localhost:7233')
     .refine((v) => /^[^\s:/]+:\d{1,5}$/.test(v), 'must be host:port, e.g. localhost:7233'),
@@ -48,10 +68,7 @@ const apiSchema = z.object({
   AGENTMAIL_API_KEY: agentmailVars.AGENTMAIL_API_KEY.optional(),
   AGENTMAIL_BASE_URL: agentmailVars.AGENTMAIL_BASE_URL,
   OPERATION_RETENTION_DAYS,
-  AGENTMAIL_WEBHOOK_SECRET: nonEmpty('the webhook signing secret, whsec_…').refine(
-    (v) => v.startsWith('whsec_'),
-    'must be the Svix signing secret AgentMail shows for the webhook, starting with whsec_',
-  ),
+  AGENTMAIL_WEBHOOK_SECRET: webhookSecret,
   PORT: z.coerce.number({ error: 'must be a port number' }).int().min(0).max(65535).default(3000),
   HOST: z.string().trim().min(1).default('127.0.0.1'),
   /** How long the ingress waits for Postgres or Temporal before answering 500 (AgentMail gives up at 15 s). */

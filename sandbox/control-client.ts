@@ -48,7 +48,7 @@ export class SandboxControl {
 
   async outbox(filter: { inbox_id?: string; in_reply_to?: string } = {}): Promise<OutboxEntry[]> {
     const query = new URLSearchParams(Object.entries(filter).filter((e): e is [string, string] => e[1] !== undefined));
-    const { entries } = await this.call<{ entries: OutboxEntry[] }>('GET', `/_sandbox/outbox${query.size ? `?${query}` : ''}`);
+    const { entries } = await this.call<{ entries: OutboxEntry[] }>('GET', `/_sandbox/outbox${query.size ? `?${query.toString()}` : ''}`);
     return entries;
   }
 

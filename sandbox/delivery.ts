@@ -75,6 +75,6 @@ export async function deliverOnce(event: Deliverable, context: AttemptContext): 
 
 function describe(error: unknown, timeoutMs: number): string {
   if (error instanceof Error && error.name === 'TimeoutError') return `no answer within ${timeoutMs} ms`;
-  if (error instanceof Error) return String(error.cause ?? error.message);
+  if (error instanceof Error) return error.cause instanceof Error ? error.cause.message : error.message;
   return String(error);
 }

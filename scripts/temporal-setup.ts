@@ -60,7 +60,7 @@ async function ensureNamespace(connection: Connection, namespace: string, retent
       log(`registered namespace ${namespace} (retention ${retentionMs / DAY_MS} days)`);
       return;
     } catch (error) {
-      if (!(isGrpcServiceError(error) && error.code === ALREADY_EXISTS)) throw error; // a concurrent set-up won
+      if (!(isGrpcServiceError(error) && (error.code as number) === ALREADY_EXISTS)) throw error; // a concurrent set-up won
     }
   }
   const described = await describe(connection, namespace);
@@ -75,7 +75,7 @@ async function describe(connection: Connection, namespace: string) {
   try {
     return await connection.workflowService.describeNamespace({ namespace });
   } catch (error) {
-    if (isGrpcServiceError(error) && error.code === NOT_FOUND) return undefined;
+    if (isGrpcServiceError(error) && (error.code as number) === NOT_FOUND) return undefined;
     throw error;
   }
 }
@@ -85,7 +85,7 @@ async function ensureSearchAttributes(connection: Connection, namespace: string)
   const existing = await customSearchAttributes(connection, namespace);
   for (const name of SEARCH_ATTRIBUTES) {
     const type = existing[name];
-    if (type !== undefined && type !== KEYWORD) {
+    if (type !== undefined && type !== (KEYWORD as number)) {
       throw new SetupError(`namespace ${namespace}: search attribute ${name} exists with another type than Keyword; the workflows need Keyword`);
     }
   }
@@ -98,7 +98,7 @@ async function ensureSearchAttributes(connection: Connection, namespace: string)
     });
     log(`namespace ${namespace}: added search attributes ${missing.join(', ')}`);
   } catch (error) {
-    if (!(isGrpcServiceError(error) && error.code === ALREADY_EXISTS)) throw error;
+    if (!(isGrpcServiceError(error) && (error.code as number) === ALREADY_EXISTS)) throw error;
   }
   return true;
 }

@@ -297,7 +297,7 @@ class Mutator {
     const [first, second] = path.split('.') as [string, string | undefined];
     if (second === undefined) return [path, root, first];
     const container = root[first];
-    if (container && typeof container === 'object') return [path, container as { [key: string]: Json }, second];
+    if (container && typeof container === 'object') return [path, container, second];
     // The parent was already retyped or dropped: mutate the parent itself.
     return [first, root, first];
   }

@@ -52,7 +52,7 @@ async function arriveDuringOutage(inboxId: string, count: number) {
 function runReplay(args: string[], options: { terminal?: boolean } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const command = [process.execPath, '--import', 'tsx', path.join(repoRoot, 'scripts', 'replay.ts'), ...args];
   const [file, argv] = options.terminal ? ['script', ['-qec', command.map(shellQuote).join(' '), '/dev/null']] : [command[0]!, command.slice(1)];
-  const child = spawn(file, argv as string[], {
+  const child = spawn(file, argv, {
     cwd: repoRoot,
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, TEMPORAL_TASK_QUEUE: h.taskQueue, AGENTMAIL_API_KEY: h.apiKey, AGENTMAIL_BASE_URL: h.sandboxUrl },
@@ -277,13 +277,13 @@ describe('POST /admin/replay', () => {
     const since = new Date(Date.now() - 60_000).toISOString();
     const first = await replay({ inbox_id: inboxId, since }, `Bearer ${token}`);
     assert.equal(first.statusCode, 200, first.body);
-    const body = first.json() as { summaries: Array<{ inboxId: string; started: number }>; totals: { started: number; failed: number } };
+    const body = first.json<{ summaries: Array<{ inboxId: string; started: number }>; totals: { started: number; failed: number } }>();
     assert.deepEqual(body.summaries.map((s) => [s.inboxId, s.started]), [[inboxId, 2]]);
     assert.deepEqual({ started: body.totals.started, failed: body.totals.failed }, { started: 2, failed: 0 });
     for (const message of missed) assert.equal((await h.workflowResult({ inboxId, messageId: message.message_id })).status, 'sent');
 
     const again = await replay({ inbox_ids: [inboxId], since }, `Bearer ${token}`);
-    assert.equal((again.json() as { totals: { started: number; alreadyAnswered: number } }).totals.started, 0);
+    assert.equal(again.json<{ totals: { started: number; alreadyAnswered: number } }>().totals.started, 0);
     for (const message of missed) assert.equal(await replyCount(inboxId, message.message_id), 1);
   });
 
@@ -300,7 +300,7 @@ describe('POST /admin/replay', () => {
 });
 
 describe('configuration', () => {
-  const apiEnv = { DATABASE_URL: 'postgres://u:p@127.0.0.1:5432/db', AGENTMAIL_WEBHOOK_SECRET: 'whsec_abc' };
+  const apiEnv = { DATABASE_URL: 'postgres://u:p@127.0.0.1:5432/db', AGENTMAIL_WEBHOOK_SECRET: 'whsec_dGVzdHNlY3JldC10ZXN0c2VjcmV0LTI0' };
   test('ADMIN_TOKEN: off when unset, at least 16 characters, and it needs AGENTMAIL_API_KEY', () => {
     assert.equal(loadApiConfig(apiEnv).ADMIN_TOKEN, undefined);
     assert.throws(() => loadApiConfig({ ...apiEnv, ADMIN_TOKEN: 'short', AGENTMAIL_API_KEY: 'k' }), /ADMIN_TOKEN must be at least 16/);

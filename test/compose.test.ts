@@ -30,7 +30,7 @@ const service = (name: string): Service => {
 
 /** `${VAR:?msg}` and `${VAR:-default}` as compose resolves them, with test values for the required ones. */
 function resolved(environment: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const given: Record<string, string> = { AGENTMAIL_API_KEY: 'am_test', AGENTMAIL_WEBHOOK_SECRET: 'whsec_dGVzdHNlY3JldHRlc3RzZWNyZXQ=' };
+  const given: Record<string, string> = { AGENTMAIL_API_KEY: 'am_test', AGENTMAIL_WEBHOOK_SECRET: 'whsec_dGVzdHNlY3JldC10ZXN0c2VjcmV0LTI0' };
   return Object.fromEntries(
     Object.entries(environment).map(([key, value]) => [
       key,
@@ -104,5 +104,5 @@ const composeCli = (() => {
 })();
 
 test('`docker compose config` accepts the file', { skip: composeCli ? false : 'the docker compose plugin is not installed here (no Docker engine on this machine)' }, () => {
-  execFileSync('docker', ['compose', '-f', file, 'config', '--quiet'], { env: { ...process.env, AGENTMAIL_API_KEY: 'x', AGENTMAIL_WEBHOOK_SECRET: 'whsec_x' } });
+  execFileSync('docker', ['compose', '-f', file, 'config', '--quiet'], { env: { ...process.env, AGENTMAIL_API_KEY: 'x', AGENTMAIL_WEBHOOK_SECRET: 'whsec_dGVzdHNlY3JldC10ZXN0c2VjcmV0LTI0' } });
 });

@@ -256,7 +256,8 @@ describe('AgentMail sandbox', () => {
       const [delivery] = receiver.requests;
       assert.ok(delivery);
       const headers = { 'svix-id': String(delivery.headers['svix-id']), 'svix-timestamp': String(delivery.headers['svix-timestamp']), 'svix-signature': String(delivery.headers['svix-signature']) };
-      const payload = new Webhook(SECRET).verify(delivery.body, headers) as { type: string; event_type: string; event_id: string; message: { message_id: string }; thread: { thread_id: string } };
+      new Webhook(SECRET).verify(delivery.body, headers); // throws unless signed over these bytes
+      const payload = JSON.parse(delivery.body) as { type: string; event_type: string; event_id: string; message: { message_id: string }; thread: { thread_id: string } };
 
       assert.equal(payload.type, 'event');
       assert.equal(payload.event_type, 'message.received');

@@ -193,7 +193,7 @@ function reviewInbox() {
       return { accepted: true as const };
     },
     {
-      validator: (input) => {
+      validator: (input: ReviewInput | undefined) => {
         const problem = reviewProblem(input);
         if (problem !== null) throw ApplicationFailure.create({ type: FailureType.InvalidReview, message: problem, nonRetryable: true });
       },

@@ -100,7 +100,7 @@ export async function catchUpInbox(deps: CatchUpDeps, request: CatchUpRequest): 
   const stop = () => Boolean(signal?.aborted) || givingUp();
   // The cursor moves only over an unbroken run of handled messages, so a rerun covers every failure.
   let intact = true;
-  let unfinished = false;
+  let unfinished: boolean;
   let pageToken: string | undefined;
 
   do {

@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import { failpoint } from '../../lib/failpoints';
 import * as metrics from '../../lib/metrics';
-import { InboundEvents } from '../inbound-events';
+import { type InboundEvents } from '../inbound-events';
 import { startInboundWorkflow } from '../start-inbound-workflow';
 import { describeIssues, eventEnvelope, messageReceivedEvent } from './payload';
 import { createSignatureVerifier } from './verify-signature';

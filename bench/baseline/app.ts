@@ -29,7 +29,8 @@ export function createBaselineApp(options: { pool: Pool; webhookSecret: string }
   app.post('/webhooks/agentmail', express.raw({ type: '*/*', limit: '1mb' }), async (request, response) => {
     let event: { event_id: string; event_type: string };
     try {
-      event = webhook.verify(request.body as Buffer, request.headers as Record<string, string>) as typeof event;
+      webhook.verify(request.body as Buffer, request.headers as Record<string, string>);
+      event = JSON.parse((request.body as Buffer).toString('utf8')) as typeof event;
     } catch {
       response.status(400).end();
       return;

@@ -16,7 +16,7 @@ async function main(): Promise<void> {
     const port = typeof address === 'object' && address ? address.port : PORT;
     console.log(JSON.stringify({ msg: 'baseline listening', address: `http://${HOST}:${port}` }));
   });
-  const shutdown = () => server.close(() => pool.end().then(() => process.exit(0), () => process.exit(1)));
+  const shutdown = () => server.close(() => void pool.end().then(() => process.exit(0), () => process.exit(1)));
   process.once('SIGTERM', shutdown);
   process.once('SIGINT', shutdown);
 }

@@ -34,7 +34,7 @@ async function main(): Promise<void> {
     });
   });
   server.listen(Number(PORT), HOST, () => console.log(JSON.stringify({ msg: 'start-only listening' })));
-  const shutdown = () => server.close(() => connection.close().then(() => process.exit(0), () => process.exit(1)));
+  const shutdown = () => server.close(() => void connection.close().then(() => process.exit(0), () => process.exit(1)));
   process.once('SIGTERM', shutdown);
   process.once('SIGINT', shutdown);
 }

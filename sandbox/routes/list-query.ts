@@ -63,7 +63,7 @@ export function stringList(value: string | string[] | undefined): string[] {
     if (!v.startsWith('[')) return [v];
     try {
       const parsed: unknown = JSON.parse(v);
-      if (Array.isArray(parsed) && parsed.every((x) => typeof x === 'string')) return parsed as string[];
+      if (Array.isArray(parsed) && parsed.every((x) => typeof x === 'string')) return parsed;
     } catch {
       // not JSON: treat as a plain value
     }

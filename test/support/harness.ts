@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
-import type { Client, Connection } from '@temporalio/client';
+import type { Client } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
 import type { FastifyInstance } from 'fastify';
 import type { Drafter, DraftOptions, DraftRequest } from '../../activities/drafting/drafter';
@@ -100,7 +100,7 @@ export class Harness {
     closers.unshift(() => sandbox.app.close());
 
     const { client, connection } = await connectClient();
-    closers.unshift(() => (connection as Connection).close());
+    closers.unshift(() => connection.close());
     const agentmail = createAgentMailClient({ apiKey, baseUrl: sandboxUrl, timeoutSeconds: options.agentmailTimeoutSeconds ?? 5 });
     const admin = options.adminToken ? { token: options.adminToken, agentmail, operationRetentionDays: 90 } : undefined;
     const api = buildApp({ db, temporal: client, taskQueue, webhookSecret, deadlineMs: 5_000, bodyLimitBytes: 1_048_576, logger: createLogger('test-api', process.env.TEST_LOG_LEVEL ?? 'silent'), admin });

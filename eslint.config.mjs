@@ -1,0 +1,65 @@
+// Lint as the Temporal samples do: typescript-eslint's type-checked rules, floating promises an
+// error, and workflow code kept deterministic by what it may import. Formatting is Prettier's.
+import eslint from '@eslint/js';
+import prettier from 'eslint-config-prettier';
+import tseslint from 'typescript-eslint';
+import { builtinModules } from 'node:module';
+
+export default tseslint.config(
+  { ignores: ['node_modules/', 'dist/', '.data/', 'bench/results/', 'test-artifacts/', '**/*.js', '**/*.cjs'] },
+  eslint.configs.recommended,
+  ...tseslint.configs.recommendedTypeChecked,
+  {
+    languageOptions: { parserOptions: { projectService: { allowDefaultProject: ['eslint.config.mjs'] }, tsconfigRootDir: import.meta.dirname } },
+    rules: {
+      // node:test's describe/test return promises the runner itself awaits.
+      '@typescript-eslint/no-floating-promises': [
+        'error',
+        { allowForKnownSafeCalls: [{ from: 'package', package: 'node:test', name: ['describe', 'test', 'it', 'suite', 'before', 'after', 'beforeEach', 'afterEach'] }] },
+      ],
+      // Fastify handlers and hooks are async to return their answer; an await is not required there.
+      '@typescript-eslint/require-await': 'off',
+      '@typescript-eslint/no-misused-promises': 'error',
+      '@typescript-eslint/switch-exhaustiveness-check': ['error', { considerDefaultExhaustiveForUnions: true }],
+      '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
+    },
+  },
+  {
+    // Workflow code is replayed: no I/O, no clocks, no randomness but Temporal's. Only the
+    // workflow SDK, @temporalio/common and our own pure modules may be imported (types are free).
+    files: ['workflows/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          paths: builtinModules.flatMap((name) => [name, `node:${name}`]).map((name) => ({ name, message: 'Node built-ins are not deterministic: do the work in an activity.' })),
+          patterns: [
+            {
+              regex: '^(?!@temporalio/(workflow|common)(/|$)|\\.{1,2}/)',
+              message: 'Workflow code may import @temporalio/workflow, @temporalio/common and our own pure modules only.',
+              allowTypeImports: true,
+            },
+            { regex: '^\\.\\./(activities|api|intake|worker|scripts|sandbox)(/|$)', message: 'Workflows call activities through proxies: import their types only.', allowTypeImports: true },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // Tests read JSON answers and untyped workflow results, then assert on them field by field:
+    // an `any` there is checked by the assertion itself.
+    files: ['test/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-unsafe-assignment': 'off',
+      '@typescript-eslint/no-unsafe-member-access': 'off',
+      '@typescript-eslint/no-unsafe-argument': 'off',
+      '@typescript-eslint/no-unsafe-return': 'off',
+    },
+  },
+  {
+    files: ['eslint.config.mjs'],
+    extends: [tseslint.configs.disableTypeChecked],
+  },
+  prettier,
+);
