@@ -10,19 +10,35 @@ export default tseslint.config(
   eslint.configs.recommended,
   ...tseslint.configs.recommendedTypeChecked,
   {
-    languageOptions: { parserOptions: { projectService: { allowDefaultProject: ['eslint.config.mjs'] }, tsconfigRootDir: import.meta.dirname } },
+    languageOptions: {
+      parserOptions: {
+        projectService: { allowDefaultProject: ['eslint.config.mjs'] },
+        tsconfigRootDir: import.meta.dirname,
+      },
+    },
     rules: {
       // node:test's describe/test return promises the runner itself awaits.
       '@typescript-eslint/no-floating-promises': [
         'error',
-        { allowForKnownSafeCalls: [{ from: 'package', package: 'node:test', name: ['describe', 'test', 'it', 'suite', 'before', 'after', 'beforeEach', 'afterEach'] }] },
+        {
+          allowForKnownSafeCalls: [
+            {
+              from: 'package',
+              package: 'node:test',
+              name: ['describe', 'test', 'it', 'suite', 'before', 'after', 'beforeEach', 'afterEach'],
+            },
+          ],
+        },
       ],
       // Fastify handlers and hooks are async to return their answer; an await is not required there.
       '@typescript-eslint/require-await': 'off',
       '@typescript-eslint/no-misused-promises': 'error',
       '@typescript-eslint/switch-exhaustiveness-check': ['error', { considerDefaultExhaustiveForUnions: true }],
       '@typescript-eslint/consistent-type-imports': ['error', { fixStyle: 'inline-type-imports' }],
-      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' }],
+      '@typescript-eslint/no-unused-vars': [
+        'error',
+        { argsIgnorePattern: '^_', varsIgnorePattern: '^_', caughtErrors: 'none' },
+      ],
     },
   },
   {
@@ -33,14 +49,21 @@ export default tseslint.config(
       '@typescript-eslint/no-restricted-imports': [
         'error',
         {
-          paths: builtinModules.flatMap((name) => [name, `node:${name}`]).map((name) => ({ name, message: 'Node built-ins are not deterministic: do the work in an activity.' })),
+          paths: builtinModules
+            .flatMap((name) => [name, `node:${name}`])
+            .map((name) => ({ name, message: 'Node built-ins are not deterministic: do the work in an activity.' })),
           patterns: [
             {
               regex: '^(?!@temporalio/(workflow|common)(/|$)|\\.{1,2}/)',
-              message: 'Workflow code may import @temporalio/workflow, @temporalio/common and our own pure modules only.',
+              message:
+                'Workflow code may import @temporalio/workflow, @temporalio/common and our own pure modules only.',
               allowTypeImports: true,
             },
-            { regex: '^\\.\\./(activities|api|intake|worker|scripts|sandbox)(/|$)', message: 'Workflows call activities through proxies: import their types only.', allowTypeImports: true },
+            {
+              regex: '^\\.\\./(activities|api|intake|worker|scripts|sandbox)(/|$)',
+              message: 'Workflows call activities through proxies: import their types only.',
+              allowTypeImports: true,
+            },
           ],
         },
       ],

@@ -37,12 +37,18 @@ export interface DecideDeps {
 export async function decideReply(deps: DecideDeps, ref: MessageRef): Promise<ReplyDecision> {
   const outcome = await runOperation<ReplyDecision>(
     deps.store,
-    { key: decisionKey(ref), kind: 'decision', request: { inboxId: ref.inboxId, messageId: ref.messageId }, leaseMs: deps.leaseMs },
+    {
+      key: decisionKey(ref),
+      kind: 'decision',
+      request: { inboxId: ref.inboxId, messageId: ref.messageId },
+      leaseMs: deps.leaseMs,
+    },
     async () => {
       const message = await fetchMessage(deps.agentmail, ref);
       const ownAddresses = [ref.inboxId.toLowerCase(), ...deps.ownAddresses];
       const reason = skipReason(message, { ownAddresses }) ?? (await budgetReason(deps, replyRecipients(message)));
-      const approvalRequired = deps.approvalInboxes.includes('*') || deps.approvalInboxes.includes(ref.inboxId.toLowerCase());
+      const approvalRequired =
+        deps.approvalInboxes.includes('*') || deps.approvalInboxes.includes(ref.inboxId.toLowerCase());
       return {
         reply: reason === null,
         reason,

@@ -40,7 +40,11 @@ export async function draftReply(deps: DraftDeps, ref: MessageRef): Promise<Draf
       const earlier = [...thread.messages]
         .filter((m) => m.messageId !== message.messageId && m.timestamp.getTime() <= message.timestamp.getTime())
         .sort((a, b) => a.timestamp.getTime() - b.timestamp.getTime())
-        .map((m) => ({ direction: m.labels.includes('sent') ? ('outbound' as const) : ('inbound' as const), text: m.extractedText ?? m.text ?? '', timestamp: m.timestamp }));
+        .map((m) => ({
+          direction: m.labels.includes('sent') ? ('outbound' as const) : ('inbound' as const),
+          text: m.extractedText ?? m.text ?? '',
+          timestamp: m.timestamp,
+        }));
       // One line per drafter (model) call: operators and the crash tests count calls by it.
       log.info('drafting reply', { operationKey: key, drafter: deps.drafter.name });
       const text = await deps.drafter.draft(
@@ -64,12 +68,19 @@ export async function draftReply(deps: DraftDeps, ref: MessageRef): Promise<Draf
 export function validDraft(text: string, drafter: string): string {
   const trimmed = text.trim();
   const problem =
-    trimmed === '' ? 'is empty'
-    : trimmed.length > MAX_DRAFT_CHARACTERS ? `is longer than ${MAX_DRAFT_CHARACTERS} characters`
-    : /<\/?[a-z][\s\S]*?>/i.test(trimmed) ? 'contains HTML; replies are plain text'
-    : null;
+    trimmed === ''
+      ? 'is empty'
+      : trimmed.length > MAX_DRAFT_CHARACTERS
+        ? `is longer than ${MAX_DRAFT_CHARACTERS} characters`
+        : /<\/?[a-z][\s\S]*?>/i.test(trimmed)
+          ? 'contains HTML; replies are plain text'
+          : null;
   if (problem) {
-    throw ApplicationFailure.create({ type: FailureType.InvalidDraft, message: `the ${drafter} drafter's output ${problem}`, nonRetryable: true });
+    throw ApplicationFailure.create({
+      type: FailureType.InvalidDraft,
+      message: `the ${drafter} drafter's output ${problem}`,
+      nonRetryable: true,
+    });
   }
   return trimmed;
 }

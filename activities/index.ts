@@ -43,7 +43,12 @@ export function createActivities(deps: ActivityDeps) {
   const store = new OperationStore(deps.db);
   const common = { ...deps, store };
   const operationRetentionDays = deps.operationRetentionDays ?? 90;
-  const watchdog = { ...deps, reenable: deps.webhookReenable ?? false, webhookIds: deps.watchdogWebhookIds ?? [], operationRetentionDays };
+  const watchdog = {
+    ...deps,
+    reenable: deps.webhookReenable ?? false,
+    webhookIds: deps.watchdogWebhookIds ?? [],
+    operationRetentionDays,
+  };
   return {
     decideReply: (ref: MessageRef) => decideReply(common, ref),
     draftReply: (ref: MessageRef) => draftReply(common, ref),
@@ -58,7 +63,8 @@ export function createActivities(deps: ActivityDeps) {
     checkWebhooks: () => checkWebhooks(watchdog),
     reenableWebhook: (input: { webhookId: string }) => reenableWebhook(watchdog, input),
     catchUpInbox: (input: { inboxId: string }) => catchUpInboxForWatchdog(watchdog, input),
-    pruneExpiredRecords: (input: { batchSize?: number } = {}) => pruneExpiredRecords({ db: deps.db, operationRetentionDays }, input),
+    pruneExpiredRecords: (input: { batchSize?: number } = {}) =>
+      pruneExpiredRecords({ db: deps.db, operationRetentionDays }, input),
   };
 }
 

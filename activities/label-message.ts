@@ -9,7 +9,10 @@ import type { MessageRef } from '../lib/keys';
  */
 export async function labelMessage(agentmail: AgentMailClient, ref: MessageRef): Promise<void> {
   try {
-    await agentmail.inboxes.messages.update(ref.inboxId, ref.messageId, { addLabels: ['replied'], removeLabels: ['unread'] });
+    await agentmail.inboxes.messages.update(ref.inboxId, ref.messageId, {
+      addLabels: ['replied'],
+      removeLabels: ['unread'],
+    });
   } catch (error) {
     if (!(error instanceof AgentMail.NotFoundError)) throw error;
     log.warn('message no longer at AgentMail: not labelled', { inboxId: ref.inboxId, messageId: ref.messageId });

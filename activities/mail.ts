@@ -32,7 +32,11 @@ export async function fetchMessage(client: AgentMailClient, ref: MessageRef): Pr
   }
 }
 
-export async function fetchThread(client: AgentMailClient, inboxId: string, threadId: string): Promise<AgentMail.Thread> {
+export async function fetchThread(
+  client: AgentMailClient,
+  inboxId: string,
+  threadId: string,
+): Promise<AgentMail.Thread> {
   try {
     return await client.inboxes.threads.get(inboxId, threadId);
   } catch (error) {
@@ -43,10 +47,18 @@ export async function fetchThread(client: AgentMailClient, inboxId: string, thre
 /** A missing message will not appear by retrying; anything else (5xx, timeout) may pass. */
 function asReadFailure(error: unknown, what: string): unknown {
   if (error instanceof AgentMail.NotFoundError) {
-    return ApplicationFailure.create({ type: FailureType.MessageNotFound, message: `AgentMail has no ${what}`, nonRetryable: true });
+    return ApplicationFailure.create({
+      type: FailureType.MessageNotFound,
+      message: `AgentMail has no ${what}`,
+      nonRetryable: true,
+    });
   }
   if (error instanceof AgentMailError && error.statusCode === 401) {
-    return ApplicationFailure.create({ type: 'AgentMailUnauthorized', message: 'AgentMail rejected the API key (401): check AGENTMAIL_API_KEY', nonRetryable: false });
+    return ApplicationFailure.create({
+      type: 'AgentMailUnauthorized',
+      message: 'AgentMail rejected the API key (401): check AGENTMAIL_API_KEY',
+      nonRetryable: false,
+    });
   }
   return error;
 }

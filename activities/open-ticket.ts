@@ -19,21 +19,38 @@ export interface TicketDeps {
   leaseMs: number;
 }
 
-export async function openTicket(deps: TicketDeps, input: TicketInput): Promise<{ ticketId: string; replayed: boolean }> {
+export async function openTicket(
+  deps: TicketDeps,
+  input: TicketInput,
+): Promise<{ ticketId: string; replayed: boolean }> {
   const key = ticketKey(input);
-  const request = { inboxId: input.inboxId, messageId: input.messageId, threadId: input.threadId, note: input.note, provider: deps.tickets.name };
-  const outcome = await runOperation<{ ticketId: string }>(deps.store, { key, kind: 'ticket', request, leaseMs: deps.leaseMs }, async (attempt) => {
-    const message = await fetchMessage(deps.agentmail, input);
-    return deps.tickets.create(
-      {
-        ...input,
-        externalId: key,
-        subject: message.subject ?? '(no subject)',
-        message: { from: message.from, text: message.extractedText ?? message.text ?? '', receivedAt: message.timestamp.toISOString() },
-      },
-      // A resumed attempt may follow one that created the ticket: the provider looks before creating.
-      { resumed: attempt.resumed, signal: Context.current().cancellationSignal },
-    );
-  });
+  const request = {
+    inboxId: input.inboxId,
+    messageId: input.messageId,
+    threadId: input.threadId,
+    note: input.note,
+    provider: deps.tickets.name,
+  };
+  const outcome = await runOperation<{ ticketId: string }>(
+    deps.store,
+    { key, kind: 'ticket', request, leaseMs: deps.leaseMs },
+    async (attempt) => {
+      const message = await fetchMessage(deps.agentmail, input);
+      return deps.tickets.create(
+        {
+          ...input,
+          externalId: key,
+          subject: message.subject ?? '(no subject)',
+          message: {
+            from: message.from,
+            text: message.extractedText ?? message.text ?? '',
+            receivedAt: message.timestamp.toISOString(),
+          },
+        },
+        // A resumed attempt may follow one that created the ticket: the provider looks before creating.
+        { resumed: attempt.resumed, signal: Context.current().cancellationSignal },
+      );
+    },
+  );
   return { ticketId: outcome.result.ticketId, replayed: outcome.replayed };
 }

@@ -35,7 +35,8 @@ export function skipReason(message: AgentMail.Message, context: PolicyContext): 
   if (autoSubmitted && autoSubmitted !== 'no') return 'auto-submitted';
   const precedence = header(message, 'Precedence')?.trim().toLowerCase();
   if (precedence && ['bulk', 'list', 'junk'].includes(precedence)) return 'bulk-precedence';
-  if (header(message, 'List-Id') !== undefined || header(message, 'List-Unsubscribe') !== undefined) return 'mailing-list';
+  if (header(message, 'List-Id') !== undefined || header(message, 'List-Unsubscribe') !== undefined)
+    return 'mailing-list';
 
   const localPart = sender.split('@')[0] ?? '';
   if (robotLocalParts.test(localPart)) return 'robot-sender';

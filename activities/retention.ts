@@ -32,7 +32,10 @@ const TARGETS = {
   sentReplies: { table: 'sent_replies', key: 'operation_key', age: 'sent_at' },
 } as const;
 
-export async function pruneExpiredRecords(deps: RetentionDeps, input: { batchSize?: number } = {}): Promise<PruneResult> {
+export async function pruneExpiredRecords(
+  deps: RetentionDeps,
+  input: { batchSize?: number } = {},
+): Promise<PruneResult> {
   const batchSize = input.batchSize ?? PRUNE_BATCH_SIZE;
   const hour = 60 * 60 * 1000;
   const cutoffs: Record<keyof PruneResult, number> = {

@@ -6,9 +6,13 @@
  */
 export const MAX_RETRY_AFTER_MS = 10 * 60 * 1000;
 
-export function retryAfterMs(headers: Record<string, string | undefined> | Headers | undefined, now = Date.now()): number | undefined {
+export function retryAfterMs(
+  headers: Record<string, string | undefined> | Headers | undefined,
+  now = Date.now(),
+): number | undefined {
   if (!headers) return undefined;
-  const get = (name: string) => (headers instanceof Headers ? headers.get(name) ?? undefined : headers[name] ?? headers[name.toLowerCase()]);
+  const get = (name: string) =>
+    headers instanceof Headers ? (headers.get(name) ?? undefined) : (headers[name] ?? headers[name.toLowerCase()]);
   const milliseconds = Number.parseFloat(get('retry-after-ms') ?? '');
   if (Number.isFinite(milliseconds) && milliseconds >= 0) return Math.min(Math.ceil(milliseconds), MAX_RETRY_AFTER_MS);
   const value = get('retry-after')?.trim();

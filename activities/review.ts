@@ -37,29 +37,52 @@ export async function recallReview(deps: ReviewDeps, ref: MessageRef): Promise<S
 }
 
 /** Stores the verdict; the first one wins, a later one replays it. */
-export async function recordReview(deps: ReviewDeps, input: MessageRef & { review: ReviewInput }): Promise<StoredReview & { edited: boolean }> {
+export async function recordReview(
+  deps: ReviewDeps,
+  input: MessageRef & { review: ReviewInput },
+): Promise<StoredReview & { edited: boolean }> {
   const outcome = await runOperation<StoredReview>(
     deps.store,
-    { key: reviewKey(input), kind: 'review', request: { inboxId: input.inboxId, messageId: input.messageId }, leaseMs: deps.leaseMs },
+    {
+      key: reviewKey(input),
+      kind: 'review',
+      request: { inboxId: input.inboxId, messageId: input.messageId },
+      leaseMs: deps.leaseMs,
+    },
     async () => ({
       verdict: input.review.verdict,
       reviewer: input.review.reviewer ?? null,
-      text: input.review.verdict === 'approve' && input.review.text !== undefined ? validDraft(input.review.text, 'reviewer') : null,
+      text:
+        input.review.verdict === 'approve' && input.review.text !== undefined
+          ? validDraft(input.review.text, 'reviewer')
+          : null,
     }),
   );
   return { ...outcome.result, edited: outcome.result.text !== null };
 }
 
 /** Stores the reviewer's edited text as the next draft version (…/draft/v2), before any send. */
-export async function reviseDraft(deps: ReviewDeps, input: MessageRef & { version: number }): Promise<{ draftKey: string }> {
+export async function reviseDraft(
+  deps: ReviewDeps,
+  input: MessageRef & { version: number },
+): Promise<{ draftKey: string }> {
   const review = await recallReview(deps, input);
   if (review?.text == null) {
-    throw ApplicationFailure.create({ type: FailureType.InvalidReview, message: `no edited text stored under ${reviewKey(input)}`, nonRetryable: true });
+    throw ApplicationFailure.create({
+      type: FailureType.InvalidReview,
+      message: `no edited text stored under ${reviewKey(input)}`,
+      nonRetryable: true,
+    });
   }
   const key = draftKey(input, input.version);
   await runOperation<StoredDraft>(
     deps.store,
-    { key, kind: 'draft', request: { inboxId: input.inboxId, messageId: input.messageId, source: reviewKey(input) }, leaseMs: deps.leaseMs },
+    {
+      key,
+      kind: 'draft',
+      request: { inboxId: input.inboxId, messageId: input.messageId, source: reviewKey(input) },
+      leaseMs: deps.leaseMs,
+    },
     async () => ({ text: review.text as string, drafter: `reviewer${review.reviewer ? `:${review.reviewer}` : ''}` }),
   );
   return { draftKey: key };
@@ -69,7 +92,10 @@ export async function reviseDraft(deps: ReviewDeps, input: MessageRef & { versio
  * Creates the AgentMail draft a reviewer looks at. AgentMail's drafts take no custom headers,
  * so an approved reply goes out without `Auto-Submitted` — correct, since a person approved it.
  */
-export async function createProviderDraft(deps: ReviewDeps, input: MessageRef & { version: number }): Promise<{ draftId: string; draftKey: string }> {
+export async function createProviderDraft(
+  deps: ReviewDeps,
+  input: MessageRef & { version: number },
+): Promise<{ draftId: string; draftKey: string }> {
   const textKey = draftKey(input, input.version);
   const draft = await storedDraft(deps.store, textKey);
   const inbound = await fetchMessage(deps.agentmail, input);

@@ -44,9 +44,15 @@ export const REPLY_HEADERS = { 'Auto-Submitted': 'auto-replied' } as const;
 export async function sendReply(deps: SendDeps, input: SendInput): Promise<SentReply & { replayed: boolean }> {
   const draft = await storedDraft(deps.store, input.draftKey);
   const inbound = await fetchMessage(deps.agentmail, input);
-  const request: AgentMail.ReplyToMessageRequest = { to: replyRecipients(inbound), text: draft.text, headers: { ...REPLY_HEADERS } };
+  const request: AgentMail.ReplyToMessageRequest = {
+    to: replyRecipients(inbound),
+    text: draft.text,
+    headers: { ...REPLY_HEADERS },
+  };
   const resolved = { inboxId: input.inboxId, inReplyTo: input.messageId, ...request };
-  return sendOnce(deps, input, inbound.threadId, resolved, request.to as string[], () => deliver(deps.agentmail, input, request));
+  return sendOnce(deps, input, inbound.threadId, resolved, request.to as string[], () =>
+    deliver(deps.agentmail, input, request),
+  );
 }
 
 export interface DraftSendInput extends SendInput {
@@ -58,14 +64,28 @@ export interface DraftSendInput extends SendInput {
  * Sends an approved AgentMail draft (`drafts.send`), at most once per reply key, with the
  * same Idempotency-Key rule and provider-outcome handling as a direct reply.
  */
-export async function sendApprovedDraft(deps: SendDeps, input: DraftSendInput): Promise<SentReply & { replayed: boolean }> {
+export async function sendApprovedDraft(
+  deps: SendDeps,
+  input: DraftSendInput,
+): Promise<SentReply & { replayed: boolean }> {
   const draft = await storedDraft(deps.store, input.draftKey);
   const inbound = await fetchMessage(deps.agentmail, input);
   const recipients = replyRecipients(inbound);
-  const resolved = { inboxId: input.inboxId, inReplyTo: input.messageId, draftId: input.draftId, to: recipients, text: draft.text };
+  const resolved = {
+    inboxId: input.inboxId,
+    inReplyTo: input.messageId,
+    draftId: input.draftId,
+    to: recipients,
+    text: draft.text,
+  };
   return sendOnce(deps, input, inbound.threadId, resolved, recipients, async () => {
     try {
-      const sent = await deps.agentmail.inboxes.drafts.send(input.inboxId, input.draftId, {}, { idempotencyKey: providerIdempotencyKey(input.replyKey) });
+      const sent = await deps.agentmail.inboxes.drafts.send(
+        input.inboxId,
+        input.draftId,
+        {},
+        { idempotencyKey: providerIdempotencyKey(input.replyKey) },
+      );
       return { messageId: sent.messageId, threadId: sent.threadId, reconciled: false };
     } catch (error) {
       throw classifySendError(error, input.replyKey);
@@ -92,7 +112,10 @@ async function sendOnce(
       return sent;
     },
   ).catch((error: unknown) => {
-    if (error instanceof ApplicationFailure && (error.type === FailureType.ReplyConflict || error.type === FailureType.OperationConflict)) {
+    if (
+      error instanceof ApplicationFailure &&
+      (error.type === FailureType.ReplyConflict || error.type === FailureType.OperationConflict)
+    ) {
       metrics.sends.inc({ outcome: 'conflict' });
     }
     throw error;
@@ -104,12 +127,20 @@ async function sendOnce(
 export async function storedDraft(store: OperationStore, draftKey: string): Promise<StoredDraft> {
   const row = await store.get(draftKey);
   if (row?.status !== 'complete') {
-    throw ApplicationFailure.create({ type: FailureType.DraftMissing, message: `no stored draft under ${draftKey}; the draft must be stored before any send`, nonRetryable: true });
+    throw ApplicationFailure.create({
+      type: FailureType.DraftMissing,
+      message: `no stored draft under ${draftKey}; the draft must be stored before any send`,
+      nonRetryable: true,
+    });
   }
   return row.result as StoredDraft;
 }
 
-async function deliver(client: AgentMailClient, input: SendInput, request: AgentMail.ReplyToMessageRequest): Promise<SentReply> {
+async function deliver(
+  client: AgentMailClient,
+  input: SendInput,
+  request: AgentMail.ReplyToMessageRequest,
+): Promise<SentReply> {
   try {
     const sent = await client.inboxes.messages.reply(input.inboxId, input.messageId, request, {
       idempotencyKey: providerIdempotencyKey(input.replyKey),
@@ -128,12 +159,24 @@ export function classifySendError(error: unknown, replyKey: string): unknown {
   if (error instanceof AgentMail.ConflictError) {
     const detail = conflictDetail(error);
     if (/progress|in.flight|processing|concurrent/i.test(detail)) {
-      return ApplicationFailure.create({ type: 'ReplyInProgress', message: `AgentMail is still processing the first request for ${replyKey}: ${detail}`, nonRetryable: false });
+      return ApplicationFailure.create({
+        type: 'ReplyInProgress',
+        message: `AgentMail is still processing the first request for ${replyKey}: ${detail}`,
+        nonRetryable: false,
+      });
     }
-    return ApplicationFailure.create({ type: FailureType.ReplyConflict, message: `AgentMail refused ${replyKey}: the key was used with a different request (${detail})`, nonRetryable: true });
+    return ApplicationFailure.create({
+      type: FailureType.ReplyConflict,
+      message: `AgentMail refused ${replyKey}: the key was used with a different request (${detail})`,
+      nonRetryable: true,
+    });
   }
   if (error instanceof AgentMail.ValidationError || (error instanceof AgentMailError && error.statusCode === 400)) {
-    return ApplicationFailure.create({ type: FailureType.ReplyRejected, message: `AgentMail rejected the reply for ${replyKey} as invalid (400)`, nonRetryable: true });
+    return ApplicationFailure.create({
+      type: FailureType.ReplyRejected,
+      message: `AgentMail rejected the reply for ${replyKey} as invalid (400)`,
+      nonRetryable: true,
+    });
   }
   return ApplicationFailure.create({
     type: 'ReplyOutcomeUnknown',
@@ -153,11 +196,19 @@ function conflictDetail(error: AgentMailError): string {
  * that long after its first attempt looks in the thread for our reply to this message before
  * sending again: found → record it; not found → the send below goes out once.
  */
-async function reconcileIfKeyMayHaveExpired(deps: SendDeps, input: SendInput, threadId: string, attempt: OwnedAttempt): Promise<SentReply | null> {
+async function reconcileIfKeyMayHaveExpired(
+  deps: SendDeps,
+  input: SendInput,
+  threadId: string,
+  attempt: OwnedAttempt,
+): Promise<SentReply | null> {
   if (!attempt.resumed || attempt.firstAttemptAgeMs < deps.reconcileAfterMs) return null;
   const thread = await fetchThread(deps.agentmail, input.inboxId, threadId);
   const ours = thread.messages.find(
-    (m) => m.inReplyTo === input.messageId && m.labels.includes('sent') && emailAddress(m.from) === input.inboxId.toLowerCase(),
+    (m) =>
+      m.inReplyTo === input.messageId &&
+      m.labels.includes('sent') &&
+      emailAddress(m.from) === input.inboxId.toLowerCase(),
   );
   return ours ? { messageId: ours.messageId, threadId: ours.threadId, reconciled: true } : null;
 }
@@ -166,7 +217,11 @@ async function countTowardsBudget(db: Db, input: SendInput, recipients: string[]
   for (const recipient of recipients) {
     await db.query(
       `INSERT INTO sent_replies (operation_key, inbox_id, recipient_hash) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
-      [`${input.replyKey}#${addressHash(emailAddress(recipient))}`, input.inboxId, addressHash(emailAddress(recipient))],
+      [
+        `${input.replyKey}#${addressHash(emailAddress(recipient))}`,
+        input.inboxId,
+        addressHash(emailAddress(recipient)),
+      ],
     );
   }
 }

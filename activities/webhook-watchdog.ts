@@ -42,7 +42,10 @@ const MESSAGE_RECEIVED = 'message.received';
 /** Reads only (and alerts): the re-enable is an activity of its own, after this result is in history. */
 export async function checkWebhooks(deps: WatchdogDeps): Promise<WebhookCheck> {
   const all = await listWebhooks(deps.agentmail);
-  const watched = deps.webhookIds.length > 0 ? all.filter((w) => deps.webhookIds.includes(w.webhookId)) : all.filter(receivesMessages);
+  const watched =
+    deps.webhookIds.length > 0
+      ? all.filter((w) => deps.webhookIds.includes(w.webhookId))
+      : all.filter(receivesMessages);
   for (const id of deps.webhookIds.filter((id) => !all.some((w) => w.webhookId === id))) {
     log.warn('a watched webhook does not exist at AgentMail (WATCHDOG_WEBHOOK_IDS)', { webhookId: id });
   }
@@ -50,17 +53,27 @@ export async function checkWebhooks(deps: WatchdogDeps): Promise<WebhookCheck> {
   // What this run found, re-enabled or not: it stays up until the next run, long enough to be scraped.
   webhookEndpointDisabled.set(disabled.length);
   for (const webhook of disabled) {
-    log.error('ALERT: AgentMail webhook is disabled: no message.received is being delivered, and AgentMail will not redeliver what it missed', {
-      alert: 'webhook_disabled',
-      webhookId: webhook.webhookId,
-      reenable: deps.reenable,
-      remedy: deps.reenable ? 're-enabling it and catching up' : 're-enable it at AgentMail, then run `npm run replay -- --all` (or set WATCHDOG_REENABLE=true)',
-    });
+    log.error(
+      'ALERT: AgentMail webhook is disabled: no message.received is being delivered, and AgentMail will not redeliver what it missed',
+      {
+        alert: 'webhook_disabled',
+        webhookId: webhook.webhookId,
+        reenable: deps.reenable,
+        remedy: deps.reenable
+          ? 're-enabling it and catching up'
+          : 're-enable it at AgentMail, then run `npm run replay -- --all` (or set WATCHDOG_REENABLE=true)',
+      },
+    );
   }
-  const withCursor = disabled.some((w) => !w.inboxIds?.length) ? (await new InboxCursors(deps.db).list()).map((c) => c.inboxId) : [];
+  const withCursor = disabled.some((w) => !w.inboxIds?.length)
+    ? (await new InboxCursors(deps.db).list()).map((c) => c.inboxId)
+    : [];
   return {
     watched: watched.map((w) => w.webhookId),
-    disabled: disabled.map((w) => ({ webhookId: w.webhookId, inboxes: w.inboxIds?.length ? [...w.inboxIds] : withCursor })),
+    disabled: disabled.map((w) => ({
+      webhookId: w.webhookId,
+      inboxes: w.inboxIds?.length ? [...w.inboxIds] : withCursor,
+    })),
     reenable: deps.reenable,
   };
 }
@@ -74,19 +87,36 @@ export async function catchUpInboxForWatchdog(deps: WatchdogDeps, input: { inbox
   const context = Context.current();
   try {
     const summary = await catchUpInbox(
-      { agentmail: deps.agentmail, temporal: context.client, taskQueue: context.info.taskQueue, cursors: new InboxCursors(deps.db), operationRetentionDays: deps.operationRetentionDays },
-      { inboxId: input.inboxId, signal: context.cancellationSignal, onProgress: (progress) => context.heartbeat(progress) },
+      {
+        agentmail: deps.agentmail,
+        temporal: context.client,
+        taskQueue: context.info.taskQueue,
+        cursors: new InboxCursors(deps.db),
+        operationRetentionDays: deps.operationRetentionDays,
+      },
+      {
+        inboxId: input.inboxId,
+        signal: context.cancellationSignal,
+        onProgress: (progress) => context.heartbeat(progress),
+      },
     );
     log.info('watchdog catch-up finished', { ...summary });
     if (summary.failed > 0 || summary.stoppedBecause) {
-      throw ApplicationFailure.retryable(`catch-up of ${input.inboxId} incomplete: ${summary.failed} failed${summary.stoppedBecause ? `; ${summary.stoppedBecause}` : ''}`, 'CatchUpIncomplete');
+      throw ApplicationFailure.retryable(
+        `catch-up of ${input.inboxId} incomplete: ${summary.failed} failed${summary.stoppedBecause ? `; ${summary.stoppedBecause}` : ''}`,
+        'CatchUpIncomplete',
+      );
     }
     return summary;
   } catch (error) {
     // An inbox the webhook covers but that never had a message processed (nothing to resume
     // from), or one deleted at AgentMail since: retrying would not change either.
     const notRun =
-      error instanceof CatchUpRequestError ? error.message : error instanceof AgentMailError && error.statusCode === 404 ? 'AgentMail has no such inbox (deleted?)' : undefined;
+      error instanceof CatchUpRequestError
+        ? error.message
+        : error instanceof AgentMailError && error.statusCode === 404
+          ? 'AgentMail has no such inbox (deleted?)'
+          : undefined;
     if (notRun === undefined) throw error;
     log.info('watchdog catch-up not run', { inboxId: input.inboxId, reason: notRun });
     return { inboxId: input.inboxId, notRun };
@@ -104,7 +134,8 @@ async function listWebhooks(agentmail: AgentMailClient): Promise<AgentMail.webho
   return webhooks;
 }
 
-const receivesMessages = (webhook: AgentMail.webhooks.Webhook): boolean => !webhook.eventTypes?.length || webhook.eventTypes.includes(MESSAGE_RECEIVED);
+const receivesMessages = (webhook: AgentMail.webhooks.Webhook): boolean =>
+  !webhook.eventTypes?.length || webhook.eventTypes.includes(MESSAGE_RECEIVED);
 
 /**
  * The SDK's `webhooks.update` has no `enabled` field (its serializer strips it), so this is a raw
@@ -120,16 +151,20 @@ export async function reenableWebhook(deps: WatchdogDeps, input: { webhookId: st
     body: JSON.stringify({ enabled: true }),
   });
   // AgentMail busy or down: try again (the workflow retries this until it gets an answer).
-  if (response.status >= 500 || response.status === 429) throw new Error(`AgentMail answered ${response.status} to re-enabling webhook ${webhookId}`);
+  if (response.status >= 500 || response.status === 429)
+    throw new Error(`AgentMail answered ${response.status} to re-enabling webhook ${webhookId}`);
   const body = (await response.json().catch(() => ({}))) as { enabled?: unknown };
   if (response.ok && body.enabled === true) {
     log.warn('AgentMail webhook re-enabled by the watchdog', { webhookId });
     return true;
   }
-  log.error('ALERT: the watchdog could not re-enable the AgentMail webhook: re-enable it at AgentMail, then run `npm run replay -- --all`', {
-    alert: 'webhook_reenable_failed',
-    webhookId,
-    status: response.status,
-  });
+  log.error(
+    'ALERT: the watchdog could not re-enable the AgentMail webhook: re-enable it at AgentMail, then run `npm run replay -- --all`',
+    {
+      alert: 'webhook_reenable_failed',
+      webhookId,
+      status: response.status,
+    },
+  );
   return false;
 }

@@ -44,7 +44,10 @@ export function buildApp(options: AppOptions): FastifyInstance {
       options.db.query('SELECT 1'),
       options.temporal.withDeadline(deadline, () => options.temporal.workflowService.getSystemInfo({})),
     ]);
-    const checks = { postgres: postgres.status === 'fulfilled' ? 'ok' : 'unreachable', temporal: temporal.status === 'fulfilled' ? 'ok' : 'unreachable' };
+    const checks = {
+      postgres: postgres.status === 'fulfilled' ? 'ok' : 'unreachable',
+      temporal: temporal.status === 'fulfilled' ? 'ok' : 'unreachable',
+    };
     const ready = postgres.status === 'fulfilled' && temporal.status === 'fulfilled';
     return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', checks });
   });
@@ -60,7 +63,13 @@ export function buildApp(options: AppOptions): FastifyInstance {
 
   if (options.admin) {
     const { token, agentmail, operationRetentionDays } = options.admin;
-    const catchUp = { agentmail, temporal: options.temporal, taskQueue: options.taskQueue, cursors: new InboxCursors(options.db), operationRetentionDays };
+    const catchUp = {
+      agentmail,
+      temporal: options.temporal,
+      taskQueue: options.taskQueue,
+      cursors: new InboxCursors(options.db),
+      operationRetentionDays,
+    };
     app.register(adminRoutes, { token, catchUp });
   }
 
@@ -69,7 +78,9 @@ export function buildApp(options: AppOptions): FastifyInstance {
     const status = error.statusCode ?? 500;
     if (status >= 500) {
       request.log.error({ err: error, eventUrl: request.url }, 'request failed; the sender will retry');
-      return reply.code(500).send({ error: 'internal_error', message: 'Temporarily unable to accept the event; retry later.' });
+      return reply
+        .code(500)
+        .send({ error: 'internal_error', message: 'Temporarily unable to accept the event; retry later.' });
     }
     return reply.code(status).send({ error: 'bad_request', message: error.message });
   });

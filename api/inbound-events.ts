@@ -55,7 +55,14 @@ export class InboundEvents {
        VALUES ($1, $2, $3, $4, $5, $6)
        ON CONFLICT (event_id) DO UPDATE SET outcome = 'queued', workflow_id = EXCLUDED.workflow_id
          WHERE EXCLUDED.outcome = 'queued' AND inbound_events.outcome = 'duplicate'`;
-    const values = [event.eventId, event.eventType, event.inboxId ?? null, event.messageId ?? null, event.workflowId ?? null, event.outcome];
+    const values = [
+      event.eventId,
+      event.eventType,
+      event.inboxId ?? null,
+      event.messageId ?? null,
+      event.workflowId ?? null,
+      event.outcome,
+    ];
     if (event.inboxId === undefined || event.messageAt === undefined) {
       await this.db.query(insert, values);
     } else {

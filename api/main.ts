@@ -12,7 +12,10 @@ import { buildApp } from './app';
 async function main(): Promise<void> {
   const config = loadApiConfig();
   const logger = createLogger('api', config.LOG_LEVEL);
-  const db = createDb(config.DATABASE_URL, { queryTimeoutMs: config.INGRESS_DEADLINE_MS, connectTimeoutMs: config.INGRESS_DEADLINE_MS });
+  const db = createDb(config.DATABASE_URL, {
+    queryTimeoutMs: config.INGRESS_DEADLINE_MS,
+    connectTimeoutMs: config.INGRESS_DEADLINE_MS,
+  });
   const connection = Connection.lazy({ address: config.TEMPORAL_ADDRESS, connectTimeout: config.INGRESS_DEADLINE_MS });
   const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
   const app = buildApp({
@@ -39,13 +42,19 @@ async function main(): Promise<void> {
 
   const shutdown = (signal: string) => {
     logger.info({ signal }, 'shutting down: finishing in-flight requests');
-    app.close().then(() => process.exit(0), () => process.exit(1));
+    app.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
   };
   process.once('SIGINT', () => shutdown('SIGINT'));
   process.once('SIGTERM', () => shutdown('SIGTERM'));
 
   const address = await app.listen({ port: config.PORT, host: config.HOST });
-  logger.info({ address, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TEMPORAL_TASK_QUEUE }, 'api listening');
+  logger.info(
+    { address, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TEMPORAL_TASK_QUEUE },
+    'api listening',
+  );
 }
 
 main().catch((error: unknown) => {

@@ -4,7 +4,12 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import { encodeUnifiedSearchAttributes } from '@temporalio/common/lib/converter/payload-search-attributes';
 import { temporal } from '@temporalio/proto';
 import { inboundWorkflowId } from '../lib/hashing';
-import { INBOUND_MESSAGE_WORKFLOW, SearchAttributes, type InboundMessageInput, type ReplyStatus } from '../workflows/shared';
+import {
+  INBOUND_MESSAGE_WORKFLOW,
+  SearchAttributes,
+  type InboundMessageInput,
+  type ReplyStatus,
+} from '../workflows/shared';
 
 export interface StartOutcome {
   workflowId: string;
@@ -30,7 +35,11 @@ export async function startInboundWorkflow(
   input: InboundMessageInput & { threadId?: string | undefined },
 ): Promise<StartOutcome> {
   const workflowId = inboundWorkflowId(input);
-  const args: InboundMessageInput = { inboxId: input.inboxId, messageId: input.messageId, ...(input.eventId ? { eventId: input.eventId } : {}) };
+  const args: InboundMessageInput = {
+    inboxId: input.inboxId,
+    messageId: input.messageId,
+    ...(input.eventId ? { eventId: input.eventId } : {}),
+  };
   const searchAttributes = [
     { key: SearchAttributes.InboxId, value: input.inboxId },
     { key: SearchAttributes.MessageId, value: input.messageId },

@@ -10,7 +10,13 @@ import path from 'node:path';
 import { parseOptions } from './options';
 import { CpuMeter, cpuPer, loadAverage, progress, type BenchContext } from './support/context';
 import { seedMessages, Signer } from './support/deliveries';
-import { bundleWorkflows, prepareDatabase, prepareTemporal, type Cleanup, type Environment } from './support/environment';
+import {
+  bundleWorkflows,
+  prepareDatabase,
+  prepareTemporal,
+  type Cleanup,
+  type Environment,
+} from './support/environment';
 import { failures, runClosedLoop, runOpenLoop } from './support/load';
 import { resetSandbox, WEBHOOK_PATH } from './support/sides';
 import { newSecrets, startOurs, startSandbox } from './support/stack';
@@ -30,22 +36,52 @@ interface Figures {
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
   const [before, after] = args.filter((a) => !a.startsWith('--') && !/^\d+$/.test(a)).map((d) => path.resolve(d));
-  if (!before || !after) throw new Error('usage: node --import tsx bench/ab.ts <before-dist> <after-dist> [--repeats N]');
+  if (!before || !after)
+    throw new Error('usage: node --import tsx bench/ab.ts <before-dist> <after-dist> [--repeats N]');
   const repeatsAt = args.indexOf('--repeats');
   const repeats = repeatsAt >= 0 ? Number(args[repeatsAt + 1]) : 5;
   const cleanups: Cleanup[] = [];
   const runs: Figures[] = [];
   try {
-    const [temporal, databaseUrl, workflowBundle] = await Promise.all([prepareTemporal(cleanups), prepareDatabase(cleanups), bundleWorkflows()]);
-    const base: Environment = { temporalAddress: temporal.address, databaseUrl, workflowBundle, codeRoot: after, tsx: false, temporalPid: temporal.pid, freshTemporal: async () => undefined };
+    const [temporal, databaseUrl, workflowBundle] = await Promise.all([
+      prepareTemporal(cleanups),
+      prepareDatabase(cleanups),
+      bundleWorkflows(),
+    ]);
+    const base: Environment = {
+      temporalAddress: temporal.address,
+      databaseUrl,
+      workflowBundle,
+      codeRoot: after,
+      tsx: false,
+      temporalPid: temporal.pid,
+      freshTemporal: async () => undefined,
+    };
     const secrets = newSecrets();
     const sandbox = await startSandbox(base, secrets);
     cleanups.push(() => sandbox.process.stop());
     const signer = new Signer(secrets.webhookSecret);
-    const context: BenchContext = { options: parseOptions([]), env: base, secrets, sandbox, signer, profileDir: '', log: progress };
+    const context: BenchContext = {
+      options: parseOptions([]),
+      env: base,
+      secrets,
+      sandbox,
+      signer,
+      profileDir: '',
+      log: progress,
+    };
     progress(`A/B: before ${before}, after ${after}; ${repeats} repeats; load ${loadAverage().join(' / ')}`);
     for (let repeat = 0; repeat < repeats; repeat++) {
-      const order = repeat % 2 === 0 ? [['before', before], ['after', after]] : [['after', after], ['before', before]];
+      const order =
+        repeat % 2 === 0
+          ? [
+              ['before', before],
+              ['after', after],
+            ]
+          : [
+              ['after', after],
+              ['before', before],
+            ];
       for (const [build, codeRoot] of order as Array<[string, string]>) {
         await resetSandbox(context);
         const env = { ...base, codeRoot };
@@ -53,20 +89,44 @@ async function main(): Promise<void> {
         try {
           const originals = await seedMessages(sandbox.url, 250);
           // Recorded once (with no worker the workflows wait; the duplicates need only the event rows).
-          await runOpenLoop({ origin: stack.apiUrl, path: WEBHOOK_PATH }, originals.slice(0, 50).map((m) => signer.sign(m.body)), { rate: 50, connections: 16, maxDurationMs: 20_000 });
-          const repeated = Array.from({ length: 20_000 }, (_, i) => signer.sign((originals[i % 50] as { body: string }).body));
+          await runOpenLoop(
+            { origin: stack.apiUrl, path: WEBHOOK_PATH },
+            originals.slice(0, 50).map((m) => signer.sign(m.body)),
+            { rate: 50, connections: 16, maxDurationMs: 20_000 },
+          );
+          const repeated = Array.from({ length: 20_000 }, (_, i) =>
+            signer.sign((originals[i % 50] as { body: string }).body),
+          );
           let meter = CpuMeter.forRun(context, { api: stack.api.pid });
-          const dups = await runClosedLoop({ origin: stack.apiUrl, path: WEBHOOK_PATH }, repeated, { concurrency: 32, maxDurationMs: 4_000 });
+          const dups = await runClosedLoop({ origin: stack.apiUrl, path: WEBHOOK_PATH }, repeated, {
+            concurrency: 32,
+            maxDurationMs: 4_000,
+          });
           const dupCpu = cpuPer(meter.read(), dups.sent).api ?? Number.NaN;
           meter = CpuMeter.forRun(context, { api: stack.api.pid });
-          const unique = await runOpenLoop({ origin: stack.apiUrl, path: WEBHOOK_PATH }, originals.slice(50).map((m) => signer.sign(m.body)), { rate: 50, connections: 64, maxDurationMs: 30_000 });
+          const unique = await runOpenLoop(
+            { origin: stack.apiUrl, path: WEBHOOK_PATH },
+            originals.slice(50).map((m) => signer.sign(m.body)),
+            { rate: 50, connections: 64, maxDurationMs: 30_000 },
+          );
           const uniqueCpu = cpuPer(meter.read(), unique.sent).api ?? Number.NaN;
           const d = summarize(dups.latencies);
           const u = summarize(unique.latencies);
-          const figures = { build, dupThroughput: dups.throughput, dupP50: d.p50, dupP99: d.p99, dupApiCpuMs: dupCpu, uniqueP50: u.p50, uniqueP99: u.p99, uniqueApiCpuMs: uniqueCpu };
+          const figures = {
+            build,
+            dupThroughput: dups.throughput,
+            dupP50: d.p50,
+            dupP99: d.p99,
+            dupApiCpuMs: dupCpu,
+            uniqueP50: u.p50,
+            uniqueP99: u.p99,
+            uniqueApiCpuMs: uniqueCpu,
+          };
           runs.push(figures);
           const failed = [failures(dups), failures(unique)].filter(Boolean).join(' / ');
-          progress(`  ${repeat + 1}/${repeats} ${build}: duplicates ${dups.throughput.toFixed(0)}/s p99 ${d.p99.toFixed(1)} ms, API ${dupCpu.toFixed(3)} ms CPU each; new at 50/s p50 ${u.p50.toFixed(1)} ms p99 ${u.p99.toFixed(1)} ms, API ${uniqueCpu.toFixed(2)} ms CPU each${failed ? `; failed ${failed}` : ''}`);
+          progress(
+            `  ${repeat + 1}/${repeats} ${build}: duplicates ${dups.throughput.toFixed(0)}/s p99 ${d.p99.toFixed(1)} ms, API ${dupCpu.toFixed(3)} ms CPU each; new at 50/s p50 ${u.p50.toFixed(1)} ms p99 ${u.p99.toFixed(1)} ms, API ${uniqueCpu.toFixed(2)} ms CPU each${failed ? `; failed ${failed}` : ''}`,
+          );
         } finally {
           await stack.stop();
         }
@@ -75,11 +135,28 @@ async function main(): Promise<void> {
   } finally {
     for (const cleanup of cleanups.reverse()) await cleanup().catch(() => undefined);
   }
-  const keys: Array<keyof Omit<Figures, 'build'>> = ['dupThroughput', 'dupP50', 'dupP99', 'dupApiCpuMs', 'uniqueP50', 'uniqueP99', 'uniqueApiCpuMs'];
-  const of = (build: string, key: keyof Omit<Figures, 'build'>) => median(runs.filter((r) => r.build === build).map((r) => r[key]));
+  const keys: Array<keyof Omit<Figures, 'build'>> = [
+    'dupThroughput',
+    'dupP50',
+    'dupP99',
+    'dupApiCpuMs',
+    'uniqueP50',
+    'uniqueP99',
+    'uniqueApiCpuMs',
+  ];
+  const of = (build: string, key: keyof Omit<Figures, 'build'>) =>
+    median(runs.filter((r) => r.build === build).map((r) => r[key]));
   console.log(`\nmedians of ${repeats} repeats (load average now ${loadAverage().join(' / ')})`);
   console.log(['figure', 'before', 'after', 'after/before'].join('\t'));
-  for (const key of keys) console.log([key, of('before', key).toFixed(3), of('after', key).toFixed(3), (of('after', key) / of('before', key)).toFixed(3)].join('\t'));
+  for (const key of keys)
+    console.log(
+      [
+        key,
+        of('before', key).toFixed(3),
+        of('after', key).toFixed(3),
+        (of('after', key) / of('before', key)).toFixed(3),
+      ].join('\t'),
+    );
 }
 
 main().catch((error: unknown) => {

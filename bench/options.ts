@@ -79,7 +79,9 @@ export function parseOptions(argv: string[]): BenchOptions {
   const quick = flag('--quick');
   const only = value('--only');
   const scenarios = only ? only.split(',').map((s) => s.trim()) : [...SCENARIOS];
-  for (const s of scenarios) if (!(SCENARIOS as readonly string[]).includes(s)) throw new Error(`--only: unknown scenario ${s} (${SCENARIOS.join(', ')})`);
+  for (const s of scenarios)
+    if (!(SCENARIOS as readonly string[]).includes(s))
+      throw new Error(`--only: unknown scenario ${s} (${SCENARIOS.join(', ')})`);
   const runtime = value('--runtime') ?? 'dist';
   if (runtime !== 'dist' && runtime !== 'tsx') throw new Error('--runtime must be dist or tsx');
 

@@ -58,7 +58,9 @@ function medians(runs: RunFigures[]) {
     p999: median(runs.map((r) => r.latency.p999)),
     throughput: median(runs.map((r) => r.throughput)),
     failed: runs.filter((r) => r.failures).map((r) => r.failures),
-    cpuMs: Object.fromEntries(cpuNames.map((n) => [n, median(runs.map((r) => r.cpuMs[n] ?? Number.NaN).filter((v) => v >= 0))])),
+    cpuMs: Object.fromEntries(
+      cpuNames.map((n) => [n, median(runs.map((r) => r.cpuMs[n] ?? Number.NaN).filter((v) => v >= 0))]),
+    ),
     machineBusy: median(runs.map((r) => r.machineBusy)),
   };
 }
@@ -116,11 +118,19 @@ export function summarizeResults(results: BenchResults): Summary {
       const ours = medians(ingress.fixedRate.filter((r) => r.side === 'ours' && r.offered === rate));
       const baseline = medians(ingress.fixedRate.filter((r) => r.side === 'baseline' && r.offered === rate));
       // Speed ratios: baseline latency / our latency (≥ 1: ours at least as fast).
-      summary.ingress.push({ rate, load: LOADS[i] ?? '', ours, baseline, p50Ratio: ratio(baseline.p50, ours.p50), p99Ratio: ratio(baseline.p99, ours.p99) });
+      summary.ingress.push({
+        rate,
+        load: LOADS[i] ?? '',
+        ours,
+        baseline,
+        p50Ratio: ratio(baseline.p50, ours.p50),
+        p99Ratio: ratio(baseline.p99, ours.p99),
+      });
     });
   }
   if (ingress && ingress.search.length) {
-    const of = (side: string, worker = true) => ingress.search.filter((s) => s.side === side && (s.worker ?? true) === worker);
+    const of = (side: string, worker = true) =>
+      ingress.search.filter((s) => s.side === side && (s.worker ?? true) === worker);
     const oursRuns = of('ours').map((s) => s.maxSustained);
     const baselineRuns = of('baseline').map((s) => s.maxSustained);
     const ingressAloneRuns = of('ours', false).map((s) => s.maxSustained);
@@ -140,14 +150,24 @@ export function summarizeResults(results: BenchResults): Summary {
     };
   }
   if (ingress && ingress.storm.length) {
-    const of = (side: string, pick: (s: IngressResults['storm'][number]) => RunFigures) => medians(ingress.storm.filter((s) => s.side === side).map(pick));
+    const of = (side: string, pick: (s: IngressResults['storm'][number]) => RunFigures) =>
+      medians(ingress.storm.filter((s) => s.side === side).map(pick));
     const mixed = { ours: of('ours', (s) => s.mixed), baseline: of('baseline', (s) => s.mixed) };
     const dups = { ours: of('ours', (s) => s.duplicatesOnly), baseline: of('baseline', (s) => s.duplicatesOnly) };
     const fixed = { ours: of('ours', (s) => s.fixedRate), baseline: of('baseline', (s) => s.fixedRate) };
     summary.storm = {
       mixed: { ...mixed, ratio: ratio(mixed.ours.throughput, mixed.baseline.throughput) },
-      duplicatesOnly: { ...dups, ratio: ratio(dups.ours.throughput, dups.baseline.throughput), p99Ratio: ratio(dups.baseline.p99, dups.ours.p99) },
-      fixedRate: { rate: results.options.storm.rate, ...fixed, p50Ratio: ratio(fixed.baseline.p50, fixed.ours.p50), p99Ratio: ratio(fixed.baseline.p99, fixed.ours.p99) },
+      duplicatesOnly: {
+        ...dups,
+        ratio: ratio(dups.ours.throughput, dups.baseline.throughput),
+        p99Ratio: ratio(dups.baseline.p99, dups.ours.p99),
+      },
+      fixedRate: {
+        rate: results.options.storm.rate,
+        ...fixed,
+        p50Ratio: ratio(fixed.baseline.p50, fixed.ours.p50),
+        p99Ratio: ratio(fixed.baseline.p99, fixed.ours.p99),
+      },
     };
   }
   for (const load of LOADS) {
@@ -167,30 +187,47 @@ export function summarizeResults(results: BenchResults): Summary {
       expectedReplies: runs.reduce((n, r) => n + r.messages, 0),
       duplicateEmails: runs.reduce((n, r) => n + r.duplicateEmails, 0),
       missingReplies: runs.reduce((n, r) => n + r.missingReplies, 0),
-      cpuMsPerMessage: Object.fromEntries(cpuNames.map((n) => [n, median(runs.map((r) => r.cpuMsPerMessage[n] ?? Number.NaN).filter((v) => v >= 0))])),
+      cpuMsPerMessage: Object.fromEntries(
+        cpuNames.map((n) => [n, median(runs.map((r) => r.cpuMsPerMessage[n] ?? Number.NaN).filter((v) => v >= 0))]),
+      ),
     });
   }
   for (const kind of ['claim+complete', 'replay', 'bare insert']) {
     const runs = (results.store ?? []).filter((r) => r.kind === kind);
-    if (runs.length) summary.store.push({ kind, throughput: median(runs.map((r) => r.throughput)), p50: median(runs.map((r) => r.latency.p50)), p99: median(runs.map((r) => r.latency.p99)) });
+    if (runs.length)
+      summary.store.push({
+        kind,
+        throughput: median(runs.map((r) => r.throughput)),
+        p50: median(runs.map((r) => r.latency.p50)),
+        p99: median(runs.map((r) => r.latency.p99)),
+      });
   }
   const claim = summary.store.find((s) => s.kind === 'claim+complete');
   const bare = summary.store.find((s) => s.kind === 'bare insert');
-  if (claim && bare) summary.storeOverhead = { p50Ratio: ratio(claim.p50, bare.p50), throughputRatio: ratio(bare.throughput, claim.throughput), extraMsP50: claim.p50 - bare.p50 };
+  if (claim && bare)
+    summary.storeOverhead = {
+      p50Ratio: ratio(claim.p50, bare.p50),
+      throughputRatio: ratio(bare.throughput, claim.throughput),
+      extraMsP50: claim.p50 - bare.p50,
+    };
 
   // The issue's targets: reported, never asserted in tests.
   const dups = summary.storm?.duplicatesOnly;
   summary.targets.push({
     name: 'duplicate path at least as fast as the baseline',
     goal: 'throughput ratio ours/baseline ≥ 1.0 (repeats only, closed loop)',
-    measured: dups ? `${f2(dups.ratio)} (${f1(dups.ours.throughput)}/s vs ${f1(dups.baseline.throughput)}/s; p99 ${msText(dups.ours.p99)} vs ${msText(dups.baseline.p99)})` : 'not run',
+    measured: dups
+      ? `${f2(dups.ratio)} (${f1(dups.ours.throughput)}/s vs ${f1(dups.baseline.throughput)}/s; p99 ${msText(dups.ours.p99)} vs ${msText(dups.baseline.p99)})`
+      : 'not run',
     met: dups ? dups.ratio >= 1 : null,
   });
   const at200 = summary.ingress.find((r) => r.rate === 200);
   summary.targets.push({
     name: 'unique messages: p99 ack under 100 ms at 200 webhooks/s',
     goal: 'p99 < 100 ms, every delivery 2xx',
-    measured: at200 ? `p99 ${msText(at200.ours.p99)} (baseline ${msText(at200.baseline.p99)}), ${f1(at200.ours.throughput)}/s answered${at200.ours.failed.length ? `, failures in ${at200.ours.failed.length} runs` : ''}` : 'not run',
+    measured: at200
+      ? `p99 ${msText(at200.ours.p99)} (baseline ${msText(at200.baseline.p99)}), ${f1(at200.ours.throughput)}/s answered${at200.ours.failed.length ? `, failures in ${at200.ours.failed.length} runs` : ''}`
+      : 'not run',
     met: at200 ? at200.ours.p99 < 100 && at200.ours.failed.length === 0 : null,
   });
   for (const e2e of summary.endToEnd) {
@@ -219,7 +256,11 @@ function othersText(values: Array<number | undefined>): string {
 }
 
 const table = (header: string[], rows: string[][]) =>
-  [`| ${header.join(' | ')} |`, `| ${header.map(() => '---').join(' | ')} |`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
+  [
+    `| ${header.join(' | ')} |`,
+    `| ${header.map(() => '---').join(' | ')} |`,
+    ...rows.map((r) => `| ${r.join(' | ')} |`),
+  ].join('\n');
 
 const cpuText = (cpu: Record<string, number>) =>
   Object.entries(cpu)
@@ -238,16 +279,28 @@ export function markdown(results: BenchResults, summary: Summary): string {
     '',
     `While the bench ran, processes outside it (other users' work on this shared machine) kept ${othersText([
       ...(results.ingress?.fixedRate ?? []).map((r) => r.othersBusy),
-      ...(results.ingress?.storm ?? []).flatMap((s) => [s.mixed.othersBusy, s.duplicatesOnly.othersBusy, s.fixedRate.othersBusy]),
+      ...(results.ingress?.storm ?? []).flatMap((s) => [
+        s.mixed.othersBusy,
+        s.duplicatesOnly.othersBusy,
+        s.fixedRate.othersBusy,
+      ]),
       ...(results.endToEnd ?? []).map((r) => r.othersBusy),
     ])} busy (median over runs).`,
     '',
     `Every figure is the median of ${o.repeats} repeats (end to end: ${o.e2eRepeats}); ours and the baseline run in the same repeat, in alternating order. ` +
-      'Speed ratios are baseline latency ÷ our latency and our throughput ÷ the baseline\'s: **≥ 1 means ours is at least as fast**. ' +
+      "Speed ratios are baseline latency ÷ our latency and our throughput ÷ the baseline's: **≥ 1 means ours is at least as fast**. " +
       'All processes share the same 2 cores: the load generator, the servers under test, the Temporal dev server, Postgres and the sandbox (CPU ms per request below say who spent what).',
     '',
   );
-  lines.push('## Targets', '', table(['target', 'goal', 'measured (median)', 'met'], summary.targets.map((t) => [t.name, t.goal, t.measured, t.met === null ? '—' : t.met ? 'yes' : '**no**'])), '');
+  lines.push(
+    '## Targets',
+    '',
+    table(
+      ['target', 'goal', 'measured (median)', 'met'],
+      summary.targets.map((t) => [t.name, t.goal, t.measured, t.met === null ? '—' : t.met ? 'yes' : '**no**']),
+    ),
+    '',
+  );
   if (results.failures.length) lines.push('## Failures', '', ...results.failures.map((f) => `- ${f}`), '');
 
   if (summary.ingress.length) {
@@ -259,7 +312,16 @@ export function markdown(results: BenchResults, summary: Summary): string {
         `other processes on the machine used ${othersText((results.ingress?.fixedRate ?? []).map((r) => r.othersBusy))} (median).`,
       '',
       table(
-        ['load', 'rate', 'ours p50 / p99 / p99.9', 'baseline p50 / p99 / p99.9', 'speed ratio p50 / p99', 'ours answered/s', 'ours CPU ms per request', 'baseline CPU ms per request'],
+        [
+          'load',
+          'rate',
+          'ours p50 / p99 / p99.9',
+          'baseline p50 / p99 / p99.9',
+          'speed ratio p50 / p99',
+          'ours answered/s',
+          'ours CPU ms per request',
+          'baseline CPU ms per request',
+        ],
         summary.ingress.map((r) => [
           r.load,
           `${r.rate}/s`,
@@ -284,9 +346,25 @@ export function markdown(results: BenchResults, summary: Summary): string {
       table(
         ['side', 'max sustained (median)', 'per repeat'],
         [
-          ['ours (with its worker, as in production)', `${s.oursCapped ? '≥ ' : ''}${f1(s.ours)}/s`, s.oursRuns.join(', ')],
-          ['ours, ingress alone (no worker: workflows only queue)', `${f1(s.ingressAlone)}/s`, s.ingressAloneRuns.join(', ')],
-          ...(s.startOnlyRuns.length ? [['the Temporal start alone (no signature, no database, no worker; bench/baseline/start-only.ts)', `${f1(s.startOnly)}/s`, s.startOnlyRuns.join(', ')]] : []),
+          [
+            'ours (with its worker, as in production)',
+            `${s.oursCapped ? '≥ ' : ''}${f1(s.ours)}/s`,
+            s.oursRuns.join(', '),
+          ],
+          [
+            'ours, ingress alone (no worker: workflows only queue)',
+            `${f1(s.ingressAlone)}/s`,
+            s.ingressAloneRuns.join(', '),
+          ],
+          ...(s.startOnlyRuns.length
+            ? [
+                [
+                  'the Temporal start alone (no signature, no database, no worker; bench/baseline/start-only.ts)',
+                  `${f1(s.startOnly)}/s`,
+                  s.startOnlyRuns.join(', '),
+                ],
+              ]
+            : []),
           ['baseline', `${s.baselineCapped ? '≥ ' : ''}${f1(s.baseline)}/s`, s.baselineRuns.join(', ')],
         ],
       ),
@@ -305,10 +383,30 @@ export function markdown(results: BenchResults, summary: Summary): string {
       table(
         ['run', 'ours', 'baseline', 'speed ratio'],
         [
-          ['90 % repeats, closed loop: answered/s', `${f1(s.mixed.ours.throughput)} (p99 ${msText(s.mixed.ours.p99)})`, `${f1(s.mixed.baseline.throughput)} (p99 ${msText(s.mixed.baseline.p99)})`, f2(s.mixed.ratio)],
-          ['repeats only, closed loop: answered/s', `${f1(s.duplicatesOnly.ours.throughput)} (p99 ${msText(s.duplicatesOnly.ours.p99)})`, `${f1(s.duplicatesOnly.baseline.throughput)} (p99 ${msText(s.duplicatesOnly.baseline.p99)})`, `${f2(s.duplicatesOnly.ratio)} (p99: ${f2(s.duplicatesOnly.p99Ratio)})`],
-          [`90 % repeats at ${s.fixedRate.rate}/s: p50 / p99 / p99.9`, `${msText(s.fixedRate.ours.p50)} / ${msText(s.fixedRate.ours.p99)} / ${msText(s.fixedRate.ours.p999)}`, `${msText(s.fixedRate.baseline.p50)} / ${msText(s.fixedRate.baseline.p99)} / ${msText(s.fixedRate.baseline.p999)}`, `${f2(s.fixedRate.p50Ratio)} / ${f2(s.fixedRate.p99Ratio)}`],
-          ['CPU ms per delivery, repeats only', cpuText(s.duplicatesOnly.ours.cpuMs), cpuText(s.duplicatesOnly.baseline.cpuMs), ''],
+          [
+            '90 % repeats, closed loop: answered/s',
+            `${f1(s.mixed.ours.throughput)} (p99 ${msText(s.mixed.ours.p99)})`,
+            `${f1(s.mixed.baseline.throughput)} (p99 ${msText(s.mixed.baseline.p99)})`,
+            f2(s.mixed.ratio),
+          ],
+          [
+            'repeats only, closed loop: answered/s',
+            `${f1(s.duplicatesOnly.ours.throughput)} (p99 ${msText(s.duplicatesOnly.ours.p99)})`,
+            `${f1(s.duplicatesOnly.baseline.throughput)} (p99 ${msText(s.duplicatesOnly.baseline.p99)})`,
+            `${f2(s.duplicatesOnly.ratio)} (p99: ${f2(s.duplicatesOnly.p99Ratio)})`,
+          ],
+          [
+            `90 % repeats at ${s.fixedRate.rate}/s: p50 / p99 / p99.9`,
+            `${msText(s.fixedRate.ours.p50)} / ${msText(s.fixedRate.ours.p99)} / ${msText(s.fixedRate.ours.p999)}`,
+            `${msText(s.fixedRate.baseline.p50)} / ${msText(s.fixedRate.baseline.p99)} / ${msText(s.fixedRate.baseline.p999)}`,
+            `${f2(s.fixedRate.p50Ratio)} / ${f2(s.fixedRate.p99Ratio)}`,
+          ],
+          [
+            'CPU ms per delivery, repeats only',
+            cpuText(s.duplicatesOnly.ours.cpuMs),
+            cpuText(s.duplicatesOnly.baseline.cpuMs),
+            '',
+          ],
         ],
       ),
       '',
@@ -321,12 +419,22 @@ export function markdown(results: BenchResults, summary: Summary): string {
       '## 3. End to end (offline drafter)',
       '',
       `Messages' first deliveries spread over ${o.e2e.windowSeconds} s; each message delivered ${o.e2e.deliveriesPerMessage} times at random delays up to ${o.e2e.maxDelayMs} ms (twice the same event, once re-emitted under a new event id), all out of order. ` +
-        'Latency: first delivery sent → the reply\'s `sent_at` in the sandbox\'s outbox. Drain: first delivery → last reply. ' +
+        "Latency: first delivery sent → the reply's `sent_at` in the sandbox's outbox. Drain: first delivery → last reply. " +
         `Load average (1 min, the bench's own processes included) during these runs: ${loadRange((results.endToEnd ?? []).map((r) => r.loadAverage[0]))}; ` +
         `other processes on the machine used ${othersText((results.endToEnd ?? []).map((r) => r.othersBusy))} (median).`,
       '',
       table(
-        ['load', 'messages', 'drain', 'replies/s', 'webhook→reply p50 / p99', 'ack p99', 'replies', 'duplicate emails', 'CPU ms per message'],
+        [
+          'load',
+          'messages',
+          'drain',
+          'replies/s',
+          'webhook→reply p50 / p99',
+          'ack p99',
+          'replies',
+          'duplicate emails',
+          'CPU ms per message',
+        ],
         summary.endToEnd.map((e) => [
           e.load,
           String(e.messages),
@@ -348,7 +456,10 @@ export function markdown(results: BenchResults, summary: Summary): string {
       '',
       `${o.store.operations} operations per run, ${o.store.concurrency} at a time, over a pg pool of 10, same Postgres.`,
       '',
-      table(['operation', 'ops/s', 'p50', 'p99'], summary.store.map((s) => [s.kind, f1(s.throughput), `${f2(s.p50)} ms`, `${f2(s.p99)} ms`])),
+      table(
+        ['operation', 'ops/s', 'p50', 'p99'],
+        summary.store.map((s) => [s.kind, f1(s.throughput), `${f2(s.p50)} ms`, `${f2(s.p99)} ms`]),
+      ),
       '',
       summary.storeOverhead
         ? `Overhead of claim + complete over a bare insert: ${f2(summary.storeOverhead.p50Ratio)}× the p50 latency (+${f2(summary.storeOverhead.extraMsP50)} ms per effect), ${f2(summary.storeOverhead.throughputRatio)}× fewer ops/s — two statements instead of one.`
@@ -361,7 +472,15 @@ export function markdown(results: BenchResults, summary: Summary): string {
     if (summary.ingress.length) {
       lines.push(
         table(
-          ['ingress load', 'ours p99', 'baseline p99', 'ours answered/s', 'baseline answered/s', 'ours CPU ms/request (api + worker + temporal)', 'baseline CPU ms/request'],
+          [
+            'ingress load',
+            'ours p99',
+            'baseline p99',
+            'ours answered/s',
+            'baseline answered/s',
+            'ours CPU ms/request (api + worker + temporal)',
+            'baseline CPU ms/request',
+          ],
           summary.ingress.map((r) => [
             `${r.load} (${r.rate}/s)`,
             msText(r.ours.p99),
@@ -379,7 +498,14 @@ export function markdown(results: BenchResults, summary: Summary): string {
       lines.push(
         table(
           ['end-to-end load', 'messages', 'p50', 'p99', 'drain', 'replies/s'],
-          summary.endToEnd.map((e) => [e.load, String(e.messages), msText(e.p50), msText(e.p99), `${f1(e.drainSeconds)} s`, f1(e.throughput)]),
+          summary.endToEnd.map((e) => [
+            e.load,
+            String(e.messages),
+            msText(e.p50),
+            msText(e.p99),
+            `${f1(e.drainSeconds)} s`,
+            f1(e.throughput),
+          ]),
         ),
         '',
       );
@@ -388,8 +514,17 @@ export function markdown(results: BenchResults, summary: Summary): string {
   if (results.profiles?.length) {
     lines.push('## Where the time goes (CPU profiles)', '');
     for (const p of results.profiles) {
-      lines.push(`**${path.basename(p.file)}** — ${f1(p.totalMs / 1000)} s on CPU (idle excluded): ${p.byPlace.slice(0, 8).map((x) => `${x.place} ${(x.share * 100).toFixed(0)} %`).join(', ')}`, '');
-      lines.push(...p.topFunctions.slice(0, 8).map((fn) => `- ${(fn.share * 100).toFixed(1)} % ${fn.fn} [${fn.place}]`), '');
+      lines.push(
+        `**${path.basename(p.file)}** — ${f1(p.totalMs / 1000)} s on CPU (idle excluded): ${p.byPlace
+          .slice(0, 8)
+          .map((x) => `${x.place} ${(x.share * 100).toFixed(0)} %`)
+          .join(', ')}`,
+        '',
+      );
+      lines.push(
+        ...p.topFunctions.slice(0, 8).map((fn) => `- ${(fn.share * 100).toFixed(1)} % ${fn.fn} [${fn.place}]`),
+        '',
+      );
     }
   }
   return lines.join('\n');
@@ -413,26 +548,63 @@ function perRepeat(runs: IngressResults['storm'], pick: (s: IngressResults['stor
 
 export function consoleTable(summary: Summary): string {
   const rows: string[][] = [];
-  for (const r of summary.ingress) rows.push([`ingress ${r.load} ${r.rate}/s p99`, msText(r.ours.p99), msText(r.baseline.p99), f2(r.p99Ratio)]);
+  for (const r of summary.ingress)
+    rows.push([`ingress ${r.load} ${r.rate}/s p99`, msText(r.ours.p99), msText(r.baseline.p99), f2(r.p99Ratio)]);
   if (summary.search) {
-    rows.push(['max sustained (p99 < 100 ms)', `${summary.search.oursCapped ? '≥' : ''}${f1(summary.search.ours)}/s`, `${summary.search.baselineCapped ? '≥' : ''}${f1(summary.search.baseline)}/s`, f2(summary.search.ratio)]);
-    rows.push(['  ours without a worker', `${f1(summary.search.ingressAlone)}/s`, '', f2(ratio(summary.search.ingressAlone, summary.search.baseline))]);
-    if (summary.search.startOnlyRuns.length) rows.push(['  the Temporal start alone', `${f1(summary.search.startOnly)}/s`, '', '']);
+    rows.push([
+      'max sustained (p99 < 100 ms)',
+      `${summary.search.oursCapped ? '≥' : ''}${f1(summary.search.ours)}/s`,
+      `${summary.search.baselineCapped ? '≥' : ''}${f1(summary.search.baseline)}/s`,
+      f2(summary.search.ratio),
+    ]);
+    rows.push([
+      '  ours without a worker',
+      `${f1(summary.search.ingressAlone)}/s`,
+      '',
+      f2(ratio(summary.search.ingressAlone, summary.search.baseline)),
+    ]);
+    if (summary.search.startOnlyRuns.length)
+      rows.push(['  the Temporal start alone', `${f1(summary.search.startOnly)}/s`, '', '']);
   }
   if (summary.storm) {
-    rows.push(['storm 90 % repeats (answered/s)', f1(summary.storm.mixed.ours.throughput), f1(summary.storm.mixed.baseline.throughput), f2(summary.storm.mixed.ratio)]);
-    rows.push(['repeats only (answered/s)', f1(summary.storm.duplicatesOnly.ours.throughput), f1(summary.storm.duplicatesOnly.baseline.throughput), f2(summary.storm.duplicatesOnly.ratio)]);
+    rows.push([
+      'storm 90 % repeats (answered/s)',
+      f1(summary.storm.mixed.ours.throughput),
+      f1(summary.storm.mixed.baseline.throughput),
+      f2(summary.storm.mixed.ratio),
+    ]);
+    rows.push([
+      'repeats only (answered/s)',
+      f1(summary.storm.duplicatesOnly.ours.throughput),
+      f1(summary.storm.duplicatesOnly.baseline.throughput),
+      f2(summary.storm.duplicatesOnly.ratio),
+    ]);
   }
-  for (const e of summary.endToEnd) rows.push([`e2e ${e.load} ${e.messages} msgs p50 / p99`, `${msText(e.p50)} / ${msText(e.p99)}`, `drain ${f1(e.drainSeconds)} s`, `dups ${e.duplicateEmails}`]);
-  for (const s of summary.store) rows.push([`store: ${s.kind} p50`, `${f2(s.p50)} ms`, `${f1(s.throughput)} ops/s`, '']);
+  for (const e of summary.endToEnd)
+    rows.push([
+      `e2e ${e.load} ${e.messages} msgs p50 / p99`,
+      `${msText(e.p50)} / ${msText(e.p99)}`,
+      `drain ${f1(e.drainSeconds)} s`,
+      `dups ${e.duplicateEmails}`,
+    ]);
+  for (const s of summary.store)
+    rows.push([`store: ${s.kind} p50`, `${f2(s.p50)} ms`, `${f1(s.throughput)} ops/s`, '']);
   const header = ['figure (median)', 'ours', 'baseline', 'ratio (≥1: ours as fast)'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ');
-  const targets = summary.targets.map((t) => `${t.met === null ? '  -' : t.met ? ' ok' : ' NO'}  ${t.name}: ${t.measured}`);
-  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line), '', 'targets:', ...targets].join('\n');
+  const targets = summary.targets.map(
+    (t) => `${t.met === null ? '  -' : t.met ? ' ok' : ' NO'}  ${t.name}: ${t.measured}`,
+  );
+  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line), '', 'targets:', ...targets].join(
+    '\n',
+  );
 }
 
-export function writeResults(dir: string, results: BenchResults, summary: Summary): { markdownFile: string; jsonFile: string } {
+export function writeResults(
+  dir: string,
+  results: BenchResults,
+  summary: Summary,
+): { markdownFile: string; jsonFile: string } {
   mkdirSync(dir, { recursive: true });
   const stamp = results.startedAt.replace(/[:.]/g, '-');
   const markdownFile = path.join(dir, `bench-${stamp}.md`);

@@ -18,7 +18,15 @@ import { runIngressScenarios } from './scenarios/ingress';
 import { runOperationStore } from './scenarios/operation-store';
 import { loadAverage, PROFILE_DIR, progress, type BenchContext } from './support/context';
 import { Signer } from './support/deliveries';
-import { bundleWorkflows, compileApp, prepareDatabase, prepareTemporal, ROOT, type Cleanup, type Environment } from './support/environment';
+import {
+  bundleWorkflows,
+  compileApp,
+  prepareDatabase,
+  prepareTemporal,
+  ROOT,
+  type Cleanup,
+  type Environment,
+} from './support/environment';
 import { runClosedLoop, runOpenLoop } from './support/load';
 import { profilesIn, summarizeProfile } from './support/profile';
 import { startBaselineSide, startOurSide, WEBHOOK_PATH, type Side } from './support/sides';
@@ -39,8 +47,16 @@ async function main(): Promise<number> {
   }
   const startedAt = new Date().toISOString();
   const loadAtStart = loadAverage();
-  progress(`${options.quick ? 'quick' : 'full'} run: ${[...options.only].join(', ')}; ${options.repeats} repeats (end to end ${options.e2eRepeats}); load average ${loadAtStart.join(' / ')}`);
-  const results: BenchResults = { startedAt, finishedAt: '', options, machine: undefined as unknown as MachineInfo, failures: [] };
+  progress(
+    `${options.quick ? 'quick' : 'full'} run: ${[...options.only].join(', ')}; ${options.repeats} repeats (end to end ${options.e2eRepeats}); load average ${loadAtStart.join(' / ')}`,
+  );
+  const results: BenchResults = {
+    startedAt,
+    finishedAt: '',
+    options,
+    machine: undefined as unknown as MachineInfo,
+    failures: [],
+  };
 
   try {
     const setupAt = Date.now();
@@ -67,10 +83,20 @@ async function main(): Promise<number> {
     const sandbox = await startSandbox(env, secrets);
     cleanups.push(() => sandbox.process.stop());
     rmSync(PROFILE_DIR, { recursive: true, force: true });
-    const context: BenchContext = { options, env, secrets, sandbox, signer: new Signer(secrets.webhookSecret), profileDir: PROFILE_DIR, log: progress };
+    const context: BenchContext = {
+      options,
+      env,
+      secrets,
+      sandbox,
+      signer: new Signer(secrets.webhookSecret),
+      profileDir: PROFILE_DIR,
+      log: progress,
+    };
     results.machine = machineInfo(env, options, loadAtStart);
     results.machine.postgres = await postgresVersion(databaseUrl).catch(() => 'unknown');
-    progress(`set-up ${((Date.now() - setupAt) / 1000).toFixed(1)} s (Temporal ${temporal.address}, servers run as ${results.machine.runtime})`);
+    progress(
+      `set-up ${((Date.now() - setupAt) / 1000).toFixed(1)} s (Temporal ${temporal.address}, servers run as ${results.machine.runtime})`,
+    );
 
     const step = async (name: string, run: () => Promise<void>) => {
       try {
@@ -81,20 +107,33 @@ async function main(): Promise<number> {
         results.failures.push(message);
       }
     };
-    if (options.only.has('store')) await step('operation store', async () => void (results.store = await runOperationStore(context)));
+    if (options.only.has('store'))
+      await step('operation store', async () => void (results.store = await runOperationStore(context)));
     if (options.only.has('ingress') || options.only.has('storm')) {
-      await step('ingress', async () => void (results.ingress = await runIngressScenarios(context, { ingress: options.only.has('ingress'), storm: options.only.has('storm') })));
+      await step(
+        'ingress',
+        async () =>
+          void (results.ingress = await runIngressScenarios(context, {
+            ingress: options.only.has('ingress'),
+            storm: options.only.has('storm'),
+          })),
+      );
     }
-    if (options.only.has('e2e')) await step('end to end', async () => void (results.endToEnd = await runEndToEnd(context)));
+    if (options.only.has('e2e'))
+      await step('end to end', async () => void (results.endToEnd = await runEndToEnd(context)));
     if (options.profile) await step('profiles', async () => void (results.profiles = await profileRuns(context)));
 
     for (const run of results.endToEnd ?? []) {
       const what = `end to end ${run.load}, repeat ${run.repeat + 1}`;
       if (run.duplicateEmails > 0) results.failures.push(`${what}: ${run.duplicateEmails} duplicate email(s)`);
-      if (run.missingReplies > 0) results.failures.push(`${what}: ${run.missingReplies} message(s) without a reply${run.timedOut ? ' (did not drain in time)' : ''}`);
+      if (run.missingReplies > 0)
+        results.failures.push(
+          `${what}: ${run.missingReplies} message(s) without a reply${run.timedOut ? ' (did not drain in time)' : ''}`,
+        );
     }
   } finally {
-    for (const cleanup of cleanups.reverse()) await cleanup().catch((error: unknown) => progress(`clean-up: ${String(error)}`));
+    for (const cleanup of cleanups.reverse())
+      await cleanup().catch((error: unknown) => progress(`clean-up: ${String(error)}`));
   }
 
   results.finishedAt = new Date().toISOString();
@@ -102,7 +141,9 @@ async function main(): Promise<number> {
   const summary = summarizeResults(results);
   const { markdownFile, jsonFile } = writeResults(RESULTS, results, summary);
   console.log(`\n${consoleTable(summary)}\n`);
-  console.log(`report: ${path.relative(process.cwd(), markdownFile)}\njson:   ${path.relative(process.cwd(), jsonFile)}`);
+  console.log(
+    `report: ${path.relative(process.cwd(), markdownFile)}\njson:   ${path.relative(process.cwd(), jsonFile)}`,
+  );
   if (results.failures.length) {
     console.error(`\nBENCH FAILED:\n${results.failures.map((f) => `  - ${f}`).join('\n')}`);
     return 1;
@@ -119,9 +160,18 @@ async function profileRuns(context: BenchContext): Promise<ReturnType<typeof sum
   const rate = options.ingress.rates[1];
   const drive = async (side: Side) => {
     const bodies = await side.newEvents(rate * options.ingress.seconds);
-    await runOpenLoop({ origin: side.url, path: WEBHOOK_PATH }, bodies.map((b) => context.signer.sign(b)), { rate, connections: 256, maxDurationMs: 60_000 });
-    const repeated = Array.from({ length: Math.round(options.storm.seconds * 4_000) }, (_, i) => context.signer.sign(bodies[i % bodies.length] as string));
-    await runClosedLoop({ origin: side.url, path: WEBHOOK_PATH }, repeated, { concurrency: options.storm.concurrency, maxDurationMs: options.storm.seconds * 1000 });
+    await runOpenLoop(
+      { origin: side.url, path: WEBHOOK_PATH },
+      bodies.map((b) => context.signer.sign(b)),
+      { rate, connections: 256, maxDurationMs: 60_000 },
+    );
+    const repeated = Array.from({ length: Math.round(options.storm.seconds * 4_000) }, (_, i) =>
+      context.signer.sign(bodies[i % bodies.length] as string),
+    );
+    await runClosedLoop({ origin: side.url, path: WEBHOOK_PATH }, repeated, {
+      concurrency: options.storm.concurrency,
+      maxDurationMs: options.storm.seconds * 1000,
+    });
   };
   context.log('profiling ours (node --cpu-prof)');
   const ours = await startOurSide(context, { cpuProfileDir: context.profileDir });
@@ -138,7 +188,9 @@ async function profileRuns(context: BenchContext): Promise<ReturnType<typeof sum
     await baseline.stop();
   }
   const summaries = profilesIn(context.profileDir).map((file) => summarizeProfile(file));
-  context.log(`profiles in ${path.relative(ROOT, context.profileDir)} (open them in Chrome DevTools → Performance, or speedscope)`);
+  context.log(
+    `profiles in ${path.relative(ROOT, context.profileDir)} (open them in Chrome DevTools → Performance, or speedscope)`,
+  );
   return summaries;
 }
 
@@ -156,22 +208,33 @@ function machineInfo(env: Environment, options: BenchOptions, loadAtStart: [numb
     cores: cpus().length,
     memoryGiB: Math.round(totalmem() / 2 ** 30),
     node: process.version,
-    temporal: process.env.TEMPORAL_ADDRESS ? `at ${env.temporalAddress}` : run(temporalCliPath(), ['--version']).replace(/^temporal version /, ''),
+    temporal: process.env.TEMPORAL_ADDRESS
+      ? `at ${env.temporalAddress}`
+      : run(temporalCliPath(), ['--version']).replace(/^temporal version /, ''),
     postgres: 'unknown',
     commit: `${run('git', ['rev-parse', '--short', 'HEAD'])}${dirty}`,
-    runtime: options.runtime === 'dist' ? 'compiled JavaScript (tsc → .data/bench/dist, `node <file>.js`)' : 'TypeScript via `node --import tsx`',
+    runtime:
+      options.runtime === 'dist'
+        ? 'compiled JavaScript (tsc → .data/bench/dist, `node <file>.js`)'
+        : 'TypeScript via `node --import tsx`',
     loadAtStart,
     loadAtEnd: loadAtStart,
   };
 }
 
 async function postgresVersion(databaseUrl: string): Promise<string> {
-  return withClient(databaseUrl, async (client) => (await client.query<{ server_version: string }>('SHOW server_version')).rows[0]?.server_version ?? 'unknown');
+  return withClient(
+    databaseUrl,
+    async (client) =>
+      (await client.query<{ server_version: string }>('SHOW server_version')).rows[0]?.server_version ?? 'unknown',
+  );
 }
 
 main()
   .then((code) => (process.exitCode = code))
   .catch((error: unknown) => {
-    console.error(`bench: ${error instanceof Error ? (process.env.DEBUG ? error.stack : error.message) : String(error)}`);
+    console.error(
+      `bench: ${error instanceof Error ? (process.env.DEBUG ? error.stack : error.message) : String(error)}`,
+    );
     process.exitCode = 1;
   });

@@ -7,7 +7,11 @@ import { checkProviderSettings, draftingVars, ticketVars } from './provider-conf
  * failing on the first webhook. Each process reads only the variables it needs.
  */
 
-const nonEmpty = (hint: string) => z.string({ error: `is required (${hint})` }).trim().min(1, `is required (${hint})`);
+const nonEmpty = (hint: string) =>
+  z
+    .string({ error: `is required (${hint})` })
+    .trim()
+    .min(1, `is required (${hint})`);
 
 const postgresUrl = nonEmpty('e.g. postgres://user:password@127.0.0.1:5432/replyonce').refine(
   (value) => /^postgres(ql)?:\/\//.test(value) && URL.canParse(value),
@@ -21,7 +25,11 @@ const postgresUrl = nonEmpty('e.g. postgres://user:password@127.0.0.1:5432/reply
  */
 export const webhookSecret = nonEmpty('the webhook signing secret, whsec_…').superRefine((value, ctx) => {
   const problem = webhookSecretProblem(value);
-  if (problem) ctx.addIssue({ code: 'custom', message: `${problem}: copy the signing secret AgentMail shows for the webhook (whsec_ and 32 or more base64 characters)` });
+  if (problem)
+    ctx.addIssue({
+      code: 'custom',
+      message: `${problem}: copy the signing secret AgentMail shows for the webhook (whsec_ and 32 or more base64 characters)`,
+    });
 });
 
 export function webhookSecretProblem(value: string): string | null {
@@ -35,7 +43,11 @@ export function webhookSecretProblem(value: string): string | null {
 }
 
 const temporalVars = {
-  TEMPORAL_ADDRESS: z.string().trim().min(1).default('localhost:7233')
+  TEMPORAL_ADDRESS: z
+    .string()
+    .trim()
+    .min(1)
+    .default('localhost:7233')
     .refine((v) => /^[^\s:/]+:\d{1,5}$/.test(v), 'must be host:port, e.g. localhost:7233'),
   TEMPORAL_NAMESPACE: z.string().trim().min(1).default('replyonce'),
   TEMPORAL_TASK_QUEUE: z.string().trim().min(1).default('replyonce'),
@@ -61,64 +73,98 @@ const agentmailVars = {
   AGENTMAIL_BASE_URL: z.url({ error: 'must be an http(s) URL' }).optional(),
 };
 
-const apiSchema = z.object({
-  ...commonVars,
-  /** Bearer token for /admin/*; unset, the admin routes do not exist (404). */
-  ADMIN_TOKEN: z.string().trim().min(16, 'must be at least 16 characters (e.g. openssl rand -hex 32)').optional(),
-  AGENTMAIL_API_KEY: agentmailVars.AGENTMAIL_API_KEY.optional(),
-  AGENTMAIL_BASE_URL: agentmailVars.AGENTMAIL_BASE_URL,
-  OPERATION_RETENTION_DAYS,
-  AGENTMAIL_WEBHOOK_SECRET: webhookSecret,
-  PORT: z.coerce.number({ error: 'must be a port number' }).int().min(0).max(65535).default(3000),
-  HOST: z.string().trim().min(1).default('127.0.0.1'),
-  /** How long the ingress waits for Postgres or Temporal before answering 500 (AgentMail gives up at 15 s). */
-  INGRESS_DEADLINE_MS: z.coerce.number().int().min(100).max(12_000).default(5_000),
-  /** Largest webhook body accepted; AgentMail's message events are far below this. */
-  WEBHOOK_BODY_LIMIT_BYTES: z.coerce.number().int().min(1024).default(1_048_576),
-}).refine((env) => env.ADMIN_TOKEN === undefined || env.AGENTMAIL_API_KEY !== undefined, {
-  path: ['AGENTMAIL_API_KEY'],
-  message: 'is required when ADMIN_TOKEN is set (POST /admin/replay reads the inbox from AgentMail)',
-});
+const apiSchema = z
+  .object({
+    ...commonVars,
+    /** Bearer token for /admin/*; unset, the admin routes do not exist (404). */
+    ADMIN_TOKEN: z.string().trim().min(16, 'must be at least 16 characters (e.g. openssl rand -hex 32)').optional(),
+    AGENTMAIL_API_KEY: agentmailVars.AGENTMAIL_API_KEY.optional(),
+    AGENTMAIL_BASE_URL: agentmailVars.AGENTMAIL_BASE_URL,
+    OPERATION_RETENTION_DAYS,
+    AGENTMAIL_WEBHOOK_SECRET: webhookSecret,
+    PORT: z.coerce.number({ error: 'must be a port number' }).int().min(0).max(65535).default(3000),
+    HOST: z.string().trim().min(1).default('127.0.0.1'),
+    /** How long the ingress waits for Postgres or Temporal before answering 500 (AgentMail gives up at 15 s). */
+    INGRESS_DEADLINE_MS: z.coerce.number().int().min(100).max(12_000).default(5_000),
+    /** Largest webhook body accepted; AgentMail's message events are far below this. */
+    WEBHOOK_BODY_LIMIT_BYTES: z.coerce.number().int().min(1024).default(1_048_576),
+  })
+  .refine((env) => env.ADMIN_TOKEN === undefined || env.AGENTMAIL_API_KEY !== undefined, {
+    path: ['AGENTMAIL_API_KEY'],
+    message: 'is required when ADMIN_TOKEN is set (POST /admin/replay reads the inbox from AgentMail)',
+  });
 
-const commaList = z.string().default('').transform((v) => v.split(',').map((s) => s.trim().toLowerCase()).filter(Boolean));
-const booleanFlag = z.enum(['true', 'false', '1', '0']).default('true').transform((v) => v === 'true' || v === '1');
-const offByDefault = z.enum(['true', 'false', '1', '0']).default('false').transform((v) => v === 'true' || v === '1');
+const commaList = z
+  .string()
+  .default('')
+  .transform((v) =>
+    v
+      .split(',')
+      .map((s) => s.trim().toLowerCase())
+      .filter(Boolean),
+  );
+const booleanFlag = z
+  .enum(['true', 'false', '1', '0'])
+  .default('true')
+  .transform((v) => v === 'true' || v === '1');
+const offByDefault = z
+  .enum(['true', 'false', '1', '0'])
+  .default('false')
+  .transform((v) => v === 'true' || v === '1');
 
-const workerSchema = z.object({
-  ...commonVars,
-  ...agentmailVars,
-  OPERATION_RETENTION_DAYS,
-  /** Whether the webhook watchdog turns a disabled AgentMail webhook back on (and then catches up). */
-  WATCHDOG_REENABLE: offByDefault,
-  /** The webhooks the watchdog watches; empty: every webhook of the account that receives message.received. */
-  WATCHDOG_WEBHOOK_IDS: z.string().default('').transform((v) => v.split(',').map((s) => s.trim()).filter(Boolean)),
-  ...draftingVars,
-  ...ticketVars,
-  /** Extra addresses that are ours (besides the receiving inbox): never answered, to avoid loops. */
-  REPLYONCE_OWN_ADDRESSES: commaList,
-  /** Replies allowed to one sender address per 24 h before we stop answering (loop safety). */
-  REPLY_BUDGET_PER_SENDER: z.coerce.number().int().min(0).default(5),
-  /** Inboxes whose replies wait for a person's approval (comma-separated; `*` for every inbox). */
-  APPROVAL_REQUIRED_INBOXES: commaList,
-  /** How long a reply waits for approval before it is escalated (it is never sent unapproved). */
-  APPROVAL_TIMEOUT_MS: z.coerce.number().int().min(1_000).default(24 * 60 * 60 * 1000),
-  /** Whether a message we decide not to answer still gets a ticket. */
-  TICKET_FOR_SKIPPED: booleanFlag,
-  /**
-   * Past this age a send whose outcome is unknown reconciles from the thread before retrying:
-   * AgentMail forgets an Idempotency-Key 24 h after the send completed, so an hour of margin.
-   */
-  SEND_RECONCILE_AFTER_MS: z.coerce.number().int().min(0).default(23 * 60 * 60 * 1000),
-  /**
-   * How long an operation claim stays exclusive without renewal (renewed every third of it).
-   * After a worker crash the next attempt waits at most this long before taking the effect over.
-   */
-  OPERATION_LEASE_MS: z.coerce.number().int().min(1_000).default(15_000),
-  /** The worker's Prometheus endpoint (0: any free port, logged at start-up). */
-  METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9464),
-  METRICS_HOST: z.string().trim().min(1).default('127.0.0.1'),
-  WORKER_MAX_CONCURRENT_ACTIVITIES: z.coerce.number().int().min(1).default(50),
-}).superRefine(checkProviderSettings, { when: () => true });
+const workerSchema = z
+  .object({
+    ...commonVars,
+    ...agentmailVars,
+    OPERATION_RETENTION_DAYS,
+    /** Whether the webhook watchdog turns a disabled AgentMail webhook back on (and then catches up). */
+    WATCHDOG_REENABLE: offByDefault,
+    /** The webhooks the watchdog watches; empty: every webhook of the account that receives message.received. */
+    WATCHDOG_WEBHOOK_IDS: z
+      .string()
+      .default('')
+      .transform((v) =>
+        v
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean),
+      ),
+    ...draftingVars,
+    ...ticketVars,
+    /** Extra addresses that are ours (besides the receiving inbox): never answered, to avoid loops. */
+    REPLYONCE_OWN_ADDRESSES: commaList,
+    /** Replies allowed to one sender address per 24 h before we stop answering (loop safety). */
+    REPLY_BUDGET_PER_SENDER: z.coerce.number().int().min(0).default(5),
+    /** Inboxes whose replies wait for a person's approval (comma-separated; `*` for every inbox). */
+    APPROVAL_REQUIRED_INBOXES: commaList,
+    /** How long a reply waits for approval before it is escalated (it is never sent unapproved). */
+    APPROVAL_TIMEOUT_MS: z.coerce
+      .number()
+      .int()
+      .min(1_000)
+      .default(24 * 60 * 60 * 1000),
+    /** Whether a message we decide not to answer still gets a ticket. */
+    TICKET_FOR_SKIPPED: booleanFlag,
+    /**
+     * Past this age a send whose outcome is unknown reconciles from the thread before retrying:
+     * AgentMail forgets an Idempotency-Key 24 h after the send completed, so an hour of margin.
+     */
+    SEND_RECONCILE_AFTER_MS: z.coerce
+      .number()
+      .int()
+      .min(0)
+      .default(23 * 60 * 60 * 1000),
+    /**
+     * How long an operation claim stays exclusive without renewal (renewed every third of it).
+     * After a worker crash the next attempt waits at most this long before taking the effect over.
+     */
+    OPERATION_LEASE_MS: z.coerce.number().int().min(1_000).default(15_000),
+    /** The worker's Prometheus endpoint (0: any free port, logged at start-up). */
+    METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9464),
+    METRICS_HOST: z.string().trim().min(1).default('127.0.0.1'),
+    WORKER_MAX_CONCURRENT_ACTIVITIES: z.coerce.number().int().min(1).default(50),
+  })
+  .superRefine(checkProviderSettings, { when: () => true });
 
 /** `npm run replay`: Temporal to start workflows, Postgres for the cursors, AgentMail to list the inbox. */
 const replaySchema = z.object({ ...commonVars, ...agentmailVars, OPERATION_RETENTION_DAYS });
@@ -137,7 +183,9 @@ function parseEnv<S extends z.ZodType>(schema: S, env: NodeJS.ProcessEnv, proces
   const cleaned = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
   const parsed = schema.safeParse(cleaned);
   if (parsed.success) return parsed.data;
-  const problems = parsed.error.issues.map((issue) => `  - ${issue.path.join('.') || '(environment)'} ${issue.message}`);
+  const problems = parsed.error.issues.map(
+    (issue) => `  - ${issue.path.join('.') || '(environment)'} ${issue.message}`,
+  );
   throw new ConfigError(
     `The ${processName} cannot start: its configuration is invalid.\n${problems.join('\n')}\n` +
       'Set these environment variables (see the configuration table in README.md) and start it again.',
@@ -145,7 +193,9 @@ function parseEnv<S extends z.ZodType>(schema: S, env: NodeJS.ProcessEnv, proces
 }
 
 export const loadApiConfig = (env: NodeJS.ProcessEnv = process.env): ApiConfig => parseEnv(apiSchema, env, 'API');
-export const loadWorkerConfig = (env: NodeJS.ProcessEnv = process.env): WorkerConfig => parseEnv(workerSchema, env, 'worker');
-export const loadReplayConfig = (env: NodeJS.ProcessEnv = process.env): ReplayConfig => parseEnv(replaySchema, env, 'replay');
+export const loadWorkerConfig = (env: NodeJS.ProcessEnv = process.env): WorkerConfig =>
+  parseEnv(workerSchema, env, 'worker');
+export const loadReplayConfig = (env: NodeJS.ProcessEnv = process.env): ReplayConfig =>
+  parseEnv(replaySchema, env, 'replay');
 export const loadTemporalConfig = (env: NodeJS.ProcessEnv = process.env): TemporalConfig =>
   parseEnv(z.object(temporalVars), env, 'Temporal set-up');

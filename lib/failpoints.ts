@@ -21,9 +21,15 @@ export const FAILPOINTS = [
 export type Failpoint = (typeof FAILPOINTS)[number];
 
 function armedFromEnv(): ReadonlySet<string> {
-  const names = (process.env.REPLYONCE_FAILPOINTS ?? '').split(',').map((s) => s.trim()).filter(Boolean);
+  const names = (process.env.REPLYONCE_FAILPOINTS ?? '')
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
   const unknown = names.filter((name) => !(FAILPOINTS as readonly string[]).includes(name));
-  if (unknown.length > 0) throw new Error(`REPLYONCE_FAILPOINTS names unknown failpoints: ${unknown.join(', ')} (known: ${FAILPOINTS.join(', ')})`);
+  if (unknown.length > 0)
+    throw new Error(
+      `REPLYONCE_FAILPOINTS names unknown failpoints: ${unknown.join(', ')} (known: ${FAILPOINTS.join(', ')})`,
+    );
   return new Set(names);
 }
 

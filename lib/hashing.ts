@@ -9,7 +9,9 @@ export const sha256Hex = (text: string): string => createHash('sha256').update(t
 export function canonicalJson(value: unknown): string {
   return JSON.stringify(value, (_key, v: unknown) => {
     if (v && typeof v === 'object' && !Array.isArray(v)) {
-      return Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+      return Object.fromEntries(
+        Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)),
+      );
     }
     return v;
   });
@@ -31,7 +33,8 @@ export function inboundWorkflowId(ref: MessageRef): string {
  * sent us, and hashed so it fits the header's limits whatever the message id looks like.
  */
 export const IDEMPOTENCY_KEY_PREFIX = 'replyonce-';
-export const providerIdempotencyKey = (operationKey: string): string => `${IDEMPOTENCY_KEY_PREFIX}${sha256Hex(operationKey)}`;
+export const providerIdempotencyKey = (operationKey: string): string =>
+  `${IDEMPOTENCY_KEY_PREFIX}${sha256Hex(operationKey)}`;
 
 /** Recipients are stored only as hashes: the per-sender budget needs equality, not the address. */
 export const addressHash = (address: string): string => sha256Hex(address.trim().toLowerCase());

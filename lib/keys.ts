@@ -27,14 +27,19 @@ export interface MessageRef {
  * workflow's OperationKind values, or a new effect's own (activities/examples/refund.ts).
  */
 export function operationKey(ref: MessageRef, kind: OperationKind | (string & {}), version = 1): string {
-  if (!/^[a-z][a-z0-9-]{0,49}$/.test(kind)) throw new RangeError(`operation kind must be 1-50 lower-case letters, digits or dashes, got ${JSON.stringify(kind)}`);
-  if (!Number.isInteger(version) || version < 1) throw new RangeError(`operation key version must be a positive integer, got ${version}`);
+  if (!/^[a-z][a-z0-9-]{0,49}$/.test(kind))
+    throw new RangeError(
+      `operation kind must be 1-50 lower-case letters, digits or dashes, got ${JSON.stringify(kind)}`,
+    );
+  if (!Number.isInteger(version) || version < 1)
+    throw new RangeError(`operation key version must be a positive integer, got ${version}`);
   return `${ref.inboxId}/${ref.messageId}/${kind}/v${version}`;
 }
 
 export const decisionKey = (ref: MessageRef) => operationKey(ref, OperationKind.decision);
 export const draftKey = (ref: MessageRef, version = 1) => operationKey(ref, OperationKind.draft, version);
 export const reviewKey = (ref: MessageRef) => operationKey(ref, OperationKind.review);
-export const providerDraftKey = (ref: MessageRef, version = 1) => operationKey(ref, OperationKind.providerDraft, version);
+export const providerDraftKey = (ref: MessageRef, version = 1) =>
+  operationKey(ref, OperationKind.providerDraft, version);
 export const ticketKey = (ref: MessageRef) => operationKey(ref, OperationKind.ticket);
 export const replyKey = (ref: MessageRef, version = 1) => operationKey(ref, OperationKind.reply, version);

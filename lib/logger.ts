@@ -29,5 +29,8 @@ export type Logger = pino.Logger;
  * is on stdout when the process dies, which is when it matters most.
  */
 export function createLogger(name: string, level = process.env.LOG_LEVEL ?? 'info'): Logger {
-  return pino({ name, level, redact: { paths: redactedPaths, censor: '[redacted]' } }, pino.destination({ dest: 1, sync: true }));
+  return pino(
+    { name, level, redact: { paths: redactedPaths, censor: '[redacted]' } },
+    pino.destination({ dest: 1, sync: true }),
+  );
 }

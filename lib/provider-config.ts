@@ -25,7 +25,10 @@ const inboxInstructions = z
       try {
         text = readFileSync(value, 'utf8');
       } catch (error) {
-        ctx.addIssue({ code: 'custom', message: `names a file that cannot be read (${(error as Error).message}); give a JSON object or the path of a JSON file` });
+        ctx.addIssue({
+          code: 'custom',
+          message: `names a file that cannot be read (${(error as Error).message}); give a JSON object or the path of a JSON file`,
+        });
         return z.NEVER;
       }
     }
@@ -33,12 +36,19 @@ const inboxInstructions = z
     try {
       parsed = JSON.parse(text);
     } catch {
-      ctx.addIssue({ code: 'custom', message: `${inline ? 'is' : `names a file (${value}) that is`} not valid JSON; expected {"support@example.com": "instructions…"}` });
+      ctx.addIssue({
+        code: 'custom',
+        message: `${inline ? 'is' : `names a file (${value}) that is`} not valid JSON; expected {"support@example.com": "instructions…"}`,
+      });
       return z.NEVER;
     }
     const map = z.record(z.string().trim().min(3), z.string().trim().min(1)).safeParse(parsed);
     if (!map.success) {
-      ctx.addIssue({ code: 'custom', message: 'must be a JSON object mapping inbox addresses to non-empty instructions, e.g. {"support@example.com": "…"}' });
+      ctx.addIssue({
+        code: 'custom',
+        message:
+          'must be a JSON object mapping inbox addresses to non-empty instructions, e.g. {"support@example.com": "…"}',
+      });
       return z.NEVER;
     }
     return Object.fromEntries(Object.entries(map.data).map(([inbox, text]) => [inbox.toLowerCase(), text]));
@@ -55,7 +65,12 @@ export const draftingVars = {
    * One model call's deadline. Below the draft activity's 2-minute start-to-close timeout, so a
    * slow call ends as a retryable DraftTimeout before Temporal gives up on the attempt.
    */
-  DRAFT_TIMEOUT_MS: z.coerce.number().int().min(1_000).max(110_000, 'must be at most 110000 (the draft activity times out at 2 minutes)').default(60_000),
+  DRAFT_TIMEOUT_MS: z.coerce
+    .number()
+    .int()
+    .min(1_000)
+    .max(110_000, 'must be at most 110000 (the draft activity times out at 2 minutes)')
+    .default(60_000),
   /** A reply cut off at this limit is not sent (InvalidDraft); 2,000 tokens is well above MAX_DRAFT_CHARACTERS. */
   DRAFT_MAX_OUTPUT_TOKENS: z.coerce.number().int().min(64).max(32_000).default(2_000),
   /** The instructions for every inbox without its own; unset: a careful general support agent. */
@@ -64,7 +79,9 @@ export const draftingVars = {
 };
 
 export const ticketVars = {
-  TICKET_PROVIDER: z.enum(TICKET_PROVIDERS, { error: `must be one of ${TICKET_PROVIDERS.join(', ')}` }).default('postgres'),
+  TICKET_PROVIDER: z
+    .enum(TICKET_PROVIDERS, { error: `must be one of ${TICKET_PROVIDERS.join(', ')}` })
+    .default('postgres'),
   /** https://<subdomain>.zendesk.com */
   ZENDESK_URL: httpUrl.optional(),
   /** The agent the API token belongs to (API token auth: `<email>/token:<token>`). */
@@ -77,9 +94,18 @@ export const ticketVars = {
 type ProviderEnv = Partial<Record<keyof typeof draftingVars | keyof typeof ticketVars, unknown>>;
 
 const needs: Record<Exclude<DraftProvider, 'offline'>, Array<[keyof typeof draftingVars, string]>> = {
-  openai: [['DRAFT_MODEL', 'e.g. gpt-4o-mini'], ['DRAFT_API_KEY', 'your OpenAI API key']],
-  anthropic: [['DRAFT_MODEL', 'e.g. claude-sonnet-4-5'], ['DRAFT_API_KEY', 'your Anthropic API key']],
-  'openai-compatible': [['DRAFT_MODEL', 'the model name the server knows, e.g. llama3.1'], ['DRAFT_BASE_URL', 'the server\'s API root, e.g. http://127.0.0.1:11434/v1']],
+  openai: [
+    ['DRAFT_MODEL', 'e.g. gpt-4o-mini'],
+    ['DRAFT_API_KEY', 'your OpenAI API key'],
+  ],
+  anthropic: [
+    ['DRAFT_MODEL', 'e.g. claude-sonnet-4-5'],
+    ['DRAFT_API_KEY', 'your Anthropic API key'],
+  ],
+  'openai-compatible': [
+    ['DRAFT_MODEL', 'the model name the server knows, e.g. llama3.1'],
+    ['DRAFT_BASE_URL', "the server's API root, e.g. http://127.0.0.1:11434/v1"],
+  ],
 };
 
 /**
@@ -90,7 +116,12 @@ export function checkProviderSettings(env: ProviderEnv, ctx: z.RefinementCtx): v
   const provider = env.DRAFT_PROVIDER;
   if (provider === 'openai' || provider === 'anthropic' || provider === 'openai-compatible') {
     for (const [name, hint] of needs[provider]) {
-      if (env[name] === undefined) ctx.addIssue({ code: 'custom', path: [name], message: `is required when DRAFT_PROVIDER=${provider} (${hint})` });
+      if (env[name] === undefined)
+        ctx.addIssue({
+          code: 'custom',
+          path: [name],
+          message: `is required when DRAFT_PROVIDER=${provider} (${hint})`,
+        });
     }
   }
   if (env.TICKET_PROVIDER === 'zendesk') {
@@ -100,7 +131,8 @@ export function checkProviderSettings(env: ProviderEnv, ctx: z.RefinementCtx): v
       ['ZENDESK_API_TOKEN', 'Admin Center → Apps and integrations → Zendesk API'],
     ];
     for (const [name, hint] of zendesk) {
-      if (env[name] === undefined) ctx.addIssue({ code: 'custom', path: [name], message: `is required when TICKET_PROVIDER=zendesk (${hint})` });
+      if (env[name] === undefined)
+        ctx.addIssue({ code: 'custom', path: [name], message: `is required when TICKET_PROVIDER=zendesk (${hint})` });
     }
   }
 }

@@ -86,7 +86,9 @@ export function buildSandbox(options: SandboxOptions): Sandbox {
     request.log.error({ err: error }, 'sandbox handler failed');
     return reply.code(500).send(errorBodyFor(500, 'Internal server error'));
   });
-  app.setNotFoundHandler((request, reply) => reply.code(404).send(errorBodyFor(404, `no route ${request.method} ${request.url.split('?')[0]}`)));
+  app.setNotFoundHandler((request, reply) =>
+    reply.code(404).send(errorBodyFor(404, `no route ${request.method} ${request.url.split('?')[0]}`)),
+  );
 
   messageRoutes(app, state);
   threadRoutes(app, state);

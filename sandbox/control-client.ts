@@ -38,7 +38,10 @@ export class SandboxControl {
   constructor(readonly baseUrl: string) {}
 
   createInbox(inboxId: string, displayName?: string): Promise<unknown> {
-    return this.call('POST', '/_sandbox/inboxes', { inbox_id: inboxId, ...(displayName ? { display_name: displayName } : {}) });
+    return this.call('POST', '/_sandbox/inboxes', {
+      inbox_id: inboxId,
+      ...(displayName ? { display_name: displayName } : {}),
+    });
   }
 
   /** A message arrives; unless `deliver: false`, its message.received webhook is on its way. */
@@ -48,7 +51,10 @@ export class SandboxControl {
 
   async outbox(filter: { inbox_id?: string; in_reply_to?: string } = {}): Promise<OutboxEntry[]> {
     const query = new URLSearchParams(Object.entries(filter).filter((e): e is [string, string] => e[1] !== undefined));
-    const { entries } = await this.call<{ entries: OutboxEntry[] }>('GET', `/_sandbox/outbox${query.size ? `?${query.toString()}` : ''}`);
+    const { entries } = await this.call<{ entries: OutboxEntry[] }>(
+      'GET',
+      `/_sandbox/outbox${query.size ? `?${query.toString()}` : ''}`,
+    );
     return entries;
   }
 
@@ -56,7 +62,13 @@ export class SandboxControl {
   async setFaults(rules: FaultSpec | FaultSpec[]): Promise<FaultRule[]> {
     const list = (Array.isArray(rules) ? rules : [rules]).map(({ match = {}, ...rule }) => {
       const { path, ...rest } = match;
-      return { ...rule, match: { ...rest, ...(path instanceof RegExp ? { path_regex: path.source } : path !== undefined ? { path } : {}) } };
+      return {
+        ...rule,
+        match: {
+          ...rest,
+          ...(path instanceof RegExp ? { path_regex: path.source } : path !== undefined ? { path } : {}),
+        },
+      };
     });
     return (await this.call<{ rules: FaultRule[] }>('POST', '/_sandbox/faults', { rules: list })).rules;
   }
@@ -88,7 +100,8 @@ export class SandboxControl {
     for (;;) {
       const attempts = await this.deliveries(options.eventId);
       if (done(attempts)) return attempts;
-      if (Date.now() > deadline) throw new Error(`deliveries did not reach the expected state in time: ${JSON.stringify(attempts)}`);
+      if (Date.now() > deadline)
+        throw new Error(`deliveries did not reach the expected state in time: ${JSON.stringify(attempts)}`);
       await new Promise((resolve) => setTimeout(resolve, 25));
     }
   }

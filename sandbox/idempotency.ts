@@ -29,7 +29,8 @@ export interface KeyRecord {
 export type Claim = { kind: 'new' } | { kind: 'replay'; response: StoredResponse };
 
 /** The conflict messages are stable: callers tell "retry later" from "your bug" by them and by `code`. */
-export const IN_PROGRESS_MESSAGE = 'A request with this Idempotency-Key is still in progress; retry later with the same key';
+export const IN_PROGRESS_MESSAGE =
+  'A request with this Idempotency-Key is still in progress; retry later with the same key';
 export const REUSED_MESSAGE = 'Idempotency-Key reused with a different request';
 
 /** undefined → no key (every request sends); anything present must be a usable key. */
@@ -37,22 +38,30 @@ export function parseIdempotencyKey(header: string | string[] | undefined): stri
   if (header === undefined) return null;
   const key = Array.isArray(header) ? header.join(', ') : header;
   const problem =
-    key.length === 0 ? 'must not be empty'
-    : key.length > MAX_KEY_LENGTH ? `must be at most ${MAX_KEY_LENGTH} characters`
-    : !/^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(key) ? 'must be printable ASCII'
-    : null;
-  if (problem) throw ApiError.validation(`Idempotency-Key ${problem}`, [{ field: 'Idempotency-Key', message: problem }]);
+    key.length === 0
+      ? 'must not be empty'
+      : key.length > MAX_KEY_LENGTH
+        ? `must be at most ${MAX_KEY_LENGTH} characters`
+        : !/^[\x21-\x7e](?:[\x20-\x7e]*[\x21-\x7e])?$/.test(key)
+          ? 'must be printable ASCII'
+          : null;
+  if (problem)
+    throw ApiError.validation(`Idempotency-Key ${problem}`, [{ field: 'Idempotency-Key', message: problem }]);
   return key;
 }
 
 /** sha256 over method, path and the body with object keys sorted. */
 export function requestFingerprint(endpoint: string, body: unknown): string {
-  return createHash('sha256').update(`${endpoint}\n${canonicalJson(body ?? null)}`).digest('hex');
+  return createHash('sha256')
+    .update(`${endpoint}\n${canonicalJson(body ?? null)}`)
+    .digest('hex');
 }
 
 export function canonicalJson(value: unknown): string {
   return JSON.stringify(value, (_k, v: unknown) =>
-    v && typeof v === 'object' && !Array.isArray(v) ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) : v,
+    v && typeof v === 'object' && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v,
   );
 }
 
@@ -71,11 +80,22 @@ export class IdempotencyStore {
     const record = this.records.get(key);
     if (!record) {
       const created_at = this.clock.iso();
-      this.records.set(key, { key, endpoint, fingerprint, status: KeyStatus.InProgress, created_at, completed_at: null, expires_at: null, response: null });
+      this.records.set(key, {
+        key,
+        endpoint,
+        fingerprint,
+        status: KeyStatus.InProgress,
+        created_at,
+        completed_at: null,
+        expires_at: null,
+        response: null,
+      });
       return { kind: 'new' };
     }
-    if (record.endpoint !== endpoint || record.fingerprint !== fingerprint) throw ApiError.conflict(REUSED_MESSAGE, 'idempotency_key_reused');
-    if (record.status === KeyStatus.InProgress || !record.response) throw ApiError.conflict(IN_PROGRESS_MESSAGE, 'idempotency_key_in_progress');
+    if (record.endpoint !== endpoint || record.fingerprint !== fingerprint)
+      throw ApiError.conflict(REUSED_MESSAGE, 'idempotency_key_reused');
+    if (record.status === KeyStatus.InProgress || !record.response)
+      throw ApiError.conflict(IN_PROGRESS_MESSAGE, 'idempotency_key_in_progress');
     return { kind: 'replay', response: record.response };
   }
 

@@ -49,7 +49,14 @@ export class Mailbox {
     const existing = this.inboxes.get(inboxId);
     if (existing) return existing.value;
     const now = this.clock.iso();
-    const inbox: InboxRaw = omitUndefined({ pod_id: 'pod_sandbox', inbox_id: inboxId, email: inboxId, display_name: displayName, updated_at: now, created_at: now });
+    const inbox: InboxRaw = omitUndefined({
+      pod_id: 'pod_sandbox',
+      inbox_id: inboxId,
+      email: inboxId,
+      display_name: displayName,
+      updated_at: now,
+      created_at: now,
+    });
     this.inboxes.set(inboxId, { seq: ++this.seq, value: inbox });
     return inbox;
   }
@@ -125,7 +132,10 @@ export class Mailbox {
     for (const m of this.messagesOf(inboxId)) latest.set(m.value.thread_id, m.seq);
     return [...latest.entries()]
       .sort(([, a], [, b]) => a - b)
-      .map(([threadId, seq]) => ({ seq, value: summarizeThread(this.threadMessages(inboxId, threadId).map((m) => m.value)) }));
+      .map(([threadId, seq]) => ({
+        seq,
+        value: summarizeThread(this.threadMessages(inboxId, threadId).map((m) => m.value)),
+      }));
   }
 
   updateLabels(inboxId: string, messageId: string, add: string[], remove: string[]): MessageRaw {
@@ -136,7 +146,12 @@ export class Mailbox {
   }
 
   recordSent(message: MessageRaw, endpoint: string, idempotencyKey: string | null): void {
-    this.outbox.push({ message: structuredClone(message), endpoint, idempotency_key: idempotencyKey, sent_at: message.created_at });
+    this.outbox.push({
+      message: structuredClone(message),
+      endpoint,
+      idempotency_key: idempotencyKey,
+      sent_at: message.created_at,
+    });
   }
 
   counts(): { inboxes: number; messages: number; sent: number } {

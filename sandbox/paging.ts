@@ -23,12 +23,18 @@ interface Cursor {
 export function parseLimit(raw: unknown): number {
   if (raw === undefined || raw === '') return DEFAULT_LIMIT;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < 1 || n > MAX_LIMIT) throw ApiError.validation(`limit must be an integer from 1 to ${MAX_LIMIT}`);
+  if (!Number.isInteger(n) || n < 1 || n > MAX_LIMIT)
+    throw ApiError.validation(`limit must be an integer from 1 to ${MAX_LIMIT}`);
   return n;
 }
 
 /** `ordered` is already sorted in the requested direction. */
-export function paginate<T>(ordered: Sequenced<T>[], limit: number, pageToken: string | undefined, asc: boolean): Page<T> {
+export function paginate<T>(
+  ordered: Sequenced<T>[],
+  limit: number,
+  pageToken: string | undefined,
+  asc: boolean,
+): Page<T> {
   let rest = ordered;
   if (pageToken) {
     const cursor = decodeToken(pageToken);
@@ -61,7 +67,17 @@ function decodeToken(token: string): Cursor {
 }
 
 /** AgentMail's list envelope: `{ count, limit, next_page_token?, <name>: [...] }`. */
-export function listResponse<T, K extends string>(name: K, page: Page<T>): { count: number; limit: number; next_page_token?: string } & Record<K, T[]> {
-  const envelope = { count: page.count, limit: page.limit, ...(page.next_page_token ? { next_page_token: page.next_page_token } : {}) };
-  return { ...envelope, [name]: page.items } as { count: number; limit: number; next_page_token?: string } & Record<K, T[]>;
+export function listResponse<T, K extends string>(
+  name: K,
+  page: Page<T>,
+): { count: number; limit: number; next_page_token?: string } & Record<K, T[]> {
+  const envelope = {
+    count: page.count,
+    limit: page.limit,
+    ...(page.next_page_token ? { next_page_token: page.next_page_token } : {}),
+  };
+  return { ...envelope, [name]: page.items } as { count: number; limit: number; next_page_token?: string } & Record<
+    K,
+    T[]
+  >;
 }

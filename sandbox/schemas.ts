@@ -7,7 +7,9 @@ import { ApiError } from './errors';
  */
 
 /** Addresses.Raw = string | string[]. */
-const addresses = z.union([z.string().min(1), z.array(z.string().min(1))]).transform((v) => (Array.isArray(v) ? v : [v]));
+const addresses = z
+  .union([z.string().min(1), z.array(z.string().min(1))])
+  .transform((v) => (Array.isArray(v) ? v : [v]));
 const labelList = z.union([z.string(), z.array(z.string())]).transform((v) => (Array.isArray(v) ? v : [v]));
 const headers = z.record(z.string(), z.string());
 
@@ -53,7 +55,11 @@ export const createDraftSchema = z.object({
   in_reply_to: z.string().nullish(),
   send_at: z.string().nullish(),
   /** AgentMail's idempotency guide: client_id may not contain "@". */
-  client_id: z.string().min(1).refine((v) => !v.includes('@'), 'client_id must not contain "@"').nullish(),
+  client_id: z
+    .string()
+    .min(1)
+    .refine((v) => !v.includes('@'), 'client_id must not contain "@"')
+    .nullish(),
 });
 
 export const updateWebhookSchema = z.object({

@@ -28,7 +28,11 @@ export function summarizeThread(messages: MessageRaw[]): ThreadItemRaw {
     last_message_id: last.message_id,
     message_count: messages.length,
     size: messages.reduce((sum, m) => sum + m.size, 0),
-    updated_at: messages.map((m) => m.updated_at).sort().at(-1) ?? last.updated_at,
+    updated_at:
+      messages
+        .map((m) => m.updated_at)
+        .sort()
+        .at(-1) ?? last.updated_at,
     created_at: first.created_at,
   });
 }

@@ -42,7 +42,9 @@ export interface WebhookEndpoint {
   created_at: string;
   updated_at: string;
 }
-export type EndpointChange = { [K in keyof Omit<WebhookEndpoint, 'webhook_id' | 'created_at' | 'updated_at'>]?: WebhookEndpoint[K] | undefined };
+export type EndpointChange = {
+  [K in keyof Omit<WebhookEndpoint, 'webhook_id' | 'created_at' | 'updated_at'>]?: WebhookEndpoint[K] | undefined;
+};
 
 export interface DispatcherOptions {
   secret: string;
@@ -118,13 +120,20 @@ export class WebhookDispatcher {
     const original = this.event(eventId);
     const payload = JSON.parse(original.body) as Record<string, unknown>;
     const ref = { inbox_id: original.inbox_id, message_id: original.message_id };
-    return this.publish(original.event_type, ref, (id) => ({ ...payload, event_id: id }), { deliver: true, duplicates: 0 });
+    return this.publish(original.event_type, ref, (id) => ({ ...payload, event_id: id }), {
+      deliver: true,
+      duplicates: 0,
+    });
   }
 
   /** One extra attempt now, same svix-id, outside the retry schedule (Svix "resend"). */
   async redeliver(eventId: string): Promise<DeliveryAttempt> {
     const event = this.event(eventId);
-    if (!this.accepts(event)) throw ApiError.conflict('the webhook endpoint has no URL, is disabled, or filters this event out', 'endpoint_inactive');
+    if (!this.accepts(event))
+      throw ApiError.conflict(
+        'the webhook endpoint has no URL, is disabled, or filters this event out',
+        'endpoint_inactive',
+      );
     const attempt = await this.attempt(event, 'redeliver');
     if (attempt.ok) event.status = 'delivered';
     return attempt;
@@ -192,14 +201,24 @@ export class WebhookDispatcher {
   private accepts(event: EventRecord): boolean {
     const { url, enabled, event_types, inbox_ids } = this.endpoint;
     if (url === null || !enabled) return false;
-    return (event_types === null || event_types.includes(event.event_type)) && (inbox_ids === null || inbox_ids.includes(event.inbox_id));
+    return (
+      (event_types === null || event_types.includes(event.event_type)) &&
+      (inbox_ids === null || inbox_ids.includes(event.inbox_id))
+    );
   }
 
   private async attempt(event: EventRecord, trigger: AttemptTrigger): Promise<DeliveryAttempt> {
     const lifetime = this.lifetime.signal;
     event.attempts += 1;
     const url = this.endpoint.url ?? '';
-    const record = await deliverOnce(event, { signer: this.signer, url, attempt: event.attempts, trigger, timeoutMs: this.options.timeoutMs, lifetime });
+    const record = await deliverOnce(event, {
+      signer: this.signer,
+      url,
+      attempt: event.attempts,
+      trigger,
+      timeoutMs: this.options.timeoutMs,
+      lifetime,
+    });
     if (!lifetime.aborted) this.attempts.push(record);
     return record;
   }
@@ -207,5 +226,13 @@ export class WebhookDispatcher {
 
 function initialEndpoint(url: string | undefined): WebhookEndpoint {
   const now = new Date().toISOString();
-  return { webhook_id: SANDBOX_WEBHOOK_ID, url: url ?? null, enabled: true, event_types: null, inbox_ids: null, created_at: now, updated_at: now };
+  return {
+    webhook_id: SANDBOX_WEBHOOK_ID,
+    url: url ?? null,
+    enabled: true,
+    event_types: null,
+    inbox_ids: null,
+    created_at: now,
+    updated_at: now,
+  };
 }

@@ -32,12 +32,15 @@ export interface MigrateOptions {
 export async function migrateDatabase(databaseUrl: string, options: MigrateOptions = {}): Promise<string[]> {
   const dir = options.dir ?? MIGRATIONS_DIR;
   // "No migrations to run!" is left to the caller, which has the list of what was applied.
-  const log = options.log ?? ((message: string) => message.startsWith('No migrations') || console.error(`[db] ${message}`));
+  const log =
+    options.log ?? ((message: string) => message.startsWith('No migrations') || console.error(`[db] ${message}`));
   const client = new Client({ connectionString: databaseUrl, connectionTimeoutMillis: 5_000 });
   try {
     await client.connect();
   } catch (error) {
-    throw new SetupError(`cannot connect to PostgreSQL at ${describeDatabaseUrl(databaseUrl)} (DATABASE_URL): ${messageOf(error)}`);
+    throw new SetupError(
+      `cannot connect to PostgreSQL at ${describeDatabaseUrl(databaseUrl)} (DATABASE_URL): ${messageOf(error)}`,
+    );
   }
   try {
     await client.query('SELECT pg_advisory_lock($1)', [MIGRATION_LOCK_KEY.toString()]);
@@ -61,8 +64,11 @@ export async function migrateDatabase(databaseUrl: string, options: MigrateOptio
 if (require.main === module) {
   runMain(async () => {
     const databaseUrl = process.env.DATABASE_URL;
-    if (!databaseUrl) throw new SetupError('DATABASE_URL is not set (e.g. postgres://replyonce:replyonce@127.0.0.1:55432/replyonce)');
+    if (!databaseUrl)
+      throw new SetupError('DATABASE_URL is not set (e.g. postgres://replyonce:replyonce@127.0.0.1:55432/replyonce)');
     const applied = await migrateDatabase(databaseUrl);
-    console.error(`[db] ${describeDatabaseUrl(databaseUrl)}: ${applied.length ? `applied ${applied.join(', ')}` : 'up to date'}`);
+    console.error(
+      `[db] ${describeDatabaseUrl(databaseUrl)}: ${applied.length ? `applied ${applied.join(', ')}` : 'up to date'}`,
+    );
   });
 }

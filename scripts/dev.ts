@@ -63,7 +63,8 @@ async function main(): Promise<number> {
     await assertPortFree(API_PORT, 'API', portHint);
     if (useSandbox) await assertPortFree(SANDBOX_PORT, 'sandbox', portHint);
 
-    const temporalAddress = env.TEMPORAL_ADDRESS || (await startTemporal((server) => (temporal = server), record)).address;
+    const temporalAddress =
+      env.TEMPORAL_ADDRESS || (await startTemporal((server) => (temporal = server), record)).address;
     if (signalled) return 130;
     await setupTemporal({ address: temporalAddress, namespace, retentionDays: 7 });
 
@@ -76,7 +77,9 @@ async function main(): Promise<number> {
       ? { AGENTMAIL_API_KEY: secrets.agentmailApiKey, AGENTMAIL_BASE_URL: `http://127.0.0.1:${SANDBOX_PORT}` }
       : { AGENTMAIL_API_KEY: env.AGENTMAIL_API_KEY, AGENTMAIL_BASE_URL: env.AGENTMAIL_BASE_URL };
     if (!useSandbox && !env.AGENTMAIL_WEBHOOK_SECRET) {
-      console.error('[dev] warning: AGENTMAIL_API_KEY is set but AGENTMAIL_WEBHOOK_SECRET is not; webhooks from AgentMail will fail verification');
+      console.error(
+        '[dev] warning: AGENTMAIL_API_KEY is set but AGENTMAIL_WEBHOOK_SECRET is not; webhooks from AgentMail will fail verification',
+      );
     }
     const appEnv: NodeJS.ProcessEnv = {
       ...env,
@@ -106,9 +109,11 @@ async function main(): Promise<number> {
 
     const stopped = Promise.race([group.failed, interrupted]);
     const listening =
-      (await waitForPort(API_PORT, LISTEN_TIMEOUT_MS, stopped)) && (!useSandbox || (await waitForPort(SANDBOX_PORT, LISTEN_TIMEOUT_MS, stopped)));
+      (await waitForPort(API_PORT, LISTEN_TIMEOUT_MS, stopped)) &&
+      (!useSandbox || (await waitForPort(SANDBOX_PORT, LISTEN_TIMEOUT_MS, stopped)));
     if (listening) printBanner({ namespace, useSandbox, temporalUi: temporal?.uiUrl, temporalAddress });
-    else if (!signalled && !group.failedProcess) console.error(`[dev] the API did not listen on :${API_PORT} within ${LISTEN_TIMEOUT_MS / 1000} s`);
+    else if (!signalled && !group.failedProcess)
+      console.error(`[dev] the API did not listen on :${API_PORT} within ${LISTEN_TIMEOUT_MS / 1000} s`);
 
     await stopped;
     return group.failedProcess ? 1 : signalled ? 130 : 0;
@@ -118,8 +123,13 @@ async function main(): Promise<number> {
   }
 }
 
-async function startTemporal(started: (server: TemporalDevServer) => void, record: ProcessRecord): Promise<TemporalDevServer> {
-  console.error(`[dev] starting the Temporal dev server on 127.0.0.1:${TEMPORAL_PORT} (state: .data/temporal/dev.sqlite)…`);
+async function startTemporal(
+  started: (server: TemporalDevServer) => void,
+  record: ProcessRecord,
+): Promise<TemporalDevServer> {
+  console.error(
+    `[dev] starting the Temporal dev server on 127.0.0.1:${TEMPORAL_PORT} (state: .data/temporal/dev.sqlite)…`,
+  );
   const server = await startTemporalDevServer({
     port: TEMPORAL_PORT,
     uiPort: TEMPORAL_UI_PORT,
@@ -137,8 +147,18 @@ async function localDatabase(): Promise<string> {
   return DEFAULT_DEV_DATABASE_URL;
 }
 
-function printBanner(options: { namespace: string; useSandbox: boolean; temporalUi: string | undefined; temporalAddress: string }): void {
-  const inbound = JSON.stringify({ inbox_id: SANDBOX_INBOX, from: 'customer@example.com', subject: 'Hello', text: 'Where is my order?' });
+function printBanner(options: {
+  namespace: string;
+  useSandbox: boolean;
+  temporalUi: string | undefined;
+  temporalAddress: string;
+}): void {
+  const inbound = JSON.stringify({
+    inbox_id: SANDBOX_INBOX,
+    from: 'customer@example.com',
+    subject: 'Hello',
+    text: 'Where is my order?',
+  });
   const lines = [
     '',
     'replyonce is running (Ctrl-C stops everything)',

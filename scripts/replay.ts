@@ -13,7 +13,13 @@ import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { AgentMailError } from 'agentmail';
 import { Presets, SingleBar } from 'cli-progress';
-import { catchUpInbox, CatchUpRequestError, parseSince, type CatchUpProgress, type CatchUpSummary } from '../api/catch-up/catch-up';
+import {
+  catchUpInbox,
+  CatchUpRequestError,
+  parseSince,
+  type CatchUpProgress,
+  type CatchUpSummary,
+} from '../api/catch-up/catch-up';
 import { InboxCursors } from '../api/catch-up/inbox-cursors';
 import { createAgentMailClient } from '../lib/agentmail';
 import { ConfigError, loadReplayConfig } from '../lib/config';
@@ -24,7 +30,12 @@ const USAGE = 'usage: npm run replay -- (--inbox <inbox id> [--inbox …] | --al
 
 async function main(): Promise<number> {
   const { values } = parseArgs({
-    options: { inbox: { type: 'string', multiple: true }, all: { type: 'boolean' }, since: { type: 'string' }, help: { type: 'boolean', short: 'h' } },
+    options: {
+      inbox: { type: 'string', multiple: true },
+      all: { type: 'boolean' },
+      since: { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
     strict: true,
   });
   if (values.help) {
@@ -32,25 +43,31 @@ async function main(): Promise<number> {
     return 0;
   }
   const named = values.inbox ?? [];
-  if ((named.length > 0) === Boolean(values.all)) throw new SetupError(`name the inboxes with --inbox, or pass --all (one of them)\n${USAGE}`);
+  if (named.length > 0 === Boolean(values.all))
+    throw new SetupError(`name the inboxes with --inbox, or pass --all (one of them)\n${USAGE}`);
   const since = values.since === undefined ? undefined : parseSince(values.since);
   const config = loadReplayConfig();
 
   const db = createDb(config.DATABASE_URL);
   const cursors = new InboxCursors(db);
-  const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS, connectTimeout: 5_000 }).catch((error: unknown) => {
-    throw new SetupError(`cannot reach Temporal at TEMPORAL_ADDRESS=${config.TEMPORAL_ADDRESS}: ${String(error)}`);
-  });
+  const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS, connectTimeout: 5_000 }).catch(
+    (error: unknown) => {
+      throw new SetupError(`cannot reach Temporal at TEMPORAL_ADDRESS=${config.TEMPORAL_ADDRESS}: ${String(error)}`);
+    },
+  );
   const stop = new AbortController();
   process.on('SIGINT', () => {
     if (stop.signal.aborted) process.exit(130);
-    console.error('\n[replay] stopping once the messages in flight are done (Ctrl-C again to quit now; running again is safe)');
+    console.error(
+      '\n[replay] stopping once the messages in flight are done (Ctrl-C again to quit now; running again is safe)',
+    );
     stop.abort();
   });
 
   try {
     const inboxIds = values.all ? (await cursors.list()).map((cursor) => cursor.inboxId) : named;
-    if (inboxIds.length === 0) console.log('[replay] no inbox has a cursor yet: nothing to resume (name one with --inbox and --since)');
+    if (inboxIds.length === 0)
+      console.log('[replay] no inbox has a cursor yet: nothing to resume (name one with --inbox and --since)');
     const deps = {
       agentmail: createAgentMailClient({ apiKey: config.AGENTMAIL_API_KEY, baseUrl: config.AGENTMAIL_BASE_URL }),
       temporal: new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }),
@@ -64,12 +81,19 @@ async function main(): Promise<number> {
       if (stop.signal.aborted) break;
       const view = process.stdout.isTTY ? new ProgressBar(inboxId) : new ProgressLines();
       try {
-        summaries.push(await catchUpInbox(deps, { inboxId, since, signal: stop.signal, onProgress: (progress) => view.update(progress) }));
+        summaries.push(
+          await catchUpInbox(deps, {
+            inboxId,
+            since,
+            signal: stop.signal,
+            onProgress: (progress) => view.update(progress),
+          }),
+        );
       } catch (error) {
         // One inbox's problem does not stop the others; a named inbox's is the person's to fix.
         const gone = error instanceof AgentMailError && error.statusCode === 404;
         if (!gone && !(error instanceof CatchUpRequestError)) throw error;
-        console.error(`[replay] ${inboxId}: not run: ${gone ? 'AgentMail has no such inbox' : (error).message}`);
+        console.error(`[replay] ${inboxId}: not run: ${gone ? 'AgentMail has no such inbox' : error.message}`);
         refused ||= !(gone && values.all);
       } finally {
         view.stop();
@@ -92,7 +116,11 @@ interface ProgressView {
 /** On a terminal: one bar per inbox, its total growing as pages are listed. */
 class ProgressBar implements ProgressView {
   private readonly bar = new SingleBar(
-    { format: '{inbox} |{bar}| {value}/{total} | started {started} · answered {answered} · skipped {skipped} · failed {failed}', hideCursor: true },
+    {
+      format:
+        '{inbox} |{bar}| {value}/{total} | started {started} · answered {answered} · skipped {skipped} · failed {failed}',
+      hideCursor: true,
+    },
     Presets.shades_classic,
   );
   private begun = false;
@@ -100,7 +128,13 @@ class ProgressBar implements ProgressView {
   constructor(private readonly inboxId: string) {}
 
   update(p: CatchUpProgress): void {
-    const payload = { inbox: this.inboxId, started: p.started, answered: p.alreadyAnswered, skipped: p.skipped, failed: p.failed };
+    const payload = {
+      inbox: this.inboxId,
+      started: p.started,
+      answered: p.alreadyAnswered,
+      skipped: p.skipped,
+      failed: p.failed,
+    };
     const done = p.started + p.alreadyAnswered + p.skipped + p.failed;
     if (!this.begun) {
       this.bar.start(p.listed, done, payload);
@@ -131,15 +165,21 @@ class ProgressLines implements ProgressView {
   }
 
   private print(p: CatchUpProgress): void {
-    console.log(`[replay] ${p.inboxId}: page ${p.pages}, ${p.listed} listed, started ${p.started}, already answered ${p.alreadyAnswered}, skipped ${p.skipped}, failed ${p.failed}`);
+    console.log(
+      `[replay] ${p.inboxId}: page ${p.pages}, ${p.listed} listed, started ${p.started}, already answered ${p.alreadyAnswered}, skipped ${p.skipped}, failed ${p.failed}`,
+    );
   }
 }
 
 function printSummary(summaries: CatchUpSummary[]): void {
   const lines = ['', 'replay summary'];
   for (const s of summaries) {
-    lines.push(`  ${s.inboxId}: after ${s.since}${s.resumed ? ' (resumed from the last processed message, less 28 h of overlap)' : ''}`);
-    lines.push(`    started ${s.started} / already answered ${s.alreadyAnswered} / skipped ${s.skipped} / failed ${s.failed}   (${s.listed} listed, ${s.pages} page${s.pages === 1 ? '' : 's'}; cursor ${s.cursor ?? 'none'})`);
+    lines.push(
+      `  ${s.inboxId}: after ${s.since}${s.resumed ? ' (resumed from the last processed message, less 28 h of overlap)' : ''}`,
+    );
+    lines.push(
+      `    started ${s.started} / already answered ${s.alreadyAnswered} / skipped ${s.skipped} / failed ${s.failed}   (${s.listed} listed, ${s.pages} page${s.pages === 1 ? '' : 's'}; cursor ${s.cursor ?? 'none'})`,
+    );
     if (s.note) lines.push(`    note: ${s.note}`);
     if (s.interrupted) lines.push('    interrupted: run the same command again to finish');
     if (s.stoppedBecause) lines.push(`    stopped: ${s.stoppedBecause}`);
@@ -148,7 +188,8 @@ function printSummary(summaries: CatchUpSummary[]): void {
   lines.push(
     `total: started ${total((s) => s.started)} / already answered ${total((s) => s.alreadyAnswered)} / skipped ${total((s) => s.skipped)} / failed ${total((s) => s.failed)}`,
   );
-  if (total((s) => s.failed) > 0) lines.push('failed messages were not handed to a workflow: run the same command again once Temporal is reachable');
+  if (total((s) => s.failed) > 0)
+    lines.push('failed messages were not handed to a workflow: run the same command again once Temporal is reachable');
   console.log(lines.join('\n'));
 }
 
@@ -156,7 +197,9 @@ if (require.main === module) {
   // A bad setting or request is the person's to fix: one line, no stack.
   runMain(() =>
     main().catch((error: unknown) => {
-      throw error instanceof ConfigError || error instanceof CatchUpRequestError ? new SetupError(error.message) : error;
+      throw error instanceof ConfigError || error instanceof CatchUpRequestError
+        ? new SetupError(error.message)
+        : error;
     }),
   );
 }

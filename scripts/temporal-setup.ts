@@ -31,7 +31,12 @@ const NOT_FOUND = 5;
  */
 const USABLE_TIMEOUT_MS = 30_000;
 
-export async function setupTemporal({ address, namespace, retentionDays = 7, connectTimeoutMs = 5_000 }: TemporalSetupOptions): Promise<void> {
+export async function setupTemporal({
+  address,
+  namespace,
+  retentionDays = 7,
+  connectTimeoutMs = 5_000,
+}: TemporalSetupOptions): Promise<void> {
   const connection = await connect(address, connectTimeoutMs);
   try {
     await ensureNamespace(connection, namespace, retentionDays * DAY_MS);
@@ -86,7 +91,9 @@ async function ensureSearchAttributes(connection: Connection, namespace: string)
   for (const name of SEARCH_ATTRIBUTES) {
     const type = existing[name];
     if (type !== undefined && type !== (KEYWORD as number)) {
-      throw new SetupError(`namespace ${namespace}: search attribute ${name} exists with another type than Keyword; the workflows need Keyword`);
+      throw new SetupError(
+        `namespace ${namespace}: search attribute ${name} exists with another type than Keyword; the workflows need Keyword`,
+      );
     }
   }
   const missing = SEARCH_ATTRIBUTES.filter((name) => existing[name] === undefined);
@@ -112,7 +119,11 @@ async function customSearchAttributes(connection: Connection, namespace: string)
  * A new namespace, or a new search attribute, is usable once the frontend's namespace cache has
  * it: until then it answers NOT_FOUND, or rejects a query naming the attribute.
  */
-async function waitUntilUsable(connection: Connection, namespace: string, what: 'namespace' | 'search attributes'): Promise<void> {
+async function waitUntilUsable(
+  connection: Connection,
+  namespace: string,
+  what: 'namespace' | 'search attributes',
+): Promise<void> {
   const query = what === 'namespace' ? '' : SEARCH_ATTRIBUTES.map((name) => `${name} = 'setup-probe'`).join(' AND ');
   const deadline = Date.now() + USABLE_TIMEOUT_MS;
   for (;;) {
@@ -121,7 +132,9 @@ async function waitUntilUsable(connection: Connection, namespace: string, what: 
       return;
     } catch (error) {
       if (Date.now() > deadline) {
-        throw new SetupError(`namespace ${namespace}: the ${what} did not become usable within ${USABLE_TIMEOUT_MS / 1000} s: ${messageOf(error)}`);
+        throw new SetupError(
+          `namespace ${namespace}: the ${what} did not become usable within ${USABLE_TIMEOUT_MS / 1000} s: ${messageOf(error)}`,
+        );
       }
     }
     await sleep(200);

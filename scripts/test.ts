@@ -12,7 +12,13 @@ import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import { migrateDatabase } from './db-migrate';
 import { setupTemporal } from './temporal-setup';
 import { runMain, SetupError, messageOf } from './services/main';
-import { databaseUrlFor, describeDatabaseUrl, ensureLocalPostgres, recreateDatabase, withClient } from './services/postgres';
+import {
+  databaseUrlFor,
+  describeDatabaseUrl,
+  ensureLocalPostgres,
+  recreateDatabase,
+  withClient,
+} from './services/postgres';
 import { startTemporalDevServer, type TemporalDevServer } from './services/temporal-dev-server';
 
 const ROOT = path.resolve(__dirname, '..');
@@ -55,7 +61,16 @@ async function main(): Promise<number> {
     console.error(`[test] set-up ${seconds(Date.now() - started)} (${timings.join(', ')})`);
     if (interrupted) return 130;
 
-    const args = ['--import', 'tsx', '--test', '--test-concurrency=1', TEST_TIMEOUT, ...defaultReporter(nodeOptions), ...nodeOptions, ...files];
+    const args = [
+      '--import',
+      'tsx',
+      '--test',
+      '--test-concurrency=1',
+      TEST_TIMEOUT,
+      ...defaultReporter(nodeOptions),
+      ...nodeOptions,
+      ...files,
+    ];
     runner = spawn(process.execPath, args, {
       cwd: ROOT,
       stdio: 'inherit',
@@ -78,7 +93,8 @@ async function main(): Promise<number> {
     });
     return interrupted ? 130 : code;
   } finally {
-    for (const cleanup of cleanups.reverse()) await cleanup().catch((error: unknown) => console.error(`[test] clean-up: ${messageOf(error)}`));
+    for (const cleanup of cleanups.reverse())
+      await cleanup().catch((error: unknown) => console.error(`[test] clean-up: ${messageOf(error)}`));
   }
 
   /** Like Promise.all, but waits for every step, so nothing is left half-started when one fails. */
@@ -129,12 +145,18 @@ async function prepareDatabase(cleanups: Cleanup[]): Promise<string> {
     throw new SetupError(`cannot connect to PostgreSQL at ${describeDatabaseUrl(adminUrl)}: ${messageOf(error)}`);
   }
   cleanups.push(() => lock.end());
-  const { rows } = await lock.query<{ locked: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS locked', [DATABASE]);
+  const { rows } = await lock.query<{ locked: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS locked', [
+    DATABASE,
+  ]);
   let name = DATABASE;
   if (!rows[0]?.locked) {
     name = `${DATABASE}_${process.pid}`;
     console.error(`[test] another test run is using ${DATABASE}; this run uses ${name}`);
-    cleanups.push(() => withClient(adminUrl, (client) => client.query(`DROP DATABASE IF EXISTS ${client.escapeIdentifier(name)} WITH (FORCE)`)).then(() => undefined));
+    cleanups.push(() =>
+      withClient(adminUrl, (client) =>
+        client.query(`DROP DATABASE IF EXISTS ${client.escapeIdentifier(name)} WITH (FORCE)`),
+      ).then(() => undefined),
+    );
   }
   await recreateDatabase(adminUrl, name);
   const databaseUrl = databaseUrlFor(adminUrl, name);
@@ -147,7 +169,10 @@ async function bundleWorkflows(): Promise<string> {
   const file = path.join(DATA, 'workflow-bundle.js');
   let code: string;
   try {
-    ({ code } = await bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: new DefaultLogger('WARN') }));
+    ({ code } = await bundleWorkflowCode({
+      workflowsPath: require.resolve('../workflows'),
+      logger: new DefaultLogger('WARN'),
+    }));
   } catch (error) {
     throw new SetupError(`bundling workflows/ failed: ${messageOf(error)}`);
   }

@@ -23,7 +23,12 @@ after(() => h.close());
 
 async function awaitingApproval(): Promise<MessageRef> {
   const inboxId = h.newInbox();
-  const inbound = await h.sandbox.inbound({ inbox_id: inboxId, from: `review-${randomUUID().slice(0, 8)}@customer.example`, subject: 'Refund?', text: 'I want my money back.' });
+  const inbound = await h.sandbox.inbound({
+    inbox_id: inboxId,
+    from: `review-${randomUUID().slice(0, 8)}@customer.example`,
+    subject: 'Refund?',
+    text: 'I want my money back.',
+  });
   const ref = { inboxId, messageId: inbound.message.message_id };
   // The short approval timeout may already have escalated it: both mean "waiting for a person".
   await waitForStatus(ref, 'awaiting_approval', 'escalated');
@@ -31,12 +36,18 @@ async function awaitingApproval(): Promise<MessageRef> {
 }
 
 async function status(ref: MessageRef): Promise<string | undefined> {
-  const description = await h.client.workflow.getHandle(inboundWorkflowId(ref)).describe().catch(() => undefined);
+  const description = await h.client.workflow
+    .getHandle(inboundWorkflowId(ref))
+    .describe()
+    .catch(() => undefined);
   return description?.searchAttributes.ReplyStatus?.[0] as string | undefined;
 }
 
 async function waitForStatus(ref: MessageRef, ...wanted: ReplyStatus[]): Promise<void> {
-  await eventually(async () => (wanted.includes((await status(ref)) as ReplyStatus) ? true : undefined), `ReplyStatus=${wanted.join('|')}`);
+  await eventually(
+    async () => (wanted.includes((await status(ref)) as ReplyStatus) ? true : undefined),
+    `ReplyStatus=${wanted.join('|')}`,
+  );
 }
 
 const drafts = async (inboxId: string) => (await h.agentmail.inboxes.drafts.list(inboxId)).drafts;
@@ -49,7 +60,9 @@ describe('a reply that needs approval', () => {
     assert.equal(waiting.length, 1);
 
     const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
-    assert.deepEqual(await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', reviewer: 'grace' }] }), { accepted: true });
+    assert.deepEqual(await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', reviewer: 'grace' }] }), {
+      accepted: true,
+    });
     const result = await handle.result();
 
     assert.equal(result.status, 'sent');
@@ -63,12 +76,18 @@ describe('a reply that needs approval', () => {
   test('approval by Signal from the temporal CLI, as a person would type it', async () => {
     const ref = await awaitingApproval();
     await promisify(execFile)(temporalCliPath(), [
-      'workflow', 'signal',
-      '--address', testEnv.temporalAddress,
-      '--namespace', testEnv.namespace,
-      '--workflow-id', inboundWorkflowId(ref),
-      '--name', 'review',
-      '--input', '{"verdict":"approve","reviewer":"cli"}',
+      'workflow',
+      'signal',
+      '--address',
+      testEnv.temporalAddress,
+      '--namespace',
+      testEnv.namespace,
+      '--workflow-id',
+      inboundWorkflowId(ref),
+      '--name',
+      'review',
+      '--input',
+      '{"verdict":"approve","reviewer":"cli"}',
     ]);
     const result = await h.workflowResult(ref);
     assert.equal(result.status, 'sent');
@@ -78,7 +97,9 @@ describe('a reply that needs approval', () => {
   test('approval with edited text sends the edit under the next key version (…/reply/v2), never v1', async () => {
     const ref = await awaitingApproval();
     const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
-    await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', text: 'We have refunded your order today.', reviewer: 'grace' }] });
+    await handle.executeUpdate(reviewUpdate, {
+      args: [{ verdict: 'approve', text: 'We have refunded your order today.', reviewer: 'grace' }],
+    });
     const result = await handle.result();
 
     assert.equal(result.status === 'sent' && result.replyVersion, 2);
@@ -103,7 +124,10 @@ describe('a reply that needs approval', () => {
   test('an invalid verdict is refused by the update with a reason, and the reply keeps waiting', async () => {
     const ref = await awaitingApproval();
     const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
-    await assert.rejects(handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'maybe' as 'approve' }] }), WorkflowUpdateFailedError);
+    await assert.rejects(
+      handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'maybe' as 'approve' }] }),
+      WorkflowUpdateFailedError,
+    );
     assert.match(String(await status(ref)), /awaiting_approval|escalated/);
     await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'reject' }] });
     assert.equal((await handle.result()).status, 'rejected');
@@ -113,7 +137,9 @@ describe('a reply that needs approval', () => {
     const ref = await awaitingApproval();
     await waitForStatus(ref, 'escalated');
     assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 0);
-    await h.client.workflow.getHandle(inboundWorkflowId(ref)).executeUpdate(reviewUpdate, { args: [{ verdict: 'approve' }] });
+    await h.client.workflow
+      .getHandle(inboundWorkflowId(ref))
+      .executeUpdate(reviewUpdate, { args: [{ verdict: 'approve' }] });
     assert.equal((await h.workflowResult(ref)).status, 'sent');
   });
 
@@ -123,12 +149,26 @@ describe('a reply that needs approval', () => {
     await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', text: 'Edited once.' }] });
     const first = await handle.result();
 
-    const replay = await h.client.workflow.execute(INBOUND_MESSAGE_WORKFLOW, { workflowId: `replay-${randomUUID()}`, taskQueue: h.taskQueue, args: [ref] });
+    const replay = await h.client.workflow.execute(INBOUND_MESSAGE_WORKFLOW, {
+      workflowId: `replay-${randomUUID()}`,
+      taskQueue: h.taskQueue,
+      args: [ref],
+    });
     assert.equal(replay.status, 'sent');
-    assert.equal(replay.status === 'sent' && first.status === 'sent' && replay.replyMessageId, first.status === 'sent' && first.replyMessageId);
+    assert.equal(
+      replay.status === 'sent' && first.status === 'sent' && replay.replyMessageId,
+      first.status === 'sent' && first.replyMessageId,
+    );
     assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 1);
-    const created = await h.db.query("SELECT count(*)::int AS n FROM operations WHERE kind = 'provider-draft' AND operation_key LIKE $1", [`${ref.inboxId}/%`]);
-    assert.equal(created.rows[0].n, 2, 'one AgentMail draft per draft version (v1 drafted, v2 edited), none from the replay');
+    const created = await h.db.query(
+      "SELECT count(*)::int AS n FROM operations WHERE kind = 'provider-draft' AND operation_key LIKE $1",
+      [`${ref.inboxId}/%`],
+    );
+    assert.equal(
+      created.rows[0].n,
+      2,
+      'one AgentMail draft per draft version (v1 drafted, v2 edited), none from the replay',
+    );
   });
 
   test('the admin route sends a verdict behind the bearer token and says what became of it', async () => {

@@ -27,7 +27,11 @@ describe('bad input at the ingress', () => {
     ({ app, db, client, secret } = ingress);
   });
   after(async () => {
-    for (const workflowId of started) await client.workflow.getHandle(workflowId).terminate('bad-input test clean-up').catch(() => undefined);
+    for (const workflowId of started)
+      await client.workflow
+        .getHandle(workflowId)
+        .terminate('bad-input test clean-up')
+        .catch(() => undefined);
     await ingress.close();
   });
 
@@ -39,16 +43,36 @@ describe('bad input at the ingress', () => {
       ['message is null', (p) => JSON.stringify({ ...p, message: null }), 422],
       ['inbox_id is a number', (p) => JSON.stringify({ ...p, message: { ...p.message, inbox_id: 42 } }), 422],
       ['message_id is empty', (p) => JSON.stringify({ ...p, message: { ...p.message, message_id: '' } }), 422],
-      ['message_id is an array', (p) => JSON.stringify({ ...p, message: { ...p.message, message_id: [p.message.message_id] } }), 422],
-      ['message_id longer than RFC 5322 allows', (p) => JSON.stringify({ ...p, message: { ...p.message, message_id: `<${'x'.repeat(1000)}@example.com>` } }), 422],
+      [
+        'message_id is an array',
+        (p) => JSON.stringify({ ...p, message: { ...p.message, message_id: [p.message.message_id] } }),
+        422,
+      ],
+      [
+        'message_id longer than RFC 5322 allows',
+        (p) => JSON.stringify({ ...p, message: { ...p.message, message_id: `<${'x'.repeat(1000)}@example.com>` } }),
+        422,
+      ],
       ['no event_id', ({ event_id: _id, ...rest }) => JSON.stringify(rest), 422],
       ['event_id is a number', (p) => JSON.stringify({ ...p, event_id: 12345 }), 422],
       ['event_id of 256 characters', (p) => JSON.stringify({ ...p, event_id: 'e'.repeat(256) }), 422],
       // Postgres text cannot hold U+0000; Temporal refuses search-attribute values over 2 KiB.
       ['event_id with a NUL character', (p) => JSON.stringify({ ...p, event_id: `${p.event_id}\u0000` }), 422],
-      ['inbox_id with a NUL character', (p) => JSON.stringify({ ...p, message: { ...p.message, inbox_id: `${p.message.inbox_id}\u0000` } }), 422],
-      ['message_id of 998 characters but 2994 bytes', (p) => JSON.stringify({ ...p, message: { ...p.message, message_id: '中'.repeat(998) } }), 422],
-      ['thread_id over 2 KiB in UTF-8', (p) => JSON.stringify({ ...p, message: { ...p.message, thread_id: '😀'.repeat(300) } }), 422],
+      [
+        'inbox_id with a NUL character',
+        (p) => JSON.stringify({ ...p, message: { ...p.message, inbox_id: `${p.message.inbox_id}\u0000` } }),
+        422,
+      ],
+      [
+        'message_id of 998 characters but 2994 bytes',
+        (p) => JSON.stringify({ ...p, message: { ...p.message, message_id: '中'.repeat(998) } }),
+        422,
+      ],
+      [
+        'thread_id over 2 KiB in UTF-8',
+        (p) => JSON.stringify({ ...p, message: { ...p.message, thread_id: '😀'.repeat(300) } }),
+        422,
+      ],
       ['event_type is an object', (p) => JSON.stringify({ ...p, event_type: { name: 'message.received' } }), 422],
       ['a JSON array', (p) => JSON.stringify([p]), 422],
       ['JSON null', () => 'null', 422],
@@ -76,49 +100,64 @@ describe('bad input at the ingress', () => {
     }
   });
 
-  test('300 random mutations of a signed payload: never a 5xx, never a crash, and nothing answered 4xx started a workflow', { timeout: 120_000 }, async (t) => {
-    // Prepare: a seeded generator, so a failure can be replayed with FUZZ_SEED=<seed>
-    const seed = Number(process.env.FUZZ_SEED ?? Math.floor(Math.random() * 2 ** 31));
-    t.diagnostic(`FUZZ_SEED=${seed}`);
-    console.log(`bad-input fuzz: FUZZ_SEED=${seed}`);
-    const fuzz = new Mutator(seed);
-    const serverErrors: string[] = [];
-    const startedOn4xx: string[] = [];
-    const statuses = new Map<number, number>();
+  test(
+    '300 random mutations of a signed payload: never a 5xx, never a crash, and nothing answered 4xx started a workflow',
+    { timeout: 120_000 },
+    async (t) => {
+      // Prepare: a seeded generator, so a failure can be replayed with FUZZ_SEED=<seed>
+      const seed = Number(process.env.FUZZ_SEED ?? Math.floor(Math.random() * 2 ** 31));
+      t.diagnostic(`FUZZ_SEED=${seed}`);
+      console.log(`bad-input fuzz: FUZZ_SEED=${seed}`);
+      const fuzz = new Mutator(seed);
+      const serverErrors: string[] = [];
+      const startedOn4xx: string[] = [];
+      const statuses = new Map<number, number>();
 
-    for (let i = 0; i < 300; i += 1) {
-      // Act
-      const ref = newRef();
-      const { body, description } = fuzz.mutate(messageReceivedPayload(ref));
-      const response = await post(body);
-      statuses.set(response.statusCode, (statuses.get(response.statusCode) ?? 0) + 1);
-      const candidates = workflowIdsFor(ref, body);
+      for (let i = 0; i < 300; i += 1) {
+        // Act
+        const ref = newRef();
+        const { body, description } = fuzz.mutate(messageReceivedPayload(ref));
+        const response = await post(body);
+        statuses.set(response.statusCode, (statuses.get(response.statusCode) ?? 0) + 1);
+        const candidates = workflowIdsFor(ref, body);
 
-      // Assess (collected, so one run reports every failing mutation)
-      const label = `#${i} [${description}] → ${response.statusCode}`;
-      if (response.statusCode >= 500) serverErrors.push(`${label} ${response.body.slice(0, 200)}`);
-      if (response.statusCode >= 400 && response.statusCode < 500) {
-        for (const workflowId of candidates) if (await workflowExists(client, workflowId)) startedOn4xx.push(`${label}: ${workflowId}`);
-      } else {
-        for (const workflowId of candidates) started.add(workflowId);
+        // Assess (collected, so one run reports every failing mutation)
+        const label = `#${i} [${description}] → ${response.statusCode}`;
+        if (response.statusCode >= 500) serverErrors.push(`${label} ${response.body.slice(0, 200)}`);
+        if (response.statusCode >= 400 && response.statusCode < 500) {
+          for (const workflowId of candidates)
+            if (await workflowExists(client, workflowId)) startedOn4xx.push(`${label}: ${workflowId}`);
+        } else {
+          for (const workflowId of candidates) started.add(workflowId);
+        }
       }
-    }
 
-    t.diagnostic(`answers: ${JSON.stringify(Object.fromEntries(statuses))}`);
-    assert.deepEqual(serverErrors, [], `5xx for bad input (FUZZ_SEED=${seed})`);
-    assert.deepEqual(startedOn4xx, [], `refused input that started a workflow anyway (FUZZ_SEED=${seed})`);
-    assert.equal((await app.inject('/healthz')).statusCode, 200, 'the ingress is still alive');
-    assert.equal((await app.inject('/readyz')).statusCode, 200);
-  });
+      t.diagnostic(`answers: ${JSON.stringify(Object.fromEntries(statuses))}`);
+      assert.deepEqual(serverErrors, [], `5xx for bad input (FUZZ_SEED=${seed})`);
+      assert.deepEqual(startedOn4xx, [], `refused input that started a workflow anyway (FUZZ_SEED=${seed})`);
+      assert.equal((await app.inject('/healthz')).statusCode, 200, 'the ingress is still alive');
+      assert.equal((await app.inject('/readyz')).statusCode, 200);
+    },
+  );
 });
 
-const newRef = () => ({ inboxId: `support-${randomUUID().slice(0, 8)}@example.com`, messageId: `<${randomUUID()}@mail.example.com>` });
+const newRef = () => ({
+  inboxId: `support-${randomUUID().slice(0, 8)}@example.com`,
+  messageId: `<${randomUUID()}@mail.example.com>`,
+});
 
 /** Signed like Svix: the signature covers the body's UTF-8 reading, as the verifier computes it. */
-const post = (body: string | Buffer) => app.inject({ method: 'POST', url: '/webhooks/agentmail', payload: body, headers: signedHeaders(secret, body.toString()) });
+const post = (body: string | Buffer) =>
+  app.inject({
+    method: 'POST',
+    url: '/webhooks/agentmail',
+    payload: body,
+    headers: signedHeaders(secret, body.toString()),
+  });
 
 async function eventOutcome(eventId: string): Promise<string | undefined> {
-  return (await db.query<{ outcome: string }>('SELECT outcome FROM inbound_events WHERE event_id = $1', [eventId])).rows[0]?.outcome;
+  return (await db.query<{ outcome: string }>('SELECT outcome FROM inbound_events WHERE event_id = $1', [eventId]))
+    .rows[0]?.outcome;
 }
 
 /** Every workflow the input could have started: the original message's, and the mutated ids' if still strings. */
@@ -127,7 +166,8 @@ function workflowIdsFor(ref: { inboxId: string; messageId: string }, body: strin
   try {
     const parsed = JSON.parse(body.toString()) as { message?: { inbox_id?: unknown; message_id?: unknown } } | null;
     const { inbox_id: inboxId, message_id: messageId } = parsed?.message ?? {};
-    if (typeof inboxId === 'string' && typeof messageId === 'string') ids.add(inboundWorkflowId({ inboxId, messageId }));
+    if (typeof inboxId === 'string' && typeof messageId === 'string')
+      ids.add(inboundWorkflowId({ inboxId, messageId }));
   } catch {
     // not JSON: nothing else could have been started
   }
@@ -214,7 +254,12 @@ class Mutator {
         const depth = 100 + this.int(20_000);
         const marker = `__raw_${raws.size}__`;
         const open = this.random() < 0.5 ? '[' : '{"a":';
-        raws.set(marker, open === '[' ? `${'['.repeat(depth)}${']'.repeat(depth)}` : `${'{"a":'.repeat(depth)}null${'}'.repeat(depth)}`);
+        raws.set(
+          marker,
+          open === '['
+            ? `${'['.repeat(depth)}${']'.repeat(depth)}`
+            : `${'{"a":'.repeat(depth)}null${'}'.repeat(depth)}`,
+        );
         this.set(parent, key, marker);
         return `nest ${path} ${depth} deep`;
       }
@@ -248,7 +293,11 @@ class Mutator {
         return 'duplicate key event_id';
       }
       default:
-        this.set(parent, key, this.pickOf(['message.received', 'message.sent', 'message.bounced', 'MESSAGE.RECEIVED', '']));
+        this.set(
+          parent,
+          key,
+          this.pickOf(['message.received', 'message.sent', 'message.bounced', 'MESSAGE.RECEIVED', '']),
+        );
         return `event-ish string at ${path}`;
     }
   }
@@ -291,8 +340,22 @@ class Mutator {
   /** A random place in the payload, weighted towards the fields the ingress reads. */
   private pick(root: { [key: string]: Json }): [string, { [key: string]: Json } | Json[], string] {
     const message = root.message;
-    const important = ['event_id', 'event_type', 'message', 'message.inbox_id', 'message.message_id', 'message.thread_id'];
-    const all = [...important, 'type', 'thread', ...(message && typeof message === 'object' && !Array.isArray(message) ? Object.keys(message).map((k) => `message.${k}`) : [])];
+    const important = [
+      'event_id',
+      'event_type',
+      'message',
+      'message.inbox_id',
+      'message.message_id',
+      'message.thread_id',
+    ];
+    const all = [
+      ...important,
+      'type',
+      'thread',
+      ...(message && typeof message === 'object' && !Array.isArray(message)
+        ? Object.keys(message).map((k) => `message.${k}`)
+        : []),
+    ];
     const path = this.random() < 0.6 ? this.pickOf(important) : this.pickOf(all);
     const [first, second] = path.split('.') as [string, string | undefined];
     if (second === undefined) return [path, root, first];
@@ -322,7 +385,12 @@ class Mutator {
       case 5:
         return Array.from({ length: this.int(4) }, () => this.value(depth - 1));
       default:
-        return Object.fromEntries(Array.from({ length: this.int(4) }, (_v, i) => [this.random() < 0.2 ? this.nasty() : `k${i}`, this.value(depth - 1)]));
+        return Object.fromEntries(
+          Array.from({ length: this.int(4) }, (_v, i) => [
+            this.random() < 0.2 ? this.nasty() : `k${i}`,
+            this.value(depth - 1),
+          ]),
+        );
     }
   }
 

@@ -36,14 +36,18 @@ after(async () => {
   await pool.end();
 });
 
-const post = (body: string, headers: Record<string, string>) => fetch(`${origin}/webhooks/agentmail`, { method: 'POST', headers, body });
-const rowsFor = async (eventId: string) => Number((await pool.query(`SELECT count(*) AS n FROM ${BASELINE_TABLE} WHERE event_id = $1`, [eventId])).rows[0].n);
+const post = (body: string, headers: Record<string, string>) =>
+  fetch(`${origin}/webhooks/agentmail`, { method: 'POST', headers, body });
+const rowsFor = async (eventId: string) =>
+  Number((await pool.query(`SELECT count(*) AS n FROM ${BASELINE_TABLE} WHERE event_id = $1`, [eventId])).rows[0].n);
 
 describe('the baseline handler', () => {
   test('records a signed event once, however often it is delivered', async () => {
     // Prepare
     const eventId = `evt_${randomUUID()}`;
-    const body = JSON.stringify(messageReceivedPayload({ eventId, inboxId: 'support@example.com', messageId: `<${randomUUID()}@example.com>` }));
+    const body = JSON.stringify(
+      messageReceivedPayload({ eventId, inboxId: 'support@example.com', messageId: `<${randomUUID()}@example.com>` }),
+    );
 
     // Act
     const first = await post(body, signedHeaders(secret, body));
@@ -57,7 +61,9 @@ describe('the baseline handler', () => {
 
   test('refuses unsigned, tampered and wrongly signed deliveries and records nothing', async () => {
     const eventId = `evt_${randomUUID()}`;
-    const body = JSON.stringify(messageReceivedPayload({ eventId, inboxId: 'support@example.com', messageId: `<${randomUUID()}@example.com>` }));
+    const body = JSON.stringify(
+      messageReceivedPayload({ eventId, inboxId: 'support@example.com', messageId: `<${randomUUID()}@example.com>` }),
+    );
 
     const unsigned = await post(body, { 'content-type': 'application/json' });
     const tampered = await post(body.replace('Where is my order?', 'Refund me twice'), signedHeaders(secret, body));
@@ -72,13 +78,29 @@ describe('the load generator', () => {
   test('sends every delivery once and counts the answers by status, open and closed loop', async () => {
     // Prepare: three new events and one bad signature, twice over.
     const template = { eventId: `evt_${randomUUID()}`, messageId: `<${randomUUID()}@example.com>` };
-    const body = JSON.stringify(messageReceivedPayload({ eventId: template.eventId, inboxId: 'support@example.com', messageId: template.messageId }));
+    const body = JSON.stringify(
+      messageReceivedPayload({
+        eventId: template.eventId,
+        inboxId: 'support@example.com',
+        messageId: template.messageId,
+      }),
+    );
     const bodies = bodiesLike({ ...template, inboxId: 'support@example.com', body }, 3);
-    const deliveries = [...bodies.map((b) => ({ body: b, headers: signedHeaders(secret, b) })), { body, headers: { 'content-type': 'application/json' } }];
+    const deliveries = [
+      ...bodies.map((b) => ({ body: b, headers: signedHeaders(secret, b) })),
+      { body, headers: { 'content-type': 'application/json' } },
+    ];
 
     // Act
-    const open = await runOpenLoop({ origin, path: '/webhooks/agentmail' }, deliveries, { rate: 200, connections: 4, maxDurationMs: 10_000 });
-    const closed = await runClosedLoop({ origin, path: '/webhooks/agentmail' }, deliveries, { concurrency: 2, maxDurationMs: 10_000 });
+    const open = await runOpenLoop({ origin, path: '/webhooks/agentmail' }, deliveries, {
+      rate: 200,
+      connections: 4,
+      maxDurationMs: 10_000,
+    });
+    const closed = await runClosedLoop({ origin, path: '/webhooks/agentmail' }, deliveries, {
+      concurrency: 2,
+      maxDurationMs: 10_000,
+    });
 
     // Assess: same-size bodies with new ids are new events; the unsigned one is refused each time.
     assert.equal(new Set(bodies.map((b) => b.length)).size, 1);
@@ -119,14 +141,18 @@ describe('the start-only reference (the Temporal start alone)', () => {
       for await (const chunk of server.stdout) if ((output += chunk as string).includes('start-only listening')) break;
       const ref = { inboxId: 'support@example.com', messageId: `<${randomUUID()}@example.com>` };
       const body = JSON.stringify(messageReceivedPayload({ eventId: `evt_${randomUUID()}`, ...ref }));
-      const post = (text: string) => fetch(`http://127.0.0.1:${port}/webhooks/agentmail`, { method: 'POST', body: text });
+      const post = (text: string) =>
+        fetch(`http://127.0.0.1:${port}/webhooks/agentmail`, { method: 'POST', body: text });
 
       assert.equal((await post(body)).status, 204);
       assert.equal((await post(body)).status, 204, 'a second delivery attaches to the same workflow');
       assert.equal((await post('not json')).status, 400);
 
       const description = await client.workflow.getHandle(inboundWorkflowId(ref)).describe();
-      assert.deepEqual([description.searchAttributes.MessageId, description.searchAttributes.ReplyStatus], [[ref.messageId], ['deciding']]);
+      assert.deepEqual(
+        [description.searchAttributes.MessageId, description.searchAttributes.ReplyStatus],
+        [[ref.messageId], ['deciding']],
+      );
       // Visibility is written after the start: wait for the run to show, then count.
       const runs = await eventually(async () => {
         let count = 0;

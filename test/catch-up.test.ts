@@ -6,7 +6,13 @@ import { after, before, describe, test } from 'node:test';
 import { Client, Connection } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../api/app';
-import { catchUpInbox, CatchUpRequestError, parseSince, RESUME_OVERLAP_MS, type CatchUpDeps } from '../api/catch-up/catch-up';
+import {
+  catchUpInbox,
+  CatchUpRequestError,
+  parseSince,
+  RESUME_OVERLAP_MS,
+  type CatchUpDeps,
+} from '../api/catch-up/catch-up';
 import { InboxCursors } from '../api/catch-up/inbox-cursors';
 import { ConfigError, loadApiConfig, loadWorkerConfig } from '../lib/config';
 import { inboundWorkflowId } from '../lib/hashing';
@@ -31,7 +37,12 @@ after(() => h.close());
 
 const repoRoot = path.resolve(__dirname, '..');
 const DAY_MS = 24 * 60 * 60 * 1000;
-const mail = (inboxId: string) => ({ inbox_id: inboxId, from: `Grace <grace-${randomUUID().slice(0, 8)}@customer.example>`, subject: 'Invoice', text: 'Where is my invoice?' });
+const mail = (inboxId: string) => ({
+  inbox_id: inboxId,
+  from: `Grace <grace-${randomUUID().slice(0, 8)}@customer.example>`,
+  subject: 'Invoice',
+  text: 'Where is my invoice?',
+});
 
 /** Mail that arrives while AgentMail's webhook is off: stored, never delivered. */
 async function arriveDuringOutage(inboxId: string, count: number) {
@@ -41,7 +52,13 @@ async function arriveDuringOutage(inboxId: string, count: number) {
     for (let i = 0; i < count; i += 1) arrived.push(await h.sandbox.inbound(mail(inboxId)));
     // Each event's delivery found the endpoint off and gave up (AgentMail never redelivers it).
     const ids = new Set(arrived.map((a) => a.event_id));
-    await eventually(async () => ((await h.sandbox.events()).filter((e) => ids.has(e.event_id)).every((e) => e.status === 'skipped') ? true : undefined), 'the deliveries to be skipped');
+    await eventually(
+      async () =>
+        (await h.sandbox.events()).filter((e) => ids.has(e.event_id)).every((e) => e.status === 'skipped')
+          ? true
+          : undefined,
+      'the deliveries to be skipped',
+    );
     return arrived.map((a) => a.message);
   } finally {
     await h.sandbox.setWebhook({ enabled: true });
@@ -49,13 +66,23 @@ async function arriveDuringOutage(inboxId: string, count: number) {
 }
 
 /** `npm run replay -- …` as a person types it; `terminal`: under a pseudo-terminal (util-linux `script`), as at a shell. */
-function runReplay(args: string[], options: { terminal?: boolean } = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function runReplay(
+  args: string[],
+  options: { terminal?: boolean } = {},
+): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const command = [process.execPath, '--import', 'tsx', path.join(repoRoot, 'scripts', 'replay.ts'), ...args];
-  const [file, argv] = options.terminal ? ['script', ['-qec', command.map(shellQuote).join(' '), '/dev/null']] : [command[0]!, command.slice(1)];
+  const [file, argv] = options.terminal
+    ? ['script', ['-qec', command.map(shellQuote).join(' '), '/dev/null']]
+    : [command[0]!, command.slice(1)];
   const child = spawn(file, argv, {
     cwd: repoRoot,
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, TEMPORAL_TASK_QUEUE: h.taskQueue, AGENTMAIL_API_KEY: h.apiKey, AGENTMAIL_BASE_URL: h.sandboxUrl },
+    env: {
+      ...process.env,
+      TEMPORAL_TASK_QUEUE: h.taskQueue,
+      AGENTMAIL_API_KEY: h.apiKey,
+      AGENTMAIL_BASE_URL: h.sandboxUrl,
+    },
   });
   let stdout = '';
   let stderr = '';
@@ -67,7 +94,8 @@ function runReplay(args: string[], options: { terminal?: boolean } = {}): Promis
 const shellQuote = (arg: string): string => `'${arg.replaceAll("'", `'\\''`)}'`;
 const hasScript = spawnSync('script', ['--version']).status === 0;
 
-const replyCount = async (inboxId: string, messageId: string) => (await h.sandbox.outbox({ inbox_id: inboxId, in_reply_to: messageId })).length;
+const replyCount = async (inboxId: string, messageId: string) =>
+  (await h.sandbox.outbox({ inbox_id: inboxId, in_reply_to: messageId })).length;
 
 describe('npm run replay', () => {
   test('after an outage: the missed messages are answered once, the answered one is not, our own reply is skipped; a second run starts nothing', async () => {
@@ -77,21 +105,33 @@ describe('npm run replay', () => {
     const answered = await h.sandbox.inbound(mail(inboxId));
     assert.equal((await h.resultOf({ inboxId, messageId: answered.message.message_id })).status, 'sent');
     const missed = await arriveDuringOutage(inboxId, 3);
-    for (const message of missed) assert.equal(await workflowExists(h.client, inboundWorkflowId({ inboxId, messageId: message.message_id })), false);
+    for (const message of missed)
+      assert.equal(
+        await workflowExists(h.client, inboundWorkflowId({ inboxId, messageId: message.message_id })),
+        false,
+      );
 
     // Act
     const first = await runReplay(['--inbox', inboxId, '--since', since]);
 
     // Assess
     assert.equal(first.code, 0, first.stderr);
-    assert.match(first.stdout, /^\[replay\] .*page 1, 5 listed, started 3, already answered 1, skipped 1, failed 0$/m, 'plain progress lines when stdout is not a terminal');
+    assert.match(
+      first.stdout,
+      /^\[replay\] .*page 1, 5 listed, started 3, already answered 1, skipped 1, failed 0$/m,
+      'plain progress lines when stdout is not a terminal',
+    );
     assert.match(first.stdout, /started 3 \/ already answered 1 \/ skipped 1 \/ failed 0/);
     for (const message of missed) {
       assert.equal((await h.workflowResult({ inboxId, messageId: message.message_id })).status, 'sent');
       assert.equal(await replyCount(inboxId, message.message_id), 1);
     }
     assert.equal(await replyCount(inboxId, answered.message.message_id), 1);
-    assert.equal((await cursors.get(inboxId))?.toISOString(), missed[2]!.timestamp, 'the cursor is the newest message handled');
+    assert.equal(
+      (await cursors.get(inboxId))?.toISOString(),
+      missed[2]!.timestamp,
+      'the cursor is the newest message handled',
+    );
 
     // Run again without --since: it resumes from the cursor (less the overlap) and starts nothing.
     const second = await runReplay(['--inbox', inboxId]);
@@ -102,15 +142,20 @@ describe('npm run replay', () => {
     assert.equal(h.drafter.callsFor({ inboxId, messageId: missed[0]!.message_id }), 1);
   });
 
-  test('on a terminal it draws a progress bar', { skip: !hasScript && 'util-linux script is not installed' }, async () => {
-    const inboxId = h.newInbox();
-    const missed = await arriveDuringOutage(inboxId, 2);
-    const run = await runReplay(['--inbox', inboxId, '--since', '10m'], { terminal: true });
-    assert.equal(run.code, 0, run.stdout + run.stderr);
-    assert.match(run.stdout, /\u2588+.*\| 2\/2 \| started 2 · answered 0 · skipped 0 · failed 0/);
-    assert.doesNotMatch(run.stdout, /^\[replay\] .*page 1/m);
-    for (const message of missed) assert.equal((await h.workflowResult({ inboxId, messageId: message.message_id })).status, 'sent');
-  });
+  test(
+    'on a terminal it draws a progress bar',
+    { skip: !hasScript && 'util-linux script is not installed' },
+    async () => {
+      const inboxId = h.newInbox();
+      const missed = await arriveDuringOutage(inboxId, 2);
+      const run = await runReplay(['--inbox', inboxId, '--since', '10m'], { terminal: true });
+      assert.equal(run.code, 0, run.stdout + run.stderr);
+      assert.match(run.stdout, /\u2588+.*\| 2\/2 \| started 2 · answered 0 · skipped 0 · failed 0/);
+      assert.doesNotMatch(run.stdout, /^\[replay\] .*page 1/m);
+      for (const message of missed)
+        assert.equal((await h.workflowResult({ inboxId, messageId: message.message_id })).status, 'sent');
+    },
+  );
 
   test('--all resumes every inbox with a cursor', async () => {
     const inboxId = h.newInbox();
@@ -122,7 +167,8 @@ describe('npm run replay', () => {
     const lines = run.stdout.split('\n');
     const at = lines.findIndex((line) => line.includes(`${inboxId}: after`) && line.includes('resumed'));
     assert.match(lines[at + 1] ?? '', /started 2 \/ already answered 1 \/ skipped 1 \/ failed 0/, run.stdout);
-    for (const message of missed) assert.equal((await h.workflowResult({ inboxId, messageId: message.message_id })).status, 'sent');
+    for (const message of missed)
+      assert.equal((await h.workflowResult({ inboxId, messageId: message.message_id })).status, 'sent');
   });
 
   test('refuses to guess: no inbox named → usage; no cursor and no --since → says so; exit 1', async () => {
@@ -144,11 +190,20 @@ describe('the catch-up module', () => {
     const missed = await arriveDuringOutage(inboxId, 5);
     const stop = new AbortController();
 
-    const first = await catchUpInbox(deps, { inboxId, since, pageSize: 2, signal: stop.signal, onProgress: (p) => p.started >= 3 && stop.abort() });
+    const first = await catchUpInbox(deps, {
+      inboxId,
+      since,
+      pageSize: 2,
+      signal: stop.signal,
+      onProgress: (p) => p.started >= 3 && stop.abort(),
+    });
     assert.equal(first.interrupted, true);
     assert.ok(first.started >= 3 && first.started < 5, `started ${first.started}`);
     const cursor = await cursors.get(inboxId);
-    assert.ok(cursor && cursor.toISOString() <= missed[first.started - 1]!.timestamp, 'the cursor never passes a message not handed over');
+    assert.ok(
+      cursor && cursor.toISOString() <= missed[first.started - 1]!.timestamp,
+      'the cursor never passes a message not handed over',
+    );
 
     const rerun = await catchUpInbox(deps, { inboxId, since, pageSize: 2 });
     assert.equal(rerun.interrupted, false);
@@ -168,7 +223,10 @@ describe('the catch-up module', () => {
     // No retry interceptor: each start fails at once instead of backing off until its deadline.
     const connection = Connection.lazy({ address: '127.0.0.1:1', connectTimeout: 500, interceptors: [] });
     try {
-      const summary = await catchUpInbox({ ...deps, temporal: new Client({ connection, namespace: 'unreachable' }) }, { inboxId, since });
+      const summary = await catchUpInbox(
+        { ...deps, temporal: new Client({ connection, namespace: 'unreachable' }) },
+        { inboxId, since },
+      );
       assert.equal(summary.started, 0);
       assert.ok(summary.failed >= 10, `failed ${summary.failed}`);
       assert.match(summary.stoppedBecause ?? '', /workflow starts failed in a row/);
@@ -181,7 +239,10 @@ describe('the catch-up module', () => {
   test('never reaches past the operation store: an explicit --since beyond the horizon is refused; a stale cursor is clamped, with a note', async () => {
     const inboxId = h.newInbox();
     await h.sandbox.createInbox(inboxId);
-    await assert.rejects(catchUpInbox(deps, { inboxId, since: new Date(Date.now() - 89.5 * DAY_MS) }), CatchUpRequestError);
+    await assert.rejects(
+      catchUpInbox(deps, { inboxId, since: new Date(Date.now() - 89.5 * DAY_MS) }),
+      CatchUpRequestError,
+    );
     await assert.rejects(catchUpInbox(deps, { inboxId }), /nothing to resume from/);
 
     await cursors.advance(inboxId, new Date(Date.now() - 100 * DAY_MS));
@@ -204,7 +265,13 @@ describe('the catch-up module', () => {
 describe('the ingress keeps the cursor', () => {
   const deliver = async (payload: object) => {
     const body = JSON.stringify(payload);
-    return (await fetch(`${h.apiUrl}/webhooks/agentmail`, { method: 'POST', body, headers: signedHeaders(h.webhookSecret, body) })).status;
+    return (
+      await fetch(`${h.apiUrl}/webhooks/agentmail`, {
+        method: 'POST',
+        body,
+        headers: signedHeaders(h.webhookSecret, body),
+      })
+    ).status;
   };
   const payloadFor = (message: { inbox_id: string; message_id: string }, timestamp: string | undefined) => {
     const payload = messageReceivedPayload({ inboxId: message.inbox_id, messageId: message.message_id });
@@ -229,7 +296,11 @@ describe('the ingress keeps the cursor', () => {
     assert.equal(await deliver(payloadFor(c, 'not a time')), 204, 'an unreadable timestamp: still accepted');
     assert.equal((await cursors.get(inboxId))?.toISOString(), at(60_000));
 
-    assert.equal(await deliver(payloadFor(a, at(120_000))), 204, 'the same message under another event id (outcome duplicate)');
+    assert.equal(
+      await deliver(payloadFor(a, at(120_000))),
+      204,
+      'the same message under another event id (outcome duplicate)',
+    );
     assert.equal((await cursors.get(inboxId))?.toISOString(), at(120_000));
   });
 });
@@ -252,10 +323,19 @@ describe('POST /admin/replay', () => {
   });
   after(() => admin.close());
   const replay = (body: unknown, authorization?: string) =>
-    admin.inject({ method: 'POST', url: '/admin/replay', payload: body as object, headers: authorization ? { authorization } : {} });
+    admin.inject({
+      method: 'POST',
+      url: '/admin/replay',
+      payload: body as object,
+      headers: authorization ? { authorization } : {},
+    });
 
   test('without ADMIN_TOKEN the route does not exist (404)', async () => {
-    const response = await fetch(`${h.apiUrl}/admin/replay`, { method: 'POST', headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` }, body: '{}' });
+    const response = await fetch(`${h.apiUrl}/admin/replay`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', authorization: `Bearer ${token}` },
+      body: '{}',
+    });
     assert.equal(response.status, 404);
   });
 
@@ -277,10 +357,17 @@ describe('POST /admin/replay', () => {
     const since = new Date(Date.now() - 60_000).toISOString();
     const first = await replay({ inbox_id: inboxId, since }, `Bearer ${token}`);
     assert.equal(first.statusCode, 200, first.body);
-    const body = first.json<{ summaries: Array<{ inboxId: string; started: number }>; totals: { started: number; failed: number } }>();
-    assert.deepEqual(body.summaries.map((s) => [s.inboxId, s.started]), [[inboxId, 2]]);
+    const body = first.json<{
+      summaries: Array<{ inboxId: string; started: number }>;
+      totals: { started: number; failed: number };
+    }>();
+    assert.deepEqual(
+      body.summaries.map((s) => [s.inboxId, s.started]),
+      [[inboxId, 2]],
+    );
     assert.deepEqual({ started: body.totals.started, failed: body.totals.failed }, { started: 2, failed: 0 });
-    for (const message of missed) assert.equal((await h.workflowResult({ inboxId, messageId: message.message_id })).status, 'sent');
+    for (const message of missed)
+      assert.equal((await h.workflowResult({ inboxId, messageId: message.message_id })).status, 'sent');
 
     const again = await replay({ inbox_ids: [inboxId], since }, `Bearer ${token}`);
     assert.equal(again.json<{ totals: { started: number; alreadyAnswered: number } }>().totals.started, 0);
@@ -295,29 +382,56 @@ describe('POST /admin/replay', () => {
     assert.equal((await replay({ inbox_id: inboxId, since: '400d' }, auth)).statusCode, 400);
     assert.equal((await replay({ inbox_id: inboxId, inbox_ids: [inboxId], since: '1h' }, auth)).statusCode, 400);
     assert.equal((await replay({ since: '1h' }, auth)).statusCode, 400);
-    assert.equal((await replay({ inbox_id: `nobody-${randomUUID()}@${h.inboxDomain}`, since: '1h' }, auth)).statusCode, 404);
+    assert.equal(
+      (await replay({ inbox_id: `nobody-${randomUUID()}@${h.inboxDomain}`, since: '1h' }, auth)).statusCode,
+      404,
+    );
   });
 });
 
 describe('configuration', () => {
-  const apiEnv = { DATABASE_URL: 'postgres://u:p@127.0.0.1:5432/db', AGENTMAIL_WEBHOOK_SECRET: 'whsec_dGVzdHNlY3JldC10ZXN0c2VjcmV0LTI0' };
+  const apiEnv = {
+    DATABASE_URL: 'postgres://u:p@127.0.0.1:5432/db',
+    AGENTMAIL_WEBHOOK_SECRET: 'whsec_dGVzdHNlY3JldC10ZXN0c2VjcmV0LTI0',
+  };
   test('ADMIN_TOKEN: off when unset, at least 16 characters, and it needs AGENTMAIL_API_KEY', () => {
     assert.equal(loadApiConfig(apiEnv).ADMIN_TOKEN, undefined);
-    assert.throws(() => loadApiConfig({ ...apiEnv, ADMIN_TOKEN: 'short', AGENTMAIL_API_KEY: 'k' }), /ADMIN_TOKEN must be at least 16/);
-    assert.throws(() => loadApiConfig({ ...apiEnv, ADMIN_TOKEN: 'x'.repeat(32) }), (error: unknown) => error instanceof ConfigError && /AGENTMAIL_API_KEY is required when ADMIN_TOKEN is set/.test(error.message));
-    assert.equal(loadApiConfig({ ...apiEnv, ADMIN_TOKEN: 'x'.repeat(32), AGENTMAIL_API_KEY: 'k' }).ADMIN_TOKEN, 'x'.repeat(32));
+    assert.throws(
+      () => loadApiConfig({ ...apiEnv, ADMIN_TOKEN: 'short', AGENTMAIL_API_KEY: 'k' }),
+      /ADMIN_TOKEN must be at least 16/,
+    );
+    assert.throws(
+      () => loadApiConfig({ ...apiEnv, ADMIN_TOKEN: 'x'.repeat(32) }),
+      (error: unknown) =>
+        error instanceof ConfigError && /AGENTMAIL_API_KEY is required when ADMIN_TOKEN is set/.test(error.message),
+    );
+    assert.equal(
+      loadApiConfig({ ...apiEnv, ADMIN_TOKEN: 'x'.repeat(32), AGENTMAIL_API_KEY: 'k' }).ADMIN_TOKEN,
+      'x'.repeat(32),
+    );
   });
 
   test('OPERATION_RETENTION_DAYS (default 90, at least 8), WATCHDOG_REENABLE (default false), WATCHDOG_WEBHOOK_IDS', () => {
     const workerEnv = { DATABASE_URL: apiEnv.DATABASE_URL, AGENTMAIL_API_KEY: 'k' };
     const defaults = loadWorkerConfig(workerEnv);
-    assert.deepEqual([defaults.OPERATION_RETENTION_DAYS, defaults.WATCHDOG_REENABLE, defaults.WATCHDOG_WEBHOOK_IDS], [90, false, []]);
-    const set = loadWorkerConfig({ ...workerEnv, OPERATION_RETENTION_DAYS: '30', WATCHDOG_REENABLE: 'true', WATCHDOG_WEBHOOK_IDS: 'ep_1, ep_2' });
-    assert.deepEqual([set.OPERATION_RETENTION_DAYS, set.WATCHDOG_REENABLE, set.WATCHDOG_WEBHOOK_IDS], [30, true, ['ep_1', 'ep_2']]);
+    assert.deepEqual(
+      [defaults.OPERATION_RETENTION_DAYS, defaults.WATCHDOG_REENABLE, defaults.WATCHDOG_WEBHOOK_IDS],
+      [90, false, []],
+    );
+    const set = loadWorkerConfig({
+      ...workerEnv,
+      OPERATION_RETENTION_DAYS: '30',
+      WATCHDOG_REENABLE: 'true',
+      WATCHDOG_WEBHOOK_IDS: 'ep_1, ep_2',
+    });
+    assert.deepEqual(
+      [set.OPERATION_RETENTION_DAYS, set.WATCHDOG_REENABLE, set.WATCHDOG_WEBHOOK_IDS],
+      [30, true, ['ep_1', 'ep_2']],
+    );
     assert.throws(() => loadWorkerConfig({ ...workerEnv, OPERATION_RETENTION_DAYS: '7' }), /OPERATION_RETENTION_DAYS/);
   });
 
-  test('the resume overlap covers AgentMail\'s ~27.5 h of retries', () => {
+  test("the resume overlap covers AgentMail's ~27.5 h of retries", () => {
     assert.ok(RESUME_OVERLAP_MS > 27.5 * 60 * 60 * 1000);
   });
 });

@@ -30,11 +30,17 @@ const service = (name: string): Service => {
 
 /** `${VAR:?msg}` and `${VAR:-default}` as compose resolves them, with test values for the required ones. */
 function resolved(environment: Record<string, string> = {}): NodeJS.ProcessEnv {
-  const given: Record<string, string> = { AGENTMAIL_API_KEY: 'am_test', AGENTMAIL_WEBHOOK_SECRET: 'whsec_dGVzdHNlY3JldC10ZXN0c2VjcmV0LTI0' };
+  const given: Record<string, string> = {
+    AGENTMAIL_API_KEY: 'am_test',
+    AGENTMAIL_WEBHOOK_SECRET: 'whsec_dGVzdHNlY3JldC10ZXN0c2VjcmV0LTI0',
+  };
   return Object.fromEntries(
     Object.entries(environment).map(([key, value]) => [
       key,
-      String(value).replace(/\$\{(\w+)(?::([?-])([^}]*))?\}/g, (_m, name: string, kind?: string, rest?: string) => given[name] ?? (kind === '-' ? rest ?? '' : '')),
+      String(value).replace(
+        /\$\{(\w+)(?::([?-])([^}]*))?\}/g,
+        (_m, name: string, kind?: string, rest?: string) => given[name] ?? (kind === '-' ? (rest ?? '') : ''),
+      ),
     ]),
   );
 }
@@ -54,7 +60,9 @@ test('compose has Postgres, a Postgres-backed Temporal, its Web UI, a one-shot s
 
 test("Temporal reads the repository's dynamic config: eager activity dispatch on", () => {
   const temporal = service('temporal');
-  const mount = (temporal.volumes ?? []).map((v) => v.split(':')).find(([, target]) => target === '/etc/temporal/config/dynamicconfig');
+  const mount = (temporal.volumes ?? [])
+    .map((v) => v.split(':'))
+    .find(([, target]) => target === '/etc/temporal/config/dynamicconfig');
   assert.ok(mount, 'the dynamic config folder is mounted where the image looks');
   const file = path.join(root, mount[0]!, path.basename(String(temporal.environment?.DYNAMIC_CONFIG_FILE_PATH)));
   assert.equal(path.dirname(String(temporal.environment?.DYNAMIC_CONFIG_FILE_PATH)), 'config/dynamicconfig');
@@ -63,7 +71,8 @@ test("Temporal reads the repository's dynamic config: eager activity dispatch on
 });
 
 test('every long-running service has a health check', () => {
-  for (const name of ['postgresql', 'temporal', 'api', 'worker']) assert.ok(service(name).healthcheck?.test.length, name);
+  for (const name of ['postgresql', 'temporal', 'api', 'worker'])
+    assert.ok(service(name).healthcheck?.test.length, name);
   assert.match(service('api').healthcheck!.test.join(' '), /\/readyz/);
 });
 
@@ -103,6 +112,16 @@ const composeCli = (() => {
   }
 })();
 
-test('`docker compose config` accepts the file', { skip: composeCli ? false : 'the docker compose plugin is not installed here (no Docker engine on this machine)' }, () => {
-  execFileSync('docker', ['compose', '-f', file, 'config', '--quiet'], { env: { ...process.env, AGENTMAIL_API_KEY: 'x', AGENTMAIL_WEBHOOK_SECRET: 'whsec_dGVzdHNlY3JldC10ZXN0c2VjcmV0LTI0' } });
-});
+test(
+  '`docker compose config` accepts the file',
+  { skip: composeCli ? false : 'the docker compose plugin is not installed here (no Docker engine on this machine)' },
+  () => {
+    execFileSync('docker', ['compose', '-f', file, 'config', '--quiet'], {
+      env: {
+        ...process.env,
+        AGENTMAIL_API_KEY: 'x',
+        AGENTMAIL_WEBHOOK_SECRET: 'whsec_dGVzdHNlY3JldC10ZXN0c2VjcmV0LTI0',
+      },
+    });
+  },
+);

@@ -29,12 +29,22 @@ async function startWorker(failpoints: Failpoint[] = []): Promise<AppProcess> {
 
 async function newMessage(): Promise<MessageRef> {
   const inboxId = h.newInbox();
-  const inbound = await h.sandbox.inbound({ inbox_id: inboxId, from: `crash-${randomUUID().slice(0, 8)}@customer.example`, subject: 'Crash me', text: 'Please answer once.' });
+  const inbound = await h.sandbox.inbound({
+    inbox_id: inboxId,
+    from: `crash-${randomUUID().slice(0, 8)}@customer.example`,
+    subject: 'Crash me',
+    text: 'Please answer once.',
+  });
   return { inboxId, messageId: inbound.message.message_id };
 }
 
 async function operation(key: string) {
-  return (await h.db.query<{ status: string; result: { text?: string } | null; attempts: number }>('SELECT status, result, attempts FROM operations WHERE operation_key = $1', [key])).rows[0];
+  return (
+    await h.db.query<{ status: string; result: { text?: string } | null; attempts: number }>(
+      'SELECT status, result, attempts FROM operations WHERE operation_key = $1',
+      [key],
+    )
+  ).rows[0];
 }
 
 /** Runs one message with a worker that dies at `failpoint`, then lets a healthy worker finish it. */
@@ -43,11 +53,17 @@ async function crashThenRecover(failpoint: Failpoint) {
   const ref = await newMessage();
   const died = await crashing.exited;
   assert.equal(died.signal, 'SIGKILL', `the worker died at ${failpoint}`);
-  const afterCrash = { outbox: (await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, tickets: (await h.ticketsFor(ref)).length };
+  const afterCrash = {
+    outbox: (await h.sandbox.outbox({ inbox_id: ref.inboxId })).length,
+    tickets: (await h.ticketsFor(ref)).length,
+  };
   const healthy = await startWorker();
   const result = await h.workflowResult(ref);
   await healthy.stop();
-  const draftCalls = [crashing, healthy].reduce((n, w) => n + w.logs('drafting reply', { operationKey: draftKey(ref) }).length, 0);
+  const draftCalls = [crashing, healthy].reduce(
+    (n, w) => n + w.logs('drafting reply', { operationKey: draftKey(ref) }).length,
+    0,
+  );
   return { ref, result, afterCrash, draftCalls };
 }
 
@@ -114,12 +130,26 @@ describe('a slow attempt that outlives its lease length', () => {
     await h.sandbox.setFaults({ match: { method: 'POST', path: '/reply', count: 1 }, action: 'delay', ms: 6_000 });
     try {
       const ref = await newMessage();
-      await eventually(async () => ((await operation(replyKey(ref)))?.status === 'processing' ? true : undefined), 'the first send to be in flight');
-      const replay = h.client.workflow.execute(INBOUND_MESSAGE_WORKFLOW, { workflowId: `replay-${randomUUID()}`, taskQueue: h.taskQueue, args: [ref] });
+      await eventually(
+        async () => ((await operation(replyKey(ref)))?.status === 'processing' ? true : undefined),
+        'the first send to be in flight',
+      );
+      const replay = h.client.workflow.execute(INBOUND_MESSAGE_WORKFLOW, {
+        workflowId: `replay-${randomUUID()}`,
+        taskQueue: h.taskQueue,
+        args: [ref],
+      });
       const [first, second] = await Promise.all([h.resultOf(ref), replay]);
-      assert.equal(first.status === 'sent' && second.status === 'sent' && first.replyMessageId === second.replyMessageId, true);
+      assert.equal(
+        first.status === 'sent' && second.status === 'sent' && first.replyMessageId === second.replyMessageId,
+        true,
+      );
       assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 1);
-      assert.equal((await operation(replyKey(ref)))?.attempts, 1, 'the renewed lease kept the first attempt exclusive; nothing took over');
+      assert.equal(
+        (await operation(replyKey(ref)))?.attempts,
+        1,
+        'the renewed lease kept the first attempt exclusive; nothing took over',
+      );
     } finally {
       await h.sandbox.clearFaults();
       await worker.stop();

@@ -26,7 +26,14 @@ before(async () => {
 });
 after(() => standIn.app.close());
 
-const request: DraftRequest = { inboxId: 'support@example.com', messageId: '<m-1@example.com>', subject: 'Hello', text: 'Where is my order?', timestamp: new Date('2025-01-02T03:04:05Z'), thread: [] };
+const request: DraftRequest = {
+  inboxId: 'support@example.com',
+  messageId: '<m-1@example.com>',
+  subject: 'Hello',
+  text: 'Where is my order?',
+  timestamp: new Date('2025-01-02T03:04:05Z'),
+  thread: [],
+};
 const config = (overrides: Partial<DrafterConfig> = {}): DrafterConfig => ({
   DRAFT_PROVIDER: 'openai-compatible',
   DRAFT_MODEL: 'stand-in-model',
@@ -39,7 +46,10 @@ const config = (overrides: Partial<DrafterConfig> = {}): DrafterConfig => ({
   ...overrides,
 });
 
-async function failureOf(rule: BehaviourInput | null, overrides: Partial<DrafterConfig> = {}): Promise<ApplicationFailure> {
+async function failureOf(
+  rule: BehaviourInput | null,
+  overrides: Partial<DrafterConfig> = {},
+): Promise<ApplicationFailure> {
   standIn.behaviours.set(rule ? [{ match: {}, ...rule }] : []);
   try {
     await createDrafter(config(overrides)).draft(request);
@@ -67,7 +77,7 @@ const cases: Array<[string, BehaviourInput, string, boolean]> = [
 
 for (const provider of providers) {
   describe(`DRAFT_PROVIDER=${provider}`, () => {
-    test('a normal answer is the model\'s text, one HTTP request', async () => {
+    test("a normal answer is the model's text, one HTTP request", async () => {
       const before = standIn.calls.length;
       const text = await createDrafter(config({ DRAFT_PROVIDER: provider })).draft(request);
       assert.match(text, /Thank you for your message/);
@@ -82,7 +92,8 @@ for (const provider of providers) {
         assert.equal(failure.type, type);
         assert.equal(failure.nonRetryable, nonRetryable);
         assert.equal(standIn.calls.length - before, 1, 'the SDK made no retries of its own');
-        if (type === 'DraftRateLimited') assert.equal(failure.nextRetryDelay, 7_000, 'the Retry-After becomes the next retry delay');
+        if (type === 'DraftRateLimited')
+          assert.equal(failure.nextRetryDelay, 7_000, 'the Retry-After becomes the next retry delay');
       });
     }
 
@@ -107,13 +118,24 @@ describe('the output check (validDraft, the one place for it)', () => {
   ];
   for (const [name, text, message] of bad) {
     test(`${name} → InvalidDraft, final`, () => {
-      assert.throws(() => validDraft(text, 'm'), (error: unknown) => error instanceof ApplicationFailure && error.type === 'InvalidDraft' && error.nonRetryable && message.test(error.message));
+      assert.throws(
+        () => validDraft(text, 'm'),
+        (error: unknown) =>
+          error instanceof ApplicationFailure &&
+          error.type === 'InvalidDraft' &&
+          error.nonRetryable &&
+          message.test(error.message),
+      );
     });
   }
 });
 
 describe('choosing the drafter', () => {
-  const env = (extra: Record<string, string>) => ({ DATABASE_URL: 'postgres://u:p@127.0.0.1:5432/db', AGENTMAIL_API_KEY: 'am_test', ...extra });
+  const env = (extra: Record<string, string>) => ({
+    DATABASE_URL: 'postgres://u:p@127.0.0.1:5432/db',
+    AGENTMAIL_API_KEY: 'am_test',
+    ...extra,
+  });
 
   test('no provider configured: the offline drafter', () => {
     const drafter = createDrafter(loadWorkerConfig(env({})));
@@ -122,41 +144,80 @@ describe('choosing the drafter', () => {
 
   test('a provider that needs a key and a model, without them: a start-up error naming both variables', () => {
     for (const provider of ['openai', 'anthropic']) {
-      assert.throws(() => loadWorkerConfig(env({ DRAFT_PROVIDER: provider })), (error: unknown) => {
-        assert.ok(error instanceof ConfigError);
-        assert.match(error.message, new RegExp(`DRAFT_API_KEY is required when DRAFT_PROVIDER=${provider}`));
-        assert.match(error.message, new RegExp(`DRAFT_MODEL is required when DRAFT_PROVIDER=${provider}`));
-        return true;
-      });
+      assert.throws(
+        () => loadWorkerConfig(env({ DRAFT_PROVIDER: provider })),
+        (error: unknown) => {
+          assert.ok(error instanceof ConfigError);
+          assert.match(error.message, new RegExp(`DRAFT_API_KEY is required when DRAFT_PROVIDER=${provider}`));
+          assert.match(error.message, new RegExp(`DRAFT_MODEL is required when DRAFT_PROVIDER=${provider}`));
+          return true;
+        },
+      );
     }
-    assert.throws(() => loadWorkerConfig(env({ DRAFT_PROVIDER: 'openai-compatible', DRAFT_MODEL: 'llama3.1' })), /DRAFT_BASE_URL is required when DRAFT_PROVIDER=openai-compatible/);
-    assert.throws(() => loadWorkerConfig(env({ DRAFT_PROVIDER: 'gemini' })), /DRAFT_PROVIDER must be one of offline, openai, anthropic, openai-compatible/);
+    assert.throws(
+      () => loadWorkerConfig(env({ DRAFT_PROVIDER: 'openai-compatible', DRAFT_MODEL: 'llama3.1' })),
+      /DRAFT_BASE_URL is required when DRAFT_PROVIDER=openai-compatible/,
+    );
+    assert.throws(
+      () => loadWorkerConfig(env({ DRAFT_PROVIDER: 'gemini' })),
+      /DRAFT_PROVIDER must be one of offline, openai, anthropic, openai-compatible/,
+    );
   });
 
-  test('every missing variable is listed at once, the provider\'s among the others', () => {
-    assert.throws(() => loadWorkerConfig({ DRAFT_PROVIDER: 'openai', TICKET_PROVIDER: 'zendesk' }), (error: unknown) => {
-      assert.ok(error instanceof ConfigError);
-      for (const name of ['DATABASE_URL', 'AGENTMAIL_API_KEY', 'DRAFT_API_KEY', 'DRAFT_MODEL', 'ZENDESK_URL', 'ZENDESK_EMAIL', 'ZENDESK_API_TOKEN']) assert.match(error.message, new RegExp(`- ${name} `));
-      return true;
-    });
+  test("every missing variable is listed at once, the provider's among the others", () => {
+    assert.throws(
+      () => loadWorkerConfig({ DRAFT_PROVIDER: 'openai', TICKET_PROVIDER: 'zendesk' }),
+      (error: unknown) => {
+        assert.ok(error instanceof ConfigError);
+        for (const name of [
+          'DATABASE_URL',
+          'AGENTMAIL_API_KEY',
+          'DRAFT_API_KEY',
+          'DRAFT_MODEL',
+          'ZENDESK_URL',
+          'ZENDESK_EMAIL',
+          'ZENDESK_API_TOKEN',
+        ])
+          assert.match(error.message, new RegExp(`- ${name} `));
+        return true;
+      },
+    );
   });
 
   test('a local OpenAI-compatible server needs no key; per-inbox instructions come inline or from a file', () => {
-    const inline = loadWorkerConfig(env({ DRAFT_PROVIDER: 'openai-compatible', DRAFT_MODEL: 'llama3.1', DRAFT_BASE_URL: 'http://127.0.0.1:11434/v1', DRAFT_INBOX_INSTRUCTIONS: '{"Billing@Example.com": "Be brief."}' }));
+    const inline = loadWorkerConfig(
+      env({
+        DRAFT_PROVIDER: 'openai-compatible',
+        DRAFT_MODEL: 'llama3.1',
+        DRAFT_BASE_URL: 'http://127.0.0.1:11434/v1',
+        DRAFT_INBOX_INSTRUCTIONS: '{"Billing@Example.com": "Be brief."}',
+      }),
+    );
     assert.deepEqual(inline.DRAFT_INBOX_INSTRUCTIONS, { 'billing@example.com': 'Be brief.' });
     assert.equal(createDrafter(inline).name, 'openai-compatible:llama3.1');
 
     const file = path.join(mkdtempSync(path.join(tmpdir(), 'replyonce-')), 'instructions.json');
     writeFileSync(file, JSON.stringify({ 'sales@example.com': 'Offer a call.' }));
-    assert.deepEqual(loadWorkerConfig(env({ DRAFT_INBOX_INSTRUCTIONS: file })).DRAFT_INBOX_INSTRUCTIONS, { 'sales@example.com': 'Offer a call.' });
-    assert.throws(() => loadWorkerConfig(env({ DRAFT_INBOX_INSTRUCTIONS: '{"a@b.c": ' })), /DRAFT_INBOX_INSTRUCTIONS is not valid JSON/);
-    assert.throws(() => loadWorkerConfig(env({ DRAFT_INBOX_INSTRUCTIONS: '{"a@b.c": 3}' })), /DRAFT_INBOX_INSTRUCTIONS must be a JSON object/);
-    assert.throws(() => loadWorkerConfig(env({ DRAFT_INBOX_INSTRUCTIONS: '/nonexistent/instructions.json' })), /DRAFT_INBOX_INSTRUCTIONS names a file that cannot be read/);
+    assert.deepEqual(loadWorkerConfig(env({ DRAFT_INBOX_INSTRUCTIONS: file })).DRAFT_INBOX_INSTRUCTIONS, {
+      'sales@example.com': 'Offer a call.',
+    });
+    assert.throws(
+      () => loadWorkerConfig(env({ DRAFT_INBOX_INSTRUCTIONS: '{"a@b.c": ' })),
+      /DRAFT_INBOX_INSTRUCTIONS is not valid JSON/,
+    );
+    assert.throws(
+      () => loadWorkerConfig(env({ DRAFT_INBOX_INSTRUCTIONS: '{"a@b.c": 3}' })),
+      /DRAFT_INBOX_INSTRUCTIONS must be a JSON object/,
+    );
+    assert.throws(
+      () => loadWorkerConfig(env({ DRAFT_INBOX_INSTRUCTIONS: '/nonexistent/instructions.json' })),
+      /DRAFT_INBOX_INSTRUCTIONS names a file that cannot be read/,
+    );
   });
 });
 
 describe('Retry-After', () => {
-  test('seconds, an HTTP date and OpenAI\'s retry-after-ms are read; a huge value is capped', () => {
+  test("seconds, an HTTP date and OpenAI's retry-after-ms are read; a huge value is capped", () => {
     const now = Date.parse('2025-01-01T00:00:00Z');
     assert.equal(retryAfterMs({ 'retry-after': '3' }, now), 3_000);
     assert.equal(retryAfterMs({ 'retry-after': 'Wed, 01 Jan 2025 00:00:05 GMT' }, now), 5_000);

@@ -56,91 +56,134 @@ async function eventOutcomes(ref: MessageRef): Promise<Map<string, string>> {
 
 /** The message.received body as AgentMail would post it, under any event id. */
 const eventBody = (inbound: InboundResult, eventId: string) =>
-  JSON.stringify({ type: 'event', event_type: 'message.received', event_id: eventId, message: inbound.message, thread: inbound.thread });
+  JSON.stringify({
+    type: 'event',
+    event_type: 'message.received',
+    event_id: eventId,
+    message: inbound.message,
+    thread: inbound.thread,
+  });
 
-const post = (body: string) => fetch(`${h.apiUrl}/webhooks/agentmail`, { method: 'POST', body, headers: signedHeaders(h.webhookSecret, body) }).then((r) => r.status);
+const post = (body: string) =>
+  fetch(`${h.apiUrl}/webhooks/agentmail`, { method: 'POST', body, headers: signedHeaders(h.webhookSecret, body) }).then(
+    (r) => r.status,
+  );
 
 describe('duplicates and races at the ingress', () => {
-  test('one event delivered 50 times at once, raced by 50 re-sends under new event ids → all 2xx, one run, one email, one ticket, one model call', { timeout: 90_000 }, async () => {
-    // Prepare
-    const inboxId = h.newInbox();
-    const inbound = await h.sandbox.inbound({ ...customerMail(inboxId), deliver: false });
-    const ref = { inboxId, messageId: inbound.message.message_id };
-    const sameEvent = eventBody(inbound, inbound.event_id);
-    const resentEventIds = Array.from({ length: 50 }, () => `evt_${randomUUID().replaceAll('-', '')}`);
+  test(
+    'one event delivered 50 times at once, raced by 50 re-sends under new event ids → all 2xx, one run, one email, one ticket, one model call',
+    { timeout: 90_000 },
+    async () => {
+      // Prepare
+      const inboxId = h.newInbox();
+      const inbound = await h.sandbox.inbound({ ...customerMail(inboxId), deliver: false });
+      const ref = { inboxId, messageId: inbound.message.message_id };
+      const sameEvent = eventBody(inbound, inbound.event_id);
+      const resentEventIds = Array.from({ length: 50 }, () => `evt_${randomUUID().replaceAll('-', '')}`);
 
-    // Act: all 100 deliveries in flight together
-    const statuses = await Promise.all([
-      ...Array.from({ length: 50 }, () => post(sameEvent)),
-      ...resentEventIds.map((eventId) => post(eventBody(inbound, eventId))),
-    ]);
+      // Act: all 100 deliveries in flight together
+      const statuses = await Promise.all([
+        ...Array.from({ length: 50 }, () => post(sameEvent)),
+        ...resentEventIds.map((eventId) => post(eventBody(inbound, eventId))),
+      ]);
 
-    // Assess
-    assert.deepEqual(statuses.filter((s) => s < 200 || s > 299), [], 'every delivery gets a 2xx');
-    const result = await h.workflowResult(ref);
-    assert.equal(result.status, 'sent');
-    assert.equal((await runsOf(inboundWorkflowId(ref))).length, 1, 'one workflow run for the message');
-    assert.deepEqual(await effectCounts(ref), ONCE);
+      // Assess
+      assert.deepEqual(
+        statuses.filter((s) => s < 200 || s > 299),
+        [],
+        'every delivery gets a 2xx',
+      );
+      const result = await h.workflowResult(ref);
+      assert.equal(result.status, 'sent');
+      assert.equal((await runsOf(inboundWorkflowId(ref))).length, 1, 'one workflow run for the message');
+      assert.deepEqual(await effectCounts(ref), ONCE);
 
-    const outcomes = await eventOutcomes(ref);
-    assert.equal(outcomes.size, 51, '1 + 50 distinct event ids recorded');
-    assert.deepEqual([...outcomes.values()].filter((o) => o === 'queued'), ['queued'], 'exactly one event started the workflow');
-    assert.ok([...outcomes.values()].every((o) => o === 'queued' || o === 'duplicate'));
-  });
+      const outcomes = await eventOutcomes(ref);
+      assert.equal(outcomes.size, 51, '1 + 50 distinct event ids recorded');
+      assert.deepEqual(
+        [...outcomes.values()].filter((o) => o === 'queued'),
+        ['queued'],
+        'exactly one event started the workflow',
+      );
+      assert.ok([...outcomes.values()].every((o) => o === 'queued' || o === 'duplicate'));
+    },
+  );
 
-  test('a webhook redriven hours after it was answered (same event, and as a new event) → 2xx, recorded duplicate, no second business action', { timeout: 90_000 }, async () => {
-    // Prepare: answered once
-    const inboxId = h.newInbox();
-    const inbound = await h.sandbox.inbound(customerMail(inboxId));
-    const ref = { inboxId, messageId: inbound.message.message_id };
-    const first = await (await inboundWorkflow(h, ref)).result();
-    assert.equal(first.status, 'sent');
-    assert.deepEqual(await effectCounts(ref), ONCE);
+  test(
+    'a webhook redriven hours after it was answered (same event, and as a new event) → 2xx, recorded duplicate, no second business action',
+    { timeout: 90_000 },
+    async () => {
+      // Prepare: answered once
+      const inboxId = h.newInbox();
+      const inbound = await h.sandbox.inbound(customerMail(inboxId));
+      const ref = { inboxId, messageId: inbound.message.message_id };
+      const first = await (await inboundWorkflow(h, ref)).result();
+      assert.equal(first.status, 'sent');
+      assert.deepEqual(await effectCounts(ref), ONCE);
 
-    // Act: hours pass on the sandbox's clock; the same event is redriven, then re-sent as new
-    await h.sandbox.advanceClock(6 * HOUR_MS);
-    const redriven = await h.sandbox.redeliver(inbound.event_id);
-    const resent = await h.sandbox.resendAsNew(inbound.event_id);
-    const resentAttempts = await h.sandbox.waitForDeliveries((attempts) => attempts.some((a) => a.ok) || attempts.length >= 2, { eventId: resent.event_id });
+      // Act: hours pass on the sandbox's clock; the same event is redriven, then re-sent as new
+      await h.sandbox.advanceClock(6 * HOUR_MS);
+      const redriven = await h.sandbox.redeliver(inbound.event_id);
+      const resent = await h.sandbox.resendAsNew(inbound.event_id);
+      const resentAttempts = await h.sandbox.waitForDeliveries(
+        (attempts) => attempts.some((a) => a.ok) || attempts.length >= 2,
+        { eventId: resent.event_id },
+      );
 
-    // Assess: Svix signs with the real time, so our 5-minute timestamp check still accepts both
-    assert.equal(redriven.status, 204, `redelivery answered ${redriven.status} (${redriven.error ?? ''})`);
-    assert.equal(resentAttempts[0]?.status, 204, `the re-sent event answered ${resentAttempts[0]?.status} (${resentAttempts[0]?.error ?? ''})`);
-    const outcomes = await eventOutcomes(ref);
-    assert.equal(outcomes.get(inbound.event_id), 'queued');
-    assert.equal(outcomes.get(resent.event_id), 'duplicate');
-    assert.equal(outcomes.size, 2);
-    assert.equal((await runsOf(inboundWorkflowId(ref))).length, 1);
-    assert.deepEqual(await effectCounts(ref), ONCE);
-  });
+      // Assess: Svix signs with the real time, so our 5-minute timestamp check still accepts both
+      assert.equal(redriven.status, 204, `redelivery answered ${redriven.status} (${redriven.error ?? ''})`);
+      assert.equal(
+        resentAttempts[0]?.status,
+        204,
+        `the re-sent event answered ${resentAttempts[0]?.status} (${resentAttempts[0]?.error ?? ''})`,
+      );
+      const outcomes = await eventOutcomes(ref);
+      assert.equal(outcomes.get(inbound.event_id), 'queued');
+      assert.equal(outcomes.get(resent.event_id), 'duplicate');
+      assert.equal(outcomes.size, 2);
+      assert.equal((await runsOf(inboundWorkflowId(ref))).length, 1);
+      assert.deepEqual(await effectCounts(ref), ONCE);
+    },
+  );
 
-  test('a message replayed after its workflow left Temporal (deleted) → a new run replays draft, ticket and reply from the store: still one of each', { timeout: 90_000 }, async () => {
-    // Prepare: answered once, then the execution is gone, as past the namespace's retention
-    const inboxId = h.newInbox();
-    const inbound = await h.sandbox.inbound(customerMail(inboxId));
-    const ref = { inboxId, messageId: inbound.message.message_id };
-    const handle = await inboundWorkflow(h, ref);
-    const first = await handle.result();
-    assert.equal(first.status, 'sent');
-    const { runId: firstRunId } = await handle.describe();
-    await h.client.workflowService.deleteWorkflowExecution({ namespace: h.client.options.namespace, workflowExecution: { workflowId: handle.workflowId } });
-    // Temporal deletes a just-closed execution only after its queues' ack levels move past the
-    // close (history.transferProcessorUpdateAckInterval, 30 s by default): allow for that.
-    await eventually(async () => ((await workflowExists(h.client, handle.workflowId)) ? undefined : true), 'the deleted execution to disappear', 60_000);
+  test(
+    'a message replayed after its workflow left Temporal (deleted) → a new run replays draft, ticket and reply from the store: still one of each',
+    { timeout: 90_000 },
+    async () => {
+      // Prepare: answered once, then the execution is gone, as past the namespace's retention
+      const inboxId = h.newInbox();
+      const inbound = await h.sandbox.inbound(customerMail(inboxId));
+      const ref = { inboxId, messageId: inbound.message.message_id };
+      const handle = await inboundWorkflow(h, ref);
+      const first = await handle.result();
+      assert.equal(first.status, 'sent');
+      const { runId: firstRunId } = await handle.describe();
+      await h.client.workflowService.deleteWorkflowExecution({
+        namespace: h.client.options.namespace,
+        workflowExecution: { workflowId: handle.workflowId },
+      });
+      // Temporal deletes a just-closed execution only after its queues' ack levels move past the
+      // close (history.transferProcessorUpdateAckInterval, 30 s by default): allow for that.
+      await eventually(
+        async () => ((await workflowExists(h.client, handle.workflowId)) ? undefined : true),
+        'the deleted execution to disappear',
+        60_000,
+      );
 
-    // Act: the same message arrives again under a new event id
-    const resent = await h.sandbox.resendAsNew(inbound.event_id);
-    await eventually(async () => (await eventOutcomes(ref)).get(resent.event_id), 'the re-sent event to be recorded');
+      // Act: the same message arrives again under a new event id
+      const resent = await h.sandbox.resendAsNew(inbound.event_id);
+      await eventually(async () => (await eventOutcomes(ref)).get(resent.event_id), 'the re-sent event to be recorded');
 
-    // Assess: a new run with the same workflow id, whose effects were all replays
-    const replay = await within(20_000, h.client.workflow.getHandle(handle.workflowId).result(), 'the replayed run');
-    const { runId: replayRunId } = await h.client.workflow.getHandle(handle.workflowId).describe();
-    assert.notEqual(replayRunId, firstRunId, 'a new run');
-    assert.equal((await eventOutcomes(ref)).get(resent.event_id), 'queued', 'the ingress started it as a new job');
-    assert.equal(replay.status, 'sent');
-    assert.equal(replay.status === 'sent' && replay.replayed, true);
-    assert.equal(replay.status === 'sent' && first.status === 'sent' && replay.replyMessageId, first.replyMessageId);
-    assert.equal(replay.status === 'sent' && first.status === 'sent' && replay.ticketId, first.ticketId);
-    assert.deepEqual(await effectCounts(ref), ONCE);
-  });
+      // Assess: a new run with the same workflow id, whose effects were all replays
+      const replay = await within(20_000, h.client.workflow.getHandle(handle.workflowId).result(), 'the replayed run');
+      const { runId: replayRunId } = await h.client.workflow.getHandle(handle.workflowId).describe();
+      assert.notEqual(replayRunId, firstRunId, 'a new run');
+      assert.equal((await eventOutcomes(ref)).get(resent.event_id), 'queued', 'the ingress started it as a new job');
+      assert.equal(replay.status, 'sent');
+      assert.equal(replay.status === 'sent' && replay.replayed, true);
+      assert.equal(replay.status === 'sent' && first.status === 'sent' && replay.replyMessageId, first.replyMessageId);
+      assert.equal(replay.status === 'sent' && first.status === 'sent' && replay.ticketId, first.ticketId);
+      assert.deepEqual(await effectCounts(ref), ONCE);
+    },
+  );
 });

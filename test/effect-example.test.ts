@@ -4,7 +4,13 @@ import { after, before, describe, test } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
-import { issueRefund, refundKey, type RefundGateway, type RefundInput, type RefundRequest } from '../activities/examples/refund';
+import {
+  issueRefund,
+  refundKey,
+  type RefundGateway,
+  type RefundInput,
+  type RefundRequest,
+} from '../activities/examples/refund';
 import { OperationStore } from '../activities/operation-store/store';
 import { createDb, type Db } from '../lib/db';
 import { providerIdempotencyKey } from '../lib/hashing';
@@ -28,7 +34,11 @@ class FakePayments implements RefundGateway {
 
   async refund(request: RefundRequest, options: { idempotencyKey: string }): Promise<{ refundId: string }> {
     const earlier = this.refunds.find((r) => r.idempotencyKey === options.idempotencyKey);
-    const refund = earlier ?? { ...request, refundId: `re_${this.refunds.length + 1}`, idempotencyKey: options.idempotencyKey };
+    const refund = earlier ?? {
+      ...request,
+      refundId: `re_${this.refunds.length + 1}`,
+      idempotencyKey: options.idempotencyKey,
+    };
     if (!earlier) this.refunds.push(refund);
     if (this.loseNextResponse) {
       this.loseNextResponse = false;
@@ -39,7 +49,13 @@ class FakePayments implements RefundGateway {
 }
 
 const environment = () => new MockActivityEnvironment(undefined, { logger: new DefaultLogger('WARN') });
-const refundOf = (amountCents: number): RefundInput => ({ inboxId: 'billing@example.com', messageId: `<${randomUUID()}@customer.example>`, chargeId: 'ch_1', amountCents, currency: 'eur' });
+const refundOf = (amountCents: number): RefundInput => ({
+  inboxId: 'billing@example.com',
+  messageId: `<${randomUUID()}@customer.example>`,
+  chargeId: 'ch_1',
+  amountCents,
+  currency: 'eur',
+});
 
 describe('a new effect with its own operation key and provider key (the refund example)', () => {
   test('its keys follow the key table: <inbox>/<message>/refund/v1, and a provider key derived from it', () => {
@@ -53,7 +69,13 @@ describe('a new effect with its own operation key and provider key (the refund e
     const input = refundOf(500);
     const first = await environment().run(issueRefund, { store, payments, leaseMs: 5_000 }, input);
     const second = await environment().run(issueRefund, { store, payments, leaseMs: 5_000 }, input);
-    assert.deepEqual([first, second], [{ refundId: 're_1', replayed: false }, { refundId: 're_1', replayed: true }]);
+    assert.deepEqual(
+      [first, second],
+      [
+        { refundId: 're_1', replayed: false },
+        { refundId: 're_1', replayed: true },
+      ],
+    );
     assert.equal(payments.refunds.length, 1);
   });
 
@@ -74,7 +96,8 @@ describe('a new effect with its own operation key and provider key (the refund e
     await environment().run(issueRefund, { store, payments, leaseMs: 5_000 }, input);
     await assert.rejects(
       environment().run(issueRefund, { store, payments, leaseMs: 5_000 }, { ...input, amountCents: 5_000 }),
-      (error: unknown) => error instanceof ApplicationFailure && error.type === 'OperationConflict' && error.nonRetryable,
+      (error: unknown) =>
+        error instanceof ApplicationFailure && error.type === 'OperationConflict' && error.nonRetryable,
     );
     assert.equal(payments.refunds.length, 1);
   });

@@ -29,8 +29,20 @@ after(() => h.close());
 /** A message the sandbox holds but has not announced: the test delivers its webhook itself. */
 async function undeliveredMessage(): Promise<{ ref: MessageRef; body: string; eventId: string }> {
   const inboxId = h.newInbox();
-  const inbound = await h.sandbox.inbound({ inbox_id: inboxId, from: `down-${randomUUID().slice(0, 8)}@customer.example`, subject: 'Hi', text: 'Anyone there?', deliver: false });
-  const body = JSON.stringify({ type: 'event', event_type: 'message.received', event_id: inbound.event_id, message: inbound.message, thread: inbound.thread });
+  const inbound = await h.sandbox.inbound({
+    inbox_id: inboxId,
+    from: `down-${randomUUID().slice(0, 8)}@customer.example`,
+    subject: 'Hi',
+    text: 'Anyone there?',
+    deliver: false,
+  });
+  const body = JSON.stringify({
+    type: 'event',
+    event_type: 'message.received',
+    event_id: inbound.event_id,
+    message: inbound.message,
+    thread: inbound.thread,
+  });
   return { ref: { inboxId, messageId: inbound.message.message_id }, body, eventId: inbound.event_id };
 }
 
@@ -38,7 +50,9 @@ const post = (baseUrl: string, body: string) =>
   fetch(`${baseUrl}/webhooks/agentmail`, { method: 'POST', body, headers: signedHeaders(h.webhookSecret, body) });
 
 async function eventRows(eventId: string) {
-  return (await h.db.query('SELECT outcome FROM inbound_events WHERE event_id = $1', [eventId])).rows as Array<{ outcome: string }>;
+  return (await h.db.query('SELECT outcome FROM inbound_events WHERE event_id = $1', [eventId])).rows as Array<{
+    outcome: string;
+  }>;
 }
 
 async function runs(ref: MessageRef): Promise<number> {

@@ -20,7 +20,10 @@ test('the workflow id is stable per (inbox, message), differs across inboxes, an
   assert.notEqual(id, inboundWorkflowId({ ...ref, inboxId: 'sales@example.com' }));
   assert.ok(!id.includes('example.com'));
   // The two parts cannot be shifted into each other.
-  assert.notEqual(inboundWorkflowId({ inboxId: 'a/b', messageId: 'c' }), inboundWorkflowId({ inboxId: 'a', messageId: 'b/c' }));
+  assert.notEqual(
+    inboundWorkflowId({ inboxId: 'a/b', messageId: 'c' }),
+    inboundWorkflowId({ inboxId: 'a', messageId: 'b/c' }),
+  );
 });
 
 test('the provider idempotency key is derived from the operation key, prefixed, and fits AgentMail limits', () => {

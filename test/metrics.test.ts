@@ -23,12 +23,31 @@ test('the API and the worker expose counters for webhooks, acks, operations and 
   try {
     const before = await (await fetch(`${h.apiUrl}/metrics`)).text();
     const inboxId = h.newInbox();
-    const inbound = await h.sandbox.inbound({ inbox_id: inboxId, from: `metrics-${randomUUID().slice(0, 8)}@customer.example`, subject: 'Hi', text: 'Count me.' });
+    const inbound = await h.sandbox.inbound({
+      inbox_id: inboxId,
+      from: `metrics-${randomUUID().slice(0, 8)}@customer.example`,
+      subject: 'Hi',
+      text: 'Count me.',
+    });
     const ref = { inboxId, messageId: inbound.message.message_id };
     assert.equal((await h.resultOf(ref)).status, 'sent');
-    const body = JSON.stringify({ type: 'event', event_type: 'message.received', event_id: inbound.event_id, message: inbound.message, thread: inbound.thread });
-    await fetch(`${h.apiUrl}/webhooks/agentmail`, { method: 'POST', body, headers: signedHeaders(h.webhookSecret, body) });
-    await fetch(`${h.apiUrl}/webhooks/agentmail`, { method: 'POST', body, headers: { 'content-type': 'application/json' } });
+    const body = JSON.stringify({
+      type: 'event',
+      event_type: 'message.received',
+      event_id: inbound.event_id,
+      message: inbound.message,
+      thread: inbound.thread,
+    });
+    await fetch(`${h.apiUrl}/webhooks/agentmail`, {
+      method: 'POST',
+      body,
+      headers: signedHeaders(h.webhookSecret, body),
+    });
+    await fetch(`${h.apiUrl}/webhooks/agentmail`, {
+      method: 'POST',
+      body,
+      headers: { 'content-type': 'application/json' },
+    });
 
     const api = await (await fetch(`${h.apiUrl}/metrics`)).text();
     const delta = (series: string) => sample(api, series) - sample(before, series);

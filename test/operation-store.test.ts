@@ -1,7 +1,12 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { OperationConflictError, OperationFailedError, OperationInProgressError, LeaseLostError } from '../activities/operation-store/errors';
+import {
+  OperationConflictError,
+  OperationFailedError,
+  OperationInProgressError,
+  LeaseLostError,
+} from '../activities/operation-store/errors';
 import { OperationStore } from '../activities/operation-store/store';
 import { createDb, type Db } from '../lib/db';
 import { requestHash } from '../lib/hashing';

@@ -33,7 +33,11 @@ describe('one message, end to end', () => {
   test('a signed webhook → the workflow completes → one reply with the drafted text, one ticket, labels, the event recorded', async () => {
     // Prepare: a zero-delay fault rule counts the reads of this inbox's messages.
     const inboxId = h.newInbox();
-    await h.sandbox.setFaults({ match: { method: 'GET', path: `/inboxes/${inboxId}/messages/` }, action: 'delay', ms: 0 });
+    await h.sandbox.setFaults({
+      match: { method: 'GET', path: `/inboxes/${inboxId}/messages/` },
+      action: 'delay',
+      ms: 0,
+    });
     // Act
     const inbound = await h.sandbox.inbound(customerMail(inboxId));
     const ref = { inboxId, messageId: inbound.message.message_id };
@@ -43,7 +47,11 @@ describe('one message, end to end', () => {
     await h.sandbox.clearFaults();
     // Assess
     assert.equal(result.status, 'sent');
-    assert.equal(messageReads, 1, 'decide, draft, ticket and send share one read of the message (the worker caches it)');
+    assert.equal(
+      messageReads,
+      1,
+      'decide, draft, ticket and send share one read of the message (the worker caches it)',
+    );
     const outbox = await h.sandbox.outbox({ inbox_id: inboxId });
     assert.equal(outbox.length, 1);
     const reply = outbox[0]!.message;
@@ -54,7 +62,9 @@ describe('one message, end to end', () => {
     assert.equal(result.status === 'sent' && result.replyMessageId, reply.message_id);
     assert.match(outbox[0]!.idempotency_key ?? '', /^replyonce-[0-9a-f]{64}$/);
 
-    const stored = await h.db.query(`SELECT result->>'text' AS text FROM operations WHERE operation_key = $1`, [`${inboxId}/${ref.messageId}/draft/v1`]);
+    const stored = await h.db.query(`SELECT result->>'text' AS text FROM operations WHERE operation_key = $1`, [
+      `${inboxId}/${ref.messageId}/draft/v1`,
+    ]);
     assert.equal(stored.rows[0]?.text, reply.text, 'the email carries exactly the stored draft');
 
     const tickets = await h.ticketsFor(ref);
@@ -82,7 +92,12 @@ describe('one message, end to end', () => {
     const operations = await handle.query(operationsQuery);
     assert.deepEqual(
       operations.map((o) => [o.kind, o.status]),
-      [['decision', 'complete'], ['draft', 'complete'], ['ticket', 'complete'], ['reply', 'complete']],
+      [
+        ['decision', 'complete'],
+        ['draft', 'complete'],
+        ['ticket', 'complete'],
+        ['reply', 'complete'],
+      ],
     );
     const description = await handle.describe();
     assert.deepEqual(description.searchAttributes.ReplyStatus, ['sent']);
@@ -95,8 +110,19 @@ describe('duplicates', () => {
     const inboxId = h.newInbox();
     const inbound = await h.sandbox.inbound({ ...customerMail(inboxId), deliver: false });
     const ref = { inboxId, messageId: inbound.message.message_id };
-    const body = JSON.stringify({ type: 'event', event_type: 'message.received', event_id: inbound.event_id, message: inbound.message, thread: inbound.thread });
-    const deliver = () => fetch(`${h.apiUrl}/webhooks/agentmail`, { method: 'POST', body, headers: signedHeaders(h.webhookSecret, body) }).then((r) => r.status);
+    const body = JSON.stringify({
+      type: 'event',
+      event_type: 'message.received',
+      event_id: inbound.event_id,
+      message: inbound.message,
+      thread: inbound.thread,
+    });
+    const deliver = () =>
+      fetch(`${h.apiUrl}/webhooks/agentmail`, {
+        method: 'POST',
+        body,
+        headers: signedHeaders(h.webhookSecret, body),
+      }).then((r) => r.status);
 
     const sequential = [await deliver(), await deliver()];
     const concurrent = await Promise.all(Array.from({ length: 20 }, deliver));
@@ -116,7 +142,10 @@ describe('duplicates', () => {
     const inboxes = [h.newInbox('sales'), h.newInbox('support'), h.newInbox('billing')];
     for (const inboxId of inboxes) await h.sandbox.inbound(customerMail(inboxId, { message_id: messageId }));
     const results = await Promise.all(inboxes.map((inboxId) => h.resultOf({ inboxId, messageId })));
-    assert.deepEqual(results.map((r) => r.status), ['sent', 'sent', 'sent']);
+    assert.deepEqual(
+      results.map((r) => r.status),
+      ['sent', 'sent', 'sent'],
+    );
     for (const inboxId of inboxes) assert.equal((await h.sandbox.outbox({ inbox_id: inboxId })).length, 1);
   });
 
@@ -127,12 +156,19 @@ describe('duplicates', () => {
     await h.resultOf({ inboxId, messageId: first.message.message_id });
     await h.resultOf({ inboxId, messageId: second.message.message_id });
     const outbox = await h.sandbox.outbox({ inbox_id: inboxId });
-    assert.deepEqual(outbox.map((e) => e.message.in_reply_to).sort(), [first.message.message_id, second.message.message_id].sort());
+    assert.deepEqual(
+      outbox.map((e) => e.message.in_reply_to).sort(),
+      [first.message.message_id, second.message.message_id].sort(),
+    );
   });
 
   test('AgentMail answers 404 to the label (the message was deleted after the reply): the reply stands, the run ends sent', async () => {
     const inboxId = h.newInbox();
-    await h.sandbox.setFaults({ match: { method: 'PATCH', path: `/inboxes/${inboxId}/messages/` }, action: 'status', status: 404 });
+    await h.sandbox.setFaults({
+      match: { method: 'PATCH', path: `/inboxes/${inboxId}/messages/` },
+      action: 'status',
+      status: 404,
+    });
     try {
       const inbound = await h.sandbox.inbound(customerMail(inboxId));
       const result = await h.resultOf({ inboxId, messageId: inbound.message.message_id });
@@ -153,13 +189,22 @@ describe('duplicates', () => {
 
     // With the usual id, as `temporal workflow start --workflow-id …` would: refused, the run completed.
     await assert.rejects(
-      h.client.workflow.start(INBOUND_MESSAGE_WORKFLOW, { workflowId: inboundWorkflowId(ref), taskQueue: h.taskQueue, args: [ref], workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY' }),
+      h.client.workflow.start(INBOUND_MESSAGE_WORKFLOW, {
+        workflowId: inboundWorkflowId(ref),
+        taskQueue: h.taskQueue,
+        args: [ref],
+        workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
+      }),
       WorkflowExecutionAlreadyStartedError,
     );
     // Under another id (as after the old execution left Temporal's retention): the operation
     // store replays the draft, ticket and reply; nothing is sent or drafted again.
     const replayId = `manual-${randomUUID()}`;
-    const replay = await h.client.workflow.execute(INBOUND_MESSAGE_WORKFLOW, { workflowId: replayId, taskQueue: h.taskQueue, args: [ref] });
+    const replay = await h.client.workflow.execute(INBOUND_MESSAGE_WORKFLOW, {
+      workflowId: replayId,
+      taskQueue: h.taskQueue,
+      args: [ref],
+    });
     assert.equal(replay.status, 'sent');
     assert.equal(replay.status === 'sent' && replay.replayed, true);
     assert.equal(replay.status === 'sent' && first.status === 'sent' && replay.replyMessageId, first.replyMessageId);
@@ -168,7 +213,10 @@ describe('duplicates', () => {
     assert.equal(h.drafter.callsFor(ref), 1);
     // A start without search attributes (as by hand): the run sets them, so the Web UI finds it.
     const { searchAttributes } = await h.client.workflow.getHandle(replayId).describe();
-    assert.deepEqual([searchAttributes.InboxId, searchAttributes.MessageId, searchAttributes.ReplyStatus], [[inboxId], [ref.messageId], ['sent']]);
+    assert.deepEqual(
+      [searchAttributes.InboxId, searchAttributes.MessageId, searchAttributes.ReplyStatus],
+      [[inboxId], [ref.messageId], ['sent']],
+    );
   });
 });
 
@@ -210,7 +258,13 @@ describe('loop safety', () => {
     const [ours] = await h.sandbox.outbox({ inbox_id: inboxId });
     // Another agent's inbox receives our reply; it carries our Auto-Submitted header.
     const otherAgent = h.newInbox('other-agent');
-    const echoed = await h.sandbox.inbound({ inbox_id: otherAgent, from: inboxId, subject: ours!.message.subject ?? '', text: ours!.message.text ?? '', headers: ours!.message.headers ?? {} });
+    const echoed = await h.sandbox.inbound({
+      inbox_id: otherAgent,
+      from: inboxId,
+      subject: ours!.message.subject ?? '',
+      text: ours!.message.text ?? '',
+      headers: ours!.message.headers ?? {},
+    });
     const result = await h.resultOf({ inboxId: otherAgent, messageId: echoed.message.message_id });
     assert.equal(result.status, 'skipped');
   });
@@ -225,7 +279,10 @@ describe('loop safety', () => {
         const inbound = await budgeted.sandbox.inbound({ ...customerMail(inboxId), from });
         results.push(await budgeted.resultOf({ inboxId, messageId: inbound.message.message_id }));
       }
-      assert.deepEqual(results.map((r) => r.status), ['sent', 'sent', 'skipped']);
+      assert.deepEqual(
+        results.map((r) => r.status),
+        ['sent', 'sent', 'skipped'],
+      );
       assert.deepEqual(results[2], { status: 'skipped', reason: 'sender-budget-exceeded', ticketId: null });
       assert.equal((await budgeted.db.query('SELECT 1 FROM tickets WHERE inbox_id = $1', [inboxId])).rowCount, 2);
     } finally {

@@ -60,7 +60,12 @@ async function crashThenRecover(failpoint: Failpoint) {
   const crashing = await startWorker([failpoint]);
   const marker = `MARKER-${randomUUID()}`;
   const inboxId = h.newInbox();
-  const inbound = await h.sandbox.inbound({ inbox_id: inboxId, from: `crash-${randomUUID().slice(0, 8)}@customer.example`, subject: 'Crash me', text: `Please answer once. ${marker}` });
+  const inbound = await h.sandbox.inbound({
+    inbox_id: inboxId,
+    from: `crash-${randomUUID().slice(0, 8)}@customer.example`,
+    subject: 'Crash me',
+    text: `Please answer once. ${marker}`,
+  });
   const ref: MessageRef = { inboxId, messageId: inbound.message.message_id };
   assert.equal((await crashing.exited).signal, 'SIGKILL', `the worker died at ${failpoint}`);
   const healthy = await startWorker();
@@ -70,7 +75,11 @@ async function crashThenRecover(failpoint: Failpoint) {
 }
 
 const storedText = async (ref: MessageRef) =>
-  (await h.db.query<{ text: string }>(`SELECT result->>'text' AS text FROM operations WHERE operation_key = $1`, [draftKey(ref)])).rows[0]?.text;
+  (
+    await h.db.query<{ text: string }>(`SELECT result->>'text' AS text FROM operations WHERE operation_key = $1`, [
+      draftKey(ref),
+    ])
+  ).rows[0]?.text;
 
 describe('worker processes configured for a model and Zendesk, killed mid-effect', () => {
   test('the worker logs which drafter and ticket provider it uses (never their secrets)', async () => {
@@ -106,7 +115,16 @@ describe('worker processes configured for a model and Zendesk, killed mid-effect
     const tickets = await helpdesk.tickets({ external_id: key });
     assert.equal(tickets.length, 1);
     assert.equal(result.status === 'sent' && result.ticketId, String(tickets[0]!.id));
-    const ours = (await helpdesk.requests()).filter((r) => r.idempotency_key === key || r.url.includes(encodeURIComponent(key)));
-    assert.deepEqual(ours.map((r) => [r.method, r.status]), [['POST', 201], ['GET', 200]], 'one create, then the look-up that found it');
+    const ours = (await helpdesk.requests()).filter(
+      (r) => r.idempotency_key === key || r.url.includes(encodeURIComponent(key)),
+    );
+    assert.deepEqual(
+      ours.map((r) => [r.method, r.status]),
+      [
+        ['POST', 201],
+        ['GET', 200],
+      ],
+      'one create, then the look-up that found it',
+    );
   });
 });

@@ -22,10 +22,16 @@ const DAY = 24 * HOUR;
 const hash = (n: number) => n.toString(16).padStart(64, '0');
 
 /** Rows aged `ageMs`, tagged with a fresh run id so this file sees only its own. */
-async function seed(run: string, ages: { events: number[]; operations: number[]; sentReplies: number[]; tickets: number[] }) {
+async function seed(
+  run: string,
+  ages: { events: number[]; operations: number[]; sentReplies: number[]; tickets: number[] },
+) {
   const ago = (ms: number) => new Date(Date.now() - ms);
   for (const [i, age] of ages.events.entries()) {
-    await h.db.query(`INSERT INTO inbound_events (event_id, event_type, outcome, received_at) VALUES ($1, 'message.received', 'queued', $2)`, [`evt_${run}_${i}`, ago(age)]);
+    await h.db.query(
+      `INSERT INTO inbound_events (event_id, event_type, outcome, received_at) VALUES ($1, 'message.received', 'queued', $2)`,
+      [`evt_${run}_${i}`, ago(age)],
+    );
   }
   for (const [i, age] of ages.operations.entries()) {
     await h.db.query(
@@ -35,15 +41,22 @@ async function seed(run: string, ages: { events: number[]; operations: number[];
     );
   }
   for (const [i, age] of ages.sentReplies.entries()) {
-    await h.db.query(`INSERT INTO sent_replies (operation_key, inbox_id, recipient_hash, sent_at) VALUES ($1, $2, $3, $4)`, [`${run}/reply/${i}`, run, hash(i), ago(age)]);
+    await h.db.query(
+      `INSERT INTO sent_replies (operation_key, inbox_id, recipient_hash, sent_at) VALUES ($1, $2, $3, $4)`,
+      [`${run}/reply/${i}`, run, hash(i), ago(age)],
+    );
   }
   for (const [i, age] of ages.tickets.entries()) {
-    await h.db.query(`INSERT INTO tickets (ticket_id, operation_key, inbox_id, message_id, created_at) VALUES ($1, $2, $3, $4, $5)`, [`t_${run}_${i}`, `${run}/op/${i}`, run, `m${i}`, ago(age)]);
+    await h.db.query(
+      `INSERT INTO tickets (ticket_id, operation_key, inbox_id, message_id, created_at) VALUES ($1, $2, $3, $4, $5)`,
+      [`t_${run}_${i}`, `${run}/op/${i}`, run, `m${i}`, ago(age)],
+    );
   }
 }
 
 async function remaining(run: string) {
-  const count = async (sql: string, value: string) => Number((await h.db.query<{ n: string }>(sql, [value])).rows[0]?.n);
+  const count = async (sql: string, value: string) =>
+    Number((await h.db.query<{ n: string }>(sql, [value])).rows[0]?.n);
   return {
     events: await count(`SELECT count(*) AS n FROM inbound_events WHERE event_id LIKE $1`, `evt_${run}_%`),
     operations: await count(`SELECT count(*) AS n FROM operations WHERE operation_key LIKE $1`, `${run}/op/%`),
@@ -64,17 +77,30 @@ describe('retention', () => {
     });
 
     // Act
-    const result: PruneResult = await h.client.workflow.execute('retentionWorkflow', { taskQueue: h.taskQueue, workflowId: `retention-${randomUUID()}`, args: [{ batchSize: 2 }] });
+    const result: PruneResult = await h.client.workflow.execute('retentionWorkflow', {
+      taskQueue: h.taskQueue,
+      workflowId: `retention-${randomUUID()}`,
+      args: [{ batchSize: 2 }],
+    });
 
     // Assess
     assert.deepEqual(await remaining(run), { events: 1, operations: 1, sentReplies: 1, tickets: 1 });
     assert.ok(result.inboundEvents >= 5 && result.operations >= 2 && result.sentReplies >= 2, JSON.stringify(result));
-    assert.equal((await h.db.query(`SELECT 1 FROM inbound_events WHERE event_id = $1`, [`evt_${run}_5`])).rowCount, 1, 'the 6-day-old event id stays');
+    assert.equal(
+      (await h.db.query(`SELECT 1 FROM inbound_events WHERE event_id = $1`, [`evt_${run}_5`])).rowCount,
+      1,
+      'the 6-day-old event id stays',
+    );
   });
 
   test('OPERATION_RETENTION_DAYS sets the operations horizon; each DELETE takes one bounded batch, with a heartbeat after it', async () => {
     const run = randomUUID().slice(0, 8);
-    await seed(run, { events: [8 * DAY, 8 * DAY, 8 * DAY, 8 * DAY, 8 * DAY], operations: [31 * DAY, 29 * DAY], sentReplies: [], tickets: [] });
+    await seed(run, {
+      events: [8 * DAY, 8 * DAY, 8 * DAY, 8 * DAY, 8 * DAY],
+      operations: [31 * DAY, 29 * DAY],
+      sentReplies: [],
+      tickets: [],
+    });
     const env = new MockActivityEnvironment(undefined, { logger: new DefaultLogger('WARN') });
     const heartbeats: PruneResult[] = [];
     env.on('heartbeat', (details: PruneResult) => heartbeats.push({ ...details }));
@@ -92,12 +118,19 @@ describe('retention', () => {
       await ensureSchedules(h.client, h.taskQueue);
       const handle = h.client.schedule.getHandle(ids.retention);
       await handle.trigger();
-      const workflowId = await eventually(async () => (await handle.describe()).info.recentActions[0]?.action.workflow.workflowId, 'the schedule to start retention');
+      const workflowId = await eventually(
+        async () => (await handle.describe()).info.recentActions[0]?.action.workflow.workflowId,
+        'the schedule to start retention',
+      );
       const result: PruneResult = await h.client.workflow.getHandle(workflowId).result();
       assert.ok(result.inboundEvents >= 1);
       assert.equal((await remaining(run)).events, 0);
     } finally {
-      for (const id of Object.values(ids)) await h.client.schedule.getHandle(id).delete().catch(() => undefined);
+      for (const id of Object.values(ids))
+        await h.client.schedule
+          .getHandle(id)
+          .delete()
+          .catch(() => undefined);
     }
   });
 });

@@ -14,7 +14,8 @@ describe('AGENTMAIL_WEBHOOK_SECRET', () => {
   const refused = (secret: string, why: RegExp) =>
     assert.throws(
       () => load(secret),
-      (error: unknown) => error instanceof ConfigError && /AGENTMAIL_WEBHOOK_SECRET/.test(error.message) && why.test(error.message),
+      (error: unknown) =>
+        error instanceof ConfigError && /AGENTMAIL_WEBHOOK_SECRET/.test(error.message) && why.test(error.message),
       secret,
     );
 

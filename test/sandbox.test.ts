@@ -23,15 +23,30 @@ interface Received {
   body: string;
   headers: IncomingHttpHeaders;
 }
-const receiver = { server: undefined as Server | undefined, url: '', requests: [] as Received[], statuses: [] as number[] };
+const receiver = {
+  server: undefined as Server | undefined,
+  url: '',
+  requests: [] as Received[],
+  statuses: [] as number[],
+};
 
 /** An inbound message whose webhook is not delivered (API tests don't need it). */
 async function arrive(fields: { subject?: string; text?: string; in_reply_to?: string; message_id?: string } = {}) {
-  const { message } = await control.inbound({ inbox_id: INBOX, from: CUSTOMER, subject: 'Where is my order?', text: 'Order 42 has not arrived.', deliver: false, ...fields });
+  const { message } = await control.inbound({
+    inbox_id: INBOX,
+    from: CUSTOMER,
+    subject: 'Where is my order?',
+    text: 'Order 42 has not arrived.',
+    deliver: false,
+    ...fields,
+  });
   return message;
 }
 
-const replyBody = (text = 'It ships today.'): AgentMail.ReplyToMessageRequest => ({ text, headers: { 'Auto-Submitted': 'auto-replied' } });
+const replyBody = (text = 'It ships today.'): AgentMail.ReplyToMessageRequest => ({
+  text,
+  headers: { 'Auto-Submitted': 'auto-replied' },
+});
 
 // Suite-level hooks: the root's after() would only run once the event loop drains.
 describe('AgentMail sandbox', () => {
@@ -47,7 +62,12 @@ describe('AgentMail sandbox', () => {
     await new Promise<void>((resolve) => receiver.server?.listen(0, '127.0.0.1', resolve));
     receiver.url = `http://127.0.0.1:${(receiver.server.address() as AddressInfo).port}/webhooks/agentmail`;
 
-    sandbox = buildSandbox({ apiKey: API_KEY, webhookSecret: SECRET, webhookUrl: receiver.url, retryScheduleMs: [0, 100, 300] });
+    sandbox = buildSandbox({
+      apiKey: API_KEY,
+      webhookSecret: SECRET,
+      webhookUrl: receiver.url,
+      retryScheduleMs: [0, 100, 300],
+    });
     baseUrl = await sandbox.app.listen({ port: 0, host: '127.0.0.1' });
     control = new SandboxControl(baseUrl);
     client = new AgentMailClient({ apiKey: API_KEY, baseUrl, maxRetries: 0, timeoutInSeconds: 10 });
@@ -86,7 +106,10 @@ describe('AgentMail sandbox', () => {
 
       const thread = await client.inboxes.threads.get(INBOX, first.thread_id);
       assert.equal(second.thread_id, first.thread_id);
-      assert.deepEqual(thread.messages.map((m) => m.messageId), [first.message_id, second.message_id]);
+      assert.deepEqual(
+        thread.messages.map((m) => m.messageId),
+        [first.message_id, second.message_id],
+      );
       assert.equal(thread.messageCount, 2);
 
       const page1 = await client.inboxes.messages.list(INBOX, { limit: 2 });
@@ -97,7 +120,11 @@ describe('AgentMail sandbox', () => {
       assert.equal(page2.nextPageToken, undefined);
       const ids = [...page1.messages, ...page2.messages].map((m) => m.messageId);
       assert.equal(new Set(ids).size, 3);
-      assert.equal(ids[0], (await client.inboxes.messages.list(INBOX, { limit: 1 })).messages[0]?.messageId, 'newest first');
+      assert.equal(
+        ids[0],
+        (await client.inboxes.messages.list(INBOX, { limit: 1 })).messages[0]?.messageId,
+        'newest first',
+      );
 
       const byLabel = await client.inboxes.messages.list(INBOX, { labels: ['sent'] });
       assert.equal(byLabel.count, 0);
@@ -105,7 +132,13 @@ describe('AgentMail sandbox', () => {
 
     test('a wrong API key is refused in AgentMail error shape', async () => {
       const stranger = new AgentMailClient({ apiKey: 'wrong', baseUrl, maxRetries: 0 });
-      await assert.rejects(stranger.inboxes.list(), (error: unknown) => error instanceof AgentMailError && error.statusCode === 401 && (error.body as { name?: string }).name === 'UnauthorizedError');
+      await assert.rejects(
+        stranger.inboxes.list(),
+        (error: unknown) =>
+          error instanceof AgentMailError &&
+          error.statusCode === 401 &&
+          (error.body as { name?: string }).name === 'UnauthorizedError',
+      );
     });
   });
 
@@ -113,8 +146,12 @@ describe('AgentMail sandbox', () => {
     test('the same key twice sends one email and returns the same ids', async () => {
       const inbound = await arrive();
 
-      const a = await client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), { idempotencyKey: 'reply-1' });
-      const b = await client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), { idempotencyKey: 'reply-1' });
+      const a = await client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), {
+        idempotencyKey: 'reply-1',
+      });
+      const b = await client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), {
+        idempotencyKey: 'reply-1',
+      });
 
       assert.deepEqual(b, a);
       const outbox = await control.outbox({ in_reply_to: inbound.message_id });
@@ -139,14 +176,24 @@ describe('AgentMail sandbox', () => {
 
     test('the same key with a different body is a 409 ConflictError, and nothing more is sent', async () => {
       const inbound = await arrive();
-      await client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody('first text'), { idempotencyKey: 'reply-2' });
+      await client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody('first text'), {
+        idempotencyKey: 'reply-2',
+      });
 
       await assert.rejects(
-        client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody('edited text'), { idempotencyKey: 'reply-2' }),
-        (error: unknown) => error instanceof AgentMail.ConflictError && error.statusCode === 409 && /different request/.test((error.body as { message: string }).message),
+        client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody('edited text'), {
+          idempotencyKey: 'reply-2',
+        }),
+        (error: unknown) =>
+          error instanceof AgentMail.ConflictError &&
+          error.statusCode === 409 &&
+          /different request/.test((error.body as { message: string }).message),
       );
       const other = await arrive({ subject: 'other' });
-      await assert.rejects(client.inboxes.messages.reply(INBOX, other.message_id, replyBody('first text'), { idempotencyKey: 'reply-2' }), AgentMail.ConflictError);
+      await assert.rejects(
+        client.inboxes.messages.reply(INBOX, other.message_id, replyBody('first text'), { idempotencyKey: 'reply-2' }),
+        AgentMail.ConflictError,
+      );
       assert.equal((await control.outbox()).length, 1);
     });
 
@@ -154,14 +201,19 @@ describe('AgentMail sandbox', () => {
       const inbound = await arrive();
       await control.setFaults({ match: { method: 'POST', path: /\/reply$/, count: 1 }, action: 'delay', ms: 400 });
 
-      const first = client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), { idempotencyKey: 'reply-3' });
+      const first = client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), {
+        idempotencyKey: 'reply-3',
+      });
       await new Promise((resolve) => setTimeout(resolve, 100));
       await assert.rejects(
         client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), { idempotencyKey: 'reply-3' }),
-        (error: unknown) => error instanceof AgentMail.ConflictError && /in progress/.test((error.body as { message: string }).message),
+        (error: unknown) =>
+          error instanceof AgentMail.ConflictError && /in progress/.test((error.body as { message: string }).message),
       );
       const sent = await first;
-      const again = await client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), { idempotencyKey: 'reply-3' });
+      const again = await client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), {
+        idempotencyKey: 'reply-3',
+      });
 
       assert.equal(again.messageId, sent.messageId);
       assert.equal((await control.outbox()).length, 1);
@@ -170,7 +222,11 @@ describe('AgentMail sandbox', () => {
     test('an empty, overlong or non-ASCII key is a 400 and sends nothing', async () => {
       const inbound = await arrive();
       for (const key of ['', 'k'.repeat(257), 'clé-1']) {
-        await assert.rejects(client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), { idempotencyKey: key }), AgentMail.ValidationError, `key ${JSON.stringify(key.slice(0, 10))}`);
+        await assert.rejects(
+          client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), { idempotencyKey: key }),
+          AgentMail.ValidationError,
+          `key ${JSON.stringify(key.slice(0, 10))}`,
+        );
       }
       await client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), { idempotencyKey: 'k'.repeat(256) });
       assert.equal((await control.outbox()).length, 1);
@@ -178,14 +234,20 @@ describe('AgentMail sandbox', () => {
 
     test('a key expires 24 h after the send completes: then the same request sends again', async () => {
       const inbound = await arrive();
-      const a = await client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), { idempotencyKey: 'reply-4' });
+      const a = await client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), {
+        idempotencyKey: 'reply-4',
+      });
 
       await control.advanceClock(24 * 3600_000 - 60_000);
-      const b = await client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), { idempotencyKey: 'reply-4' });
+      const b = await client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), {
+        idempotencyKey: 'reply-4',
+      });
       assert.equal(b.messageId, a.messageId, 'a minute before expiry the key still replays');
 
       await control.advanceClock(60_000);
-      const c = await client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), { idempotencyKey: 'reply-4' });
+      const c = await client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), {
+        idempotencyKey: 'reply-4',
+      });
       assert.notEqual(c.messageId, a.messageId);
       assert.equal((await control.outbox()).length, 2);
     });
@@ -195,12 +257,20 @@ describe('AgentMail sandbox', () => {
       await control.setFaults({ match: { method: 'POST', path: '/reply', count: 1 }, action: 'drop-after-commit' });
 
       // A short timeout: the SDK leaves its timeout timer running when the connection resets.
-      await assert.rejects(client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), { idempotencyKey: 'reply-5', timeoutInSeconds: 1 }), (error: unknown) => error instanceof AgentMailError && error.statusCode === undefined);
+      await assert.rejects(
+        client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), {
+          idempotencyKey: 'reply-5',
+          timeoutInSeconds: 1,
+        }),
+        (error: unknown) => error instanceof AgentMailError && error.statusCode === undefined,
+      );
       const outbox = await control.outbox();
       assert.equal(outbox.length, 1);
       assert.equal(outbox[0]?.idempotency_key, 'reply-5');
 
-      const retried = await client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), { idempotencyKey: 'reply-5' });
+      const retried = await client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), {
+        idempotencyKey: 'reply-5',
+      });
       assert.equal(retried.messageId, outbox[0]?.message.message_id);
       assert.equal((await control.outbox()).length, 1);
     });
@@ -211,8 +281,17 @@ describe('AgentMail sandbox', () => {
         { match: { path: '/reply', count: 1 }, action: 'status', status: 503 },
         { match: { path: '/reply', count: 1 }, action: 'drop-before-commit' },
       ]);
-      await assert.rejects(client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), { idempotencyKey: 'reply-6' }), (e: unknown) => e instanceof AgentMailError && e.statusCode === 503);
-      await assert.rejects(client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), { idempotencyKey: 'reply-6', timeoutInSeconds: 1 }), AgentMailError);
+      await assert.rejects(
+        client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), { idempotencyKey: 'reply-6' }),
+        (e: unknown) => e instanceof AgentMailError && e.statusCode === 503,
+      );
+      await assert.rejects(
+        client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), {
+          idempotencyKey: 'reply-6',
+          timeoutInSeconds: 1,
+        }),
+        AgentMailError,
+      );
       assert.equal((await control.outbox()).length, 0);
       await client.inboxes.messages.reply(INBOX, inbound.message_id, replyBody(), { idempotencyKey: 'reply-6' });
       assert.equal((await control.outbox()).length, 1);
@@ -223,7 +302,10 @@ describe('AgentMail sandbox', () => {
     test('messages.update adds and removes labels', async () => {
       const inbound = await arrive();
 
-      const updated = await client.inboxes.messages.update(INBOX, inbound.message_id, { addLabels: ['replied'], removeLabels: ['unread'] });
+      const updated = await client.inboxes.messages.update(INBOX, inbound.message_id, {
+        addLabels: ['replied'],
+        removeLabels: ['unread'],
+      });
 
       assert.deepEqual(updated.labels, ['received', 'replied']);
       assert.deepEqual((await client.inboxes.messages.get(INBOX, inbound.message_id)).labels, ['received', 'replied']);
@@ -231,7 +313,13 @@ describe('AgentMail sandbox', () => {
 
     test('a draft client_id returns the original draft; sending it is idempotent and deletes it', async () => {
       const inbound = await arrive();
-      const request = { to: [CUSTOMER], subject: 'Re: Where is my order?', text: 'It ships today.', inReplyTo: inbound.message_id, clientId: 'draft-for-42' };
+      const request = {
+        to: [CUSTOMER],
+        subject: 'Re: Where is my order?',
+        text: 'It ships today.',
+        inReplyTo: inbound.message_id,
+        clientId: 'draft-for-42',
+      };
 
       const a = await client.inboxes.drafts.create(INBOX, request);
       const b = await client.inboxes.drafts.create(INBOX, request);
@@ -250,14 +338,29 @@ describe('AgentMail sandbox', () => {
 
   describe('webhooks', () => {
     test('message.received is Svix-signed over the exact body and verifies with the secret', async () => {
-      const { event_id, message } = await control.inbound({ inbox_id: INBOX, from: CUSTOMER, subject: 'Hello', text: 'Hi there' });
+      const { event_id, message } = await control.inbound({
+        inbox_id: INBOX,
+        from: CUSTOMER,
+        subject: 'Hello',
+        text: 'Hi there',
+      });
 
       await control.waitForDeliveries((attempts) => attempts.some((a) => a.ok), { eventId: event_id });
       const [delivery] = receiver.requests;
       assert.ok(delivery);
-      const headers = { 'svix-id': String(delivery.headers['svix-id']), 'svix-timestamp': String(delivery.headers['svix-timestamp']), 'svix-signature': String(delivery.headers['svix-signature']) };
+      const headers = {
+        'svix-id': String(delivery.headers['svix-id']),
+        'svix-timestamp': String(delivery.headers['svix-timestamp']),
+        'svix-signature': String(delivery.headers['svix-signature']),
+      };
       new Webhook(SECRET).verify(delivery.body, headers); // throws unless signed over these bytes
-      const payload = JSON.parse(delivery.body) as { type: string; event_type: string; event_id: string; message: { message_id: string }; thread: { thread_id: string } };
+      const payload = JSON.parse(delivery.body) as {
+        type: string;
+        event_type: string;
+        event_id: string;
+        message: { message_id: string };
+        thread: { thread_id: string };
+      };
 
       assert.equal(payload.type, 'event');
       assert.equal(payload.event_type, 'message.received');
@@ -273,14 +376,22 @@ describe('AgentMail sandbox', () => {
 
       const attempts = await control.waitForDeliveries((list) => list.some((a) => a.ok), { eventId: event_id });
 
-      assert.deepEqual(attempts.map((a) => a.status), [500, 500, 200]);
+      assert.deepEqual(
+        attempts.map((a) => a.status),
+        [500, 500, 200],
+      );
       assert.ok(attempts.every((a) => a.svix_id === svix_id));
       assert.deepEqual(new Set(receiver.requests.map((r) => r.headers['svix-id'])), new Set([svix_id]));
       assert.equal((await control.events()).find((e) => e.event_id === event_id)?.status, 'delivered');
     });
 
     test('duplicates, redelivery and resend-as-new: the same event id vs a new one', async () => {
-      const { event_id, svix_id } = await control.inbound({ inbox_id: INBOX, from: CUSTOMER, subject: 'Twice', duplicates: 1 });
+      const { event_id, svix_id } = await control.inbound({
+        inbox_id: INBOX,
+        from: CUSTOMER,
+        subject: 'Twice',
+        duplicates: 1,
+      });
       await control.waitForDeliveries((list) => list.filter((a) => a.ok).length === 2, { eventId: event_id });
 
       const redelivered = await control.redeliver(event_id);

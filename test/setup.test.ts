@@ -84,7 +84,10 @@ describe('setupTemporal', () => {
   });
 
   test('names TEMPORAL_ADDRESS when the server is unreachable', async () => {
-    await assert.rejects(setupTemporal({ address: '127.0.0.1:1', namespace: 'unreachable', connectTimeoutMs: 300 }), /TEMPORAL_ADDRESS/);
+    await assert.rejects(
+      setupTemporal({ address: '127.0.0.1:1', namespace: 'unreachable', connectTimeoutMs: 300 }),
+      /TEMPORAL_ADDRESS/,
+    );
   });
 });
 
@@ -103,7 +106,8 @@ describe('migrateDatabase', () => {
       );
       return rows.map((row) => row.table_name);
     });
-    for (const table of ['inbound_events', 'operations', 'pgmigrations']) assert.ok(tables.includes(table), `${table} in ${tables.join(', ')}`);
+    for (const table of ['inbound_events', 'operations', 'pgmigrations'])
+      assert.ok(tables.includes(table), `${table} in ${tables.join(', ')}`);
   });
 
   describe('on a database of its own', () => {
@@ -129,7 +133,9 @@ describe('migrateDatabase', () => {
     });
     after(async () => {
       rmSync(dir, { recursive: true, force: true });
-      await withClient(databaseUrl, (client) => client.query(`DROP DATABASE IF EXISTS ${client.escapeIdentifier(scratchName)} WITH (FORCE)`));
+      await withClient(databaseUrl, (client) =>
+        client.query(`DROP DATABASE IF EXISTS ${client.escapeIdentifier(scratchName)} WITH (FORCE)`),
+      );
     });
 
     test('two migrators at once apply each migration exactly once; other files are ignored', async () => {
@@ -154,6 +160,9 @@ describe('migrateDatabase', () => {
   });
 
   test('names DATABASE_URL when the server is unreachable', async () => {
-    await assert.rejects(migrateDatabase('postgres://nobody:nothing@127.0.0.1:1/none', { log: () => undefined }), /DATABASE_URL/);
+    await assert.rejects(
+      migrateDatabase('postgres://nobody:nothing@127.0.0.1:1/none', { log: () => undefined }),
+      /DATABASE_URL/,
+    );
   });
 });

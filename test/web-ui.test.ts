@@ -14,10 +14,11 @@ import { Harness } from './support/harness';
 const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 const ARTIFACTS = path.resolve(__dirname, '..', 'test-artifacts');
 const uiUrl = process.env.TEMPORAL_UI_URL;
-const skip =
-  !uiUrl ? 'the suite runs against a Temporal server without a Web UI of its own (TEMPORAL_ADDRESS was set)'
-  : !existsSync(CHROMIUM) ? `Chromium is not installed at ${CHROMIUM} (scripts/setup.sh installs Debian's chromium package; set CHROMIUM_PATH to use another)`
-  : false;
+const skip = !uiUrl
+  ? 'the suite runs against a Temporal server without a Web UI of its own (TEMPORAL_ADDRESS was set)'
+  : !existsSync(CHROMIUM)
+    ? `Chromium is not installed at ${CHROMIUM} (scripts/setup.sh installs Debian's chromium package; set CHROMIUM_PATH to use another)`
+    : false;
 
 let h: Harness;
 let browser: Browser;
@@ -26,7 +27,15 @@ before(async () => {
   h = await Harness.start();
   browser = await chromium.launch({
     executablePath: CHROMIUM,
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync', '--no-first-run'],
+    args: [
+      '--headless',
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+      '--no-first-run',
+    ],
   });
 });
 after(async () => {
@@ -36,14 +45,21 @@ after(async () => {
 
 test('an operator finds a message in the Web UI by MessageId and sees its ReplyStatus', { skip }, async () => {
   const inboxId = h.newInbox();
-  const inbound = await h.sandbox.inbound({ inbox_id: inboxId, from: `ui-${randomUUID().slice(0, 8)}@customer.example`, subject: 'Find me', text: 'In the Web UI.' });
+  const inbound = await h.sandbox.inbound({
+    inbox_id: inboxId,
+    from: `ui-${randomUUID().slice(0, 8)}@customer.example`,
+    subject: 'Find me',
+    text: 'In the Web UI.',
+  });
   const ref = { inboxId, messageId: inbound.message.message_id };
   assert.equal((await h.resultOf(ref)).status, 'sent');
   const workflowId = inboundWorkflowId(ref);
 
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   const query = `MessageId = "${ref.messageId}" AND ReplyStatus = "sent"`;
-  await page.goto(`${uiUrl}/namespaces/${testEnv.namespace}/workflows?query=${encodeURIComponent(query)}`, { waitUntil: 'networkidle' });
+  await page.goto(`${uiUrl}/namespaces/${testEnv.namespace}/workflows?query=${encodeURIComponent(query)}`, {
+    waitUntil: 'networkidle',
+  });
   // Visibility is eventually consistent: the list may need a reload or two.
   const row = page.getByText(workflowId).first();
   for (let attempt = 0; attempt < 10; attempt += 1) {
@@ -59,7 +75,10 @@ test('an operator finds a message in the Web UI by MessageId and sees its ReplyS
   assert.ok(await row.isVisible(), `the workflow ${workflowId} is listed for ${query}`);
 
   // The same filter with another status finds nothing: the status shown is the real one.
-  await page.goto(`${uiUrl}/namespaces/${testEnv.namespace}/workflows?query=${encodeURIComponent(`MessageId = "${ref.messageId}" AND ReplyStatus = "failed"`)}`, { waitUntil: 'networkidle' });
+  await page.goto(
+    `${uiUrl}/namespaces/${testEnv.namespace}/workflows?query=${encodeURIComponent(`MessageId = "${ref.messageId}" AND ReplyStatus = "failed"`)}`,
+    { waitUntil: 'networkidle' },
+  );
   await page.getByText(/^0 Workflows$/).waitFor({ state: 'visible', timeout: 10_000 });
   assert.equal(await page.getByText(workflowId).count(), 0);
   await page.close();

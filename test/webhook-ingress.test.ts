@@ -23,17 +23,31 @@ before(async () => {
 });
 after(() => ingress.close());
 
-const post = (body: string, headers: Record<string, string>) => app.inject({ method: 'POST', url: '/webhooks/agentmail', payload: body, headers });
-const eventRow = async (eventId: string) => (await db.query('SELECT * FROM inbound_events WHERE event_id = $1', [eventId])).rows[0];
-const newMessage = () => ({ inboxId: `support-${randomUUID().slice(0, 8)}@example.com`, messageId: `<${randomUUID()}@mail.example.com>` });
+const post = (body: string, headers: Record<string, string>) =>
+  app.inject({ method: 'POST', url: '/webhooks/agentmail', payload: body, headers });
+const eventRow = async (eventId: string) =>
+  (await db.query('SELECT * FROM inbound_events WHERE event_id = $1', [eventId])).rows[0];
+const newMessage = () => ({
+  inboxId: `support-${randomUUID().slice(0, 8)}@example.com`,
+  messageId: `<${randomUUID()}@mail.example.com>`,
+});
 
 describe('webhook signature', () => {
   const cases: Array<[string, (body: string) => { body: string; headers: Record<string, string> }]> = [
     ['a signature made with another secret', (body) => ({ body, headers: signedHeaders(newWebhookSecret(), body) })],
-    ['a body changed after signing', (body) => ({ body: body.replace('Where', 'Whence'), headers: signedHeaders(secret, body) })],
-    ['a stale timestamp (10 minutes old)', (body) => ({ body, headers: signedHeaders(secret, body, { timestamp: new Date(Date.now() - 10 * 60_000) }) })],
+    [
+      'a body changed after signing',
+      (body) => ({ body: body.replace('Where', 'Whence'), headers: signedHeaders(secret, body) }),
+    ],
+    [
+      'a stale timestamp (10 minutes old)',
+      (body) => ({ body, headers: signedHeaders(secret, body, { timestamp: new Date(Date.now() - 10 * 60_000) }) }),
+    ],
     ['missing svix headers', (body) => ({ body, headers: { 'content-type': 'application/json' } })],
-    ['an empty signature header', (body) => ({ body, headers: { ...signedHeaders(secret, body), 'svix-signature': '' } })],
+    [
+      'an empty signature header',
+      (body) => ({ body, headers: { ...signedHeaders(secret, body), 'svix-signature': '' } }),
+    ],
   ];
   for (const [name, make] of cases) {
     test(`${name} → 400, nothing recorded, no workflow started`, async () => {
@@ -81,7 +95,12 @@ describe('webhook delivery', () => {
   });
 
   test('other event types are acknowledged and recorded as ignored, starting nothing', async () => {
-    const body = JSON.stringify({ type: 'event', event_type: 'message.delivered', event_id: `evt_${randomUUID()}`, delivery: {} });
+    const body = JSON.stringify({
+      type: 'event',
+      event_type: 'message.delivered',
+      event_id: `evt_${randomUUID()}`,
+      delivery: {},
+    });
     const response = await post(body, signedHeaders(secret, body));
     assert.equal(response.statusCode, 204);
     assert.equal((await eventRow(JSON.parse(body).event_id)).outcome, 'ignored');

@@ -22,10 +22,19 @@ before(async () => {
 });
 after(() => h.close());
 
-const mail = (inboxId: string) => ({ inbox_id: inboxId, from: `Alan <alan-${randomUUID().slice(0, 8)}@customer.example>`, subject: 'Refund', text: 'May I have a refund?' });
+const mail = (inboxId: string) => ({
+  inbox_id: inboxId,
+  from: `Alan <alan-${randomUUID().slice(0, 8)}@customer.example>`,
+  subject: 'Refund',
+  text: 'May I have a refund?',
+});
 
 const runWatchdog = (harness: Harness): Promise<WebhookWatchdogResult> =>
-  harness.client.workflow.execute('webhookWatchdogWorkflow', { taskQueue: harness.taskQueue, workflowId: `watchdog-${randomUUID()}`, args: [] });
+  harness.client.workflow.execute('webhookWatchdogWorkflow', {
+    taskQueue: harness.taskQueue,
+    workflowId: `watchdog-${randomUUID()}`,
+    args: [],
+  });
 
 async function disabledGauge(): Promise<number> {
   return (await webhookEndpointDisabled.get()).values[0]?.value ?? 0;
@@ -36,7 +45,13 @@ async function arriveWhileOff(harness: Harness, inboxId: string, count: number) 
   const arrived = [];
   for (let i = 0; i < count; i += 1) arrived.push(await harness.sandbox.inbound(mail(inboxId)));
   const ids = new Set(arrived.map((a) => a.event_id));
-  await eventually(async () => ((await harness.sandbox.events()).filter((e) => ids.has(e.event_id)).every((e) => e.status === 'skipped') ? true : undefined), 'the deliveries to be skipped');
+  await eventually(
+    async () =>
+      (await harness.sandbox.events()).filter((e) => ids.has(e.event_id)).every((e) => e.status === 'skipped')
+        ? true
+        : undefined,
+    'the deliveries to be skipped',
+  );
   return arrived.map((a) => a.message);
 }
 
@@ -45,7 +60,8 @@ async function watchInbox(inboxId: string): Promise<void> {
   await h.agentmail.webhooks.update(SANDBOX_WEBHOOK_ID, { addInboxIds: [inboxId] });
 }
 
-const isSummary = (c: InboxCatchUp | undefined): c is Extract<InboxCatchUp, { started: number }> => c !== undefined && 'started' in c;
+const isSummary = (c: InboxCatchUp | undefined): c is Extract<InboxCatchUp, { started: number }> =>
+  c !== undefined && 'started' in c;
 
 describe('webhook watchdog', () => {
   test('WATCHDOG_REENABLE: a disabled webhook → alert and metric, re-enabled, the missed mail answered once, deliveries flow again', async () => {
@@ -61,21 +77,35 @@ describe('webhook watchdog', () => {
     const result = await runWatchdog(h);
 
     // Assess
-    assert.deepEqual([result.watched, result.disabled, result.reenabled], [[SANDBOX_WEBHOOK_ID], [SANDBOX_WEBHOOK_ID], [SANDBOX_WEBHOOK_ID]]);
+    assert.deepEqual(
+      [result.watched, result.disabled, result.reenabled],
+      [[SANDBOX_WEBHOOK_ID], [SANDBOX_WEBHOOK_ID], [SANDBOX_WEBHOOK_ID]],
+    );
     assert.equal(await disabledGauge(), 1, 'the metric says what the run found');
     assert.deepEqual(result.catchUpInboxes, [inboxId], 'the inboxes the webhook covers');
     const ours = result.catchUps.find((c) => c.inboxId === inboxId);
     assert.ok(isSummary(ours), JSON.stringify(result.catchUps));
-    assert.deepEqual({ started: ours.started, failed: ours.failed, resumed: ours.resumed }, { started: 2, failed: 0, resumed: true });
+    assert.deepEqual(
+      { started: ours.started, failed: ours.failed, resumed: ours.resumed },
+      { started: 2, failed: 0, resumed: true },
+    );
     assert.equal((await h.agentmail.webhooks.list()).webhooks[0]?.enabled, true, 'the webhook is on again');
     for (const message of missed) {
       assert.equal((await h.workflowResult({ inboxId, messageId: message.message_id })).status, 'sent');
       assert.equal((await h.sandbox.outbox({ inbox_id: inboxId, in_reply_to: message.message_id })).length, 1);
     }
-    assert.equal((await h.sandbox.outbox({ inbox_id: inboxId, in_reply_to: first.message.message_id })).length, 1, 'the earlier message is not answered again');
+    assert.equal(
+      (await h.sandbox.outbox({ inbox_id: inboxId, in_reply_to: first.message.message_id })).length,
+      1,
+      'the earlier message is not answered again',
+    );
 
     const later = await h.sandbox.inbound(mail(inboxId));
-    assert.equal((await h.resultOf({ inboxId, messageId: later.message.message_id })).status, 'sent', 'webhooks are delivered again');
+    assert.equal(
+      (await h.resultOf({ inboxId, messageId: later.message.message_id })).status,
+      'sent',
+      'webhooks are delivered again',
+    );
 
     const calm = await runWatchdog(h);
     assert.deepEqual([calm.disabled, calm.catchUps], [[], []]);
@@ -93,14 +123,23 @@ describe('webhook watchdog', () => {
 
       const result = await runWatchdog(quiet);
 
-      assert.deepEqual([result.disabled, result.reenabled, result.catchUpInboxes, result.catchUps], [[SANDBOX_WEBHOOK_ID], [], [], []]);
+      assert.deepEqual(
+        [result.disabled, result.reenabled, result.catchUpInboxes, result.catchUps],
+        [[SANDBOX_WEBHOOK_ID], [], [], []],
+      );
       assert.equal(await disabledGauge(), 1);
       assert.equal((await quiet.agentmail.webhooks.list()).webhooks[0]?.enabled, false);
       assert.equal((await quiet.sandbox.outbox({ inbox_id: inboxId, in_reply_to: missed!.message_id })).length, 0);
 
       // This webhook covers every inbox: a catch-up would replay every inbox with a cursor.
       const env = new MockActivityEnvironment(undefined, { logger: new DefaultLogger('ERROR') });
-      const deps = { db: quiet.db, agentmail: quiet.agentmail, reenable: true, webhookIds: [], operationRetentionDays: 90 };
+      const deps = {
+        db: quiet.db,
+        agentmail: quiet.agentmail,
+        reenable: true,
+        webhookIds: [],
+        operationRetentionDays: 90,
+      };
       const check: WebhookCheck = await env.run(checkWebhooks, deps);
       assert.ok(check.disabled[0]?.inboxes.includes(inboxId));
       // WATCHDOG_WEBHOOK_IDS: only the named webhooks are watched.
@@ -111,14 +150,17 @@ describe('webhook watchdog', () => {
     }
   });
 
-  test('the re-enable\'s answer is lost after AgentMail applied it → the retry finds it on, and the catch-up still runs', async () => {
+  test("the re-enable's answer is lost after AgentMail applied it → the retry finds it on, and the catch-up still runs", async () => {
     const inboxId = h.newInbox();
     await watchInbox(inboxId);
     const first = await h.sandbox.inbound(mail(inboxId));
     await h.resultOf({ inboxId, messageId: first.message.message_id });
     await h.sandbox.setWebhook({ enabled: false });
     const [missed] = await arriveWhileOff(h, inboxId, 1);
-    await h.sandbox.setFaults({ match: { method: 'PATCH', path: `/v0/webhooks/${SANDBOX_WEBHOOK_ID}`, count: 1 }, action: 'drop-after-commit' });
+    await h.sandbox.setFaults({
+      match: { method: 'PATCH', path: `/v0/webhooks/${SANDBOX_WEBHOOK_ID}`, count: 1 },
+      action: 'drop-after-commit',
+    });
     try {
       const result = await runWatchdog(h);
       assert.deepEqual(result.reenabled, [SANDBOX_WEBHOOK_ID]);
@@ -132,7 +174,11 @@ describe('webhook watchdog', () => {
 
   test('AgentMail refuses the re-enable (403) → reported, nothing replayed, the webhook stays off', async () => {
     await h.sandbox.setWebhook({ enabled: false });
-    await h.sandbox.setFaults({ match: { method: 'PATCH', path: `/v0/webhooks/${SANDBOX_WEBHOOK_ID}` }, action: 'status', status: 403 });
+    await h.sandbox.setFaults({
+      match: { method: 'PATCH', path: `/v0/webhooks/${SANDBOX_WEBHOOK_ID}` },
+      action: 'status',
+      status: 403,
+    });
     try {
       const result = await runWatchdog(h);
       assert.deepEqual([result.disabled, result.reenabled, result.catchUps], [[SANDBOX_WEBHOOK_ID], [], []]);
@@ -149,7 +195,10 @@ describe('webhook watchdog', () => {
     await watchInbox(gone);
     await h.sandbox.setWebhook({ enabled: false });
     const result = await runWatchdog(h);
-    assert.deepEqual(result.catchUps.find((c) => c.inboxId === gone), { inboxId: gone, notRun: 'AgentMail has no such inbox (deleted?)' });
+    assert.deepEqual(
+      result.catchUps.find((c) => c.inboxId === gone),
+      { inboxId: gone, notRun: 'AgentMail has no such inbox (deleted?)' },
+    );
   });
 });
 
@@ -157,22 +206,41 @@ describe('schedules', () => {
   test('created idempotently (as at every worker start); triggering the watchdog schedule runs the check', async () => {
     const ids = scheduleIds(h.taskQueue);
     try {
-      assert.deepEqual(await ensureSchedules(h.client, h.taskQueue), { created: [ids.watchdog, ids.retention], updated: [] });
-      assert.deepEqual(await ensureSchedules(h.client, h.taskQueue), { created: [], updated: [ids.watchdog, ids.retention] });
+      assert.deepEqual(await ensureSchedules(h.client, h.taskQueue), {
+        created: [ids.watchdog, ids.retention],
+        updated: [],
+      });
+      assert.deepEqual(await ensureSchedules(h.client, h.taskQueue), {
+        created: [],
+        updated: [ids.watchdog, ids.retention],
+      });
 
       const handle = h.client.schedule.getHandle(ids.watchdog);
       const described = await handle.describe();
-      assert.equal(described.action.type === 'startWorkflow' && described.action.workflowType, 'webhookWatchdogWorkflow');
+      assert.equal(
+        described.action.type === 'startWorkflow' && described.action.workflowType,
+        'webhookWatchdogWorkflow',
+      );
       assert.equal(described.policies.overlap, ScheduleOverlapPolicy.SKIP);
-      assert.deepEqual((described.spec.intervals ?? []).map((i) => i.every), [5 * 60 * 1000]);
+      assert.deepEqual(
+        (described.spec.intervals ?? []).map((i) => i.every),
+        [5 * 60 * 1000],
+      );
 
       await h.sandbox.setWebhook({ enabled: false });
       await handle.trigger();
-      const workflowId = await eventually(async () => (await handle.describe()).info.recentActions[0]?.action.workflow.workflowId, 'the schedule to start the watchdog');
+      const workflowId = await eventually(
+        async () => (await handle.describe()).info.recentActions[0]?.action.workflow.workflowId,
+        'the schedule to start the watchdog',
+      );
       const result: WebhookWatchdogResult = await h.client.workflow.getHandle(workflowId).result();
       assert.deepEqual([result.disabled, result.reenabled], [[SANDBOX_WEBHOOK_ID], [SANDBOX_WEBHOOK_ID]]);
     } finally {
-      for (const id of Object.values(ids)) await h.client.schedule.getHandle(id).delete().catch(() => undefined);
+      for (const id of Object.values(ids))
+        await h.client.schedule
+          .getHandle(id)
+          .delete()
+          .catch(() => undefined);
     }
   });
 });

@@ -34,7 +34,12 @@ after(async () => {
 });
 
 function zendesk(overrides: { apiToken?: string } = {}) {
-  return new ZendeskTickets({ url: helpdeskUrl, email: EMAIL, apiToken: overrides.apiToken ?? TOKEN, timeoutMs: 2_000 });
+  return new ZendeskTickets({
+    url: helpdeskUrl,
+    email: EMAIL,
+    apiToken: overrides.apiToken ?? TOKEN,
+    timeoutMs: 2_000,
+  });
 }
 
 function ticketRequest(overrides: Partial<TicketRequest> = {}): TicketRequest {
@@ -46,7 +51,11 @@ function ticketRequest(overrides: Partial<TicketRequest> = {}): TicketRequest {
     threadId: randomUUID(),
     subject: 'Where is my order?',
     note: 'answered by the support agent',
-    message: { from: 'ada@customer.example', text: 'I ordered a difference engine.', receivedAt: '2025-01-02T03:04:05.000Z' },
+    message: {
+      from: 'ada@customer.example',
+      text: 'I ordered a difference engine.',
+      receivedAt: '2025-01-02T03:04:05.000Z',
+    },
     ...overrides,
   };
 }
@@ -72,17 +81,23 @@ describe('the Zendesk adapter', () => {
     assert.match(ticket!.description, /I ordered a difference engine\./);
     assert.match(ticket!.description, /From: ada@customer\.example/);
     const creates = (await helpdesk.requests()).filter((r) => r.idempotency_key === key);
-    assert.deepEqual(creates.map((r) => [r.method, r.lookup, r.status]), [['POST', 'miss', 201]]);
+    assert.deepEqual(
+      creates.map((r) => [r.method, r.lookup, r.status]),
+      [['POST', 'miss', 201]],
+    );
   });
 
-  test('the same create again inside the key\'s 2 hours returns the same ticket (x-idempotency-lookup: hit)', async () => {
+  test("the same create again inside the key's 2 hours returns the same ticket (x-idempotency-lookup: hit)", async () => {
     const request = ticketRequest();
     const first = await zendesk().create(request, { resumed: false });
     const second = await zendesk().create(request, { resumed: false });
     const key = providerIdempotencyKey(request.externalId);
     assert.equal(second.ticketId, first.ticketId);
     assert.equal((await helpdesk.tickets({ external_id: key })).length, 1);
-    assert.deepEqual((await helpdesk.requests()).filter((r) => r.idempotency_key === key).map((r) => r.lookup), ['miss', 'hit']);
+    assert.deepEqual(
+      (await helpdesk.requests()).filter((r) => r.idempotency_key === key).map((r) => r.lookup),
+      ['miss', 'hit'],
+    );
   });
 
   test('a resumed attempt after the key expired finds the ticket by its external id and creates none', async () => {
@@ -93,7 +108,11 @@ describe('the Zendesk adapter', () => {
     const resumed = await zendesk().create(request, { resumed: true });
     assert.equal(resumed.ticketId, first.ticketId);
     const since = (await helpdesk.requests()).slice(before);
-    assert.deepEqual(since.map((r) => r.method), ['GET'], 'a look-up, no create');
+    assert.deepEqual(
+      since.map((r) => r.method),
+      ['GET'],
+      'a look-up, no create',
+    );
     assert.equal((await helpdesk.tickets({ external_id: providerIdempotencyKey(request.externalId) })).length, 1);
   });
 
@@ -137,7 +156,12 @@ describe('the Zendesk adapter', () => {
 describe('tickets in Zendesk, end to end', () => {
   async function newMessage(): Promise<MessageRef> {
     const inboxId = h.newInbox();
-    const inbound = await h.sandbox.inbound({ inbox_id: inboxId, from: `ada-${randomUUID().slice(0, 8)}@customer.example`, subject: 'Where is my order?', text: 'Please answer once.' });
+    const inbound = await h.sandbox.inbound({
+      inbox_id: inboxId,
+      from: `ada-${randomUUID().slice(0, 8)}@customer.example`,
+      subject: 'Where is my order?',
+      text: 'Please answer once.',
+    });
     return { inboxId, messageId: inbound.message.message_id };
   }
 
@@ -151,9 +175,13 @@ describe('tickets in Zendesk, end to end', () => {
     assert.equal((await h.ticketsFor(ref)).length, 0, 'nothing in the Postgres ticket table');
   });
 
-  test('the first create\'s response is lost after Zendesk committed it → the retry finds it by external id: one ticket', async () => {
+  test("the first create's response is lost after Zendesk committed it → the retry finds it by external id: one ticket", async () => {
     // Prepare: the stand-in creates the ticket, then drops the connection instead of answering.
-    await helpdesk.setFaults({ match: { method: 'POST', path: '/api/v2/tickets' }, count: 1, action: 'drop-after-commit' });
+    await helpdesk.setFaults({
+      match: { method: 'POST', path: '/api/v2/tickets' },
+      count: 1,
+      action: 'drop-after-commit',
+    });
     try {
       const before = (await helpdesk.requests()).length;
       const ref = await newMessage();
@@ -167,10 +195,18 @@ describe('tickets in Zendesk, end to end', () => {
       const since = (await helpdesk.requests()).slice(before);
       assert.deepEqual(
         since.map((r) => [r.method, r.url, r.status]),
-        [['POST', '/api/v2/tickets.json', null], ['GET', `/api/v2/tickets.json?external_id=${key}`, 200]],
+        [
+          ['POST', '/api/v2/tickets.json', null],
+          ['GET', `/api/v2/tickets.json?external_id=${key}`, 200],
+        ],
         'the create (its answer lost), then the look-up by external id; no second create',
       );
-      const row = (await h.db.query<{ status: string; attempts: number }>('SELECT status, attempts FROM operations WHERE operation_key = $1', [ticketKey(ref)])).rows[0];
+      const row = (
+        await h.db.query<{ status: string; attempts: number }>(
+          'SELECT status, attempts FROM operations WHERE operation_key = $1',
+          [ticketKey(ref)],
+        )
+      ).rows[0];
       assert.deepEqual(row, { status: 'complete', attempts: 2 });
     } finally {
       await helpdesk.clearFaults();

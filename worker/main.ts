@@ -24,11 +24,15 @@ async function main(): Promise<void> {
   const drafter = createDrafter(config);
   const tickets = createTicketProvider(config, db);
   const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS }).catch((error: unknown) => {
-    throw new Error(`cannot reach Temporal at TEMPORAL_ADDRESS=${config.TEMPORAL_ADDRESS}: ${String(error)}. Is the server running?`);
+    throw new Error(
+      `cannot reach Temporal at TEMPORAL_ADDRESS=${config.TEMPORAL_ADDRESS}: ${String(error)}. Is the server running?`,
+    );
   });
   try {
     await db.query('SELECT 1').catch((error: unknown) => {
-      throw new Error(`cannot reach Postgres at DATABASE_URL: ${String(error)}. Is it running, and migrated (npm run db:migrate)?`);
+      throw new Error(
+        `cannot reach Postgres at DATABASE_URL: ${String(error)}. Is it running, and migrated (npm run db:migrate)?`,
+      );
     });
     const worker = await createReplyonceWorker({
       connection,
@@ -55,12 +59,29 @@ async function main(): Promise<void> {
     });
     // The watchdog and retention schedules (created if missing, brought up to date if not).
     // A failure here must not keep the worker from answering mail: it is logged, and the next start tries again.
-    await ensureSchedules(new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }), config.TEMPORAL_TASK_QUEUE).then(
+    await ensureSchedules(
+      new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }),
+      config.TEMPORAL_TASK_QUEUE,
+    ).then(
       (schedules) => log.info({ ...schedules, watchdogReenable: config.WATCHDOG_REENABLE }, 'schedules ready'),
-      (error: unknown) => log.error({ err: error }, 'could not create or update the watchdog and retention schedules; they run only once a worker start succeeds'),
+      (error: unknown) =>
+        log.error(
+          { err: error },
+          'could not create or update the watchdog and retention schedules; they run only once a worker start succeeds',
+        ),
     );
     const metricsServer = await startMetricsServer(config.METRICS_PORT, config.METRICS_HOST);
-    log.info({ namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TEMPORAL_TASK_QUEUE, agentmail: config.AGENTMAIL_BASE_URL ?? 'production', metrics: metricsServer.url, drafter: drafter.name, tickets: tickets.name }, 'worker polling');
+    log.info(
+      {
+        namespace: config.TEMPORAL_NAMESPACE,
+        taskQueue: config.TEMPORAL_TASK_QUEUE,
+        agentmail: config.AGENTMAIL_BASE_URL ?? 'production',
+        metrics: metricsServer.url,
+        drafter: drafter.name,
+        tickets: tickets.name,
+      },
+      'worker polling',
+    );
     try {
       await worker.run(); // returns after SIGINT/SIGTERM, once in-flight tasks have finished
     } finally {

@@ -3,7 +3,10 @@ import type { AddressInfo } from 'node:net';
 import { registry } from '../lib/metrics';
 
 /** The worker has no HTTP API of its own: a minimal server exposes /metrics for Prometheus. */
-export async function startMetricsServer(port: number, host: string): Promise<{ url: string; close: () => Promise<void> }> {
+export async function startMetricsServer(
+  port: number,
+  host: string,
+): Promise<{ url: string; close: () => Promise<void> }> {
   const server = http.createServer((request, response) => {
     if (request.method !== 'GET' || request.url !== '/metrics') {
       response.writeHead(404).end();
@@ -19,5 +22,8 @@ export async function startMetricsServer(port: number, host: string): Promise<{ 
     server.listen(port, host, resolve);
   });
   const { port: bound } = server.address() as AddressInfo;
-  return { url: `http://${host}:${bound}/metrics`, close: () => new Promise((resolve) => server.close(() => resolve())) };
+  return {
+    url: `http://${host}:${bound}/metrics`,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
 }

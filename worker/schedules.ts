@@ -1,4 +1,10 @@
-import { ScheduleAlreadyRunning, ScheduleOverlapPolicy, type Client, type ScheduleOptions, type ScheduleOptionsStartWorkflowAction } from '@temporalio/client';
+import {
+  ScheduleAlreadyRunning,
+  ScheduleOverlapPolicy,
+  type Client,
+  type ScheduleOptions,
+  type ScheduleOptionsStartWorkflowAction,
+} from '@temporalio/client';
 import type { Workflow } from '@temporalio/common';
 
 /**
@@ -16,7 +22,10 @@ export const WATCHDOG_INTERVAL = '5 minutes';
 export const RETENTION_INTERVAL = '1 hour';
 
 /** Per task queue, so two deployments sharing a namespace keep their own. */
-export const scheduleIds = (taskQueue: string) => ({ watchdog: `${taskQueue}-webhook-watchdog`, retention: `${taskQueue}-retention` });
+export const scheduleIds = (taskQueue: string) => ({
+  watchdog: `${taskQueue}-webhook-watchdog`,
+  retention: `${taskQueue}-retention`,
+});
 
 type StartOptions = ScheduleOptions<ScheduleOptionsStartWorkflowAction<Workflow>>;
 
@@ -28,19 +37,34 @@ export function replyonceSchedules(taskQueue: string): StartOptions[] {
     {
       scheduleId: ids.watchdog,
       spec: { intervals: [{ every: WATCHDOG_INTERVAL }] },
-      action: { type: 'startWorkflow', workflowType: 'webhookWatchdogWorkflow', workflowId: ids.watchdog, taskQueue, args: [] },
+      action: {
+        type: 'startWorkflow',
+        workflowType: 'webhookWatchdogWorkflow',
+        workflowId: ids.watchdog,
+        taskQueue,
+        args: [],
+      },
       policies,
     },
     {
       scheduleId: ids.retention,
       spec: { intervals: [{ every: RETENTION_INTERVAL }] },
-      action: { type: 'startWorkflow', workflowType: 'retentionWorkflow', workflowId: ids.retention, taskQueue, args: [] },
+      action: {
+        type: 'startWorkflow',
+        workflowType: 'retentionWorkflow',
+        workflowId: ids.retention,
+        taskQueue,
+        args: [],
+      },
       policies,
     },
   ];
 }
 
-export async function ensureSchedules(client: Client, taskQueue: string): Promise<{ created: string[]; updated: string[] }> {
+export async function ensureSchedules(
+  client: Client,
+  taskQueue: string,
+): Promise<{ created: string[]; updated: string[] }> {
   const created: string[] = [];
   const updated: string[] = [];
   for (const options of replyonceSchedules(taskQueue)) {

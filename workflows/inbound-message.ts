@@ -98,13 +98,25 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     track({ key: decisionKey(ref), kind: 'decision', status: 'pending' });
     const decision = await local.decideReply(ref);
     const thread: SearchAttributeUpdatePair[] =
-      started.get(SearchAttributes.ThreadId) === decision.threadId ? [] : [{ key: SearchAttributes.ThreadId, value: decision.threadId }];
-    track({ key: decisionKey(ref), kind: 'decision', status: 'complete', summary: decision.reply ? 'reply owed' : `skip: ${decision.reason}` });
+      started.get(SearchAttributes.ThreadId) === decision.threadId
+        ? []
+        : [{ key: SearchAttributes.ThreadId, value: decision.threadId }];
+    track({
+      key: decisionKey(ref),
+      kind: 'decision',
+      status: 'complete',
+      summary: decision.reply ? 'reply owed' : `skip: ${decision.reason}`,
+    });
 
     const openTicket = async (note: string) => {
       track({ key: ticketKey(ref), kind: 'ticket', status: 'pending' });
       const ticket = await effects.openTicket({ ...ref, threadId: decision.threadId, note });
-      track({ key: ticketKey(ref), kind: 'ticket', status: ticket.replayed ? 'replayed' : 'complete', summary: ticket.ticketId });
+      track({
+        key: ticketKey(ref),
+        kind: 'ticket',
+        status: ticket.replayed ? 'replayed' : 'complete',
+        summary: ticket.ticketId,
+      });
       return ticket.ticketId;
     };
 
@@ -120,10 +132,17 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     setStatus('drafting', thread);
     track({ key: draftKey(ref), kind: 'draft', status: 'pending' });
     const drafting = effects.draftReply(ref).then((draft) => {
-      track({ key: draft.draftKey, kind: 'draft', status: draft.replayed ? 'replayed' : 'complete', summary: `${draft.characters} characters` });
+      track({
+        key: draft.draftKey,
+        kind: 'draft',
+        status: draft.replayed ? 'replayed' : 'complete',
+        summary: `${draft.characters} characters`,
+      });
       return draft;
     });
-    const ticketing = openTicket(decision.approval.required ? 'drafted by the support agent, awaiting approval' : 'answered by the support agent');
+    const ticketing = openTicket(
+      decision.approval.required ? 'drafted by the support agent, awaiting approval' : 'answered by the support agent',
+    );
     const [, ticketId] = await bothSettled(drafting, ticketing);
 
     let version = 1;
@@ -135,8 +154,15 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
       track({ key: providerDraftKey(ref), kind: 'provider-draft', status: 'complete', summary: shown.draftId });
 
       track({ key: reviewKey(ref), kind: 'review', status: 'pending' });
-      const verdict = (await quick.recallReview(ref)) ?? (await effects.recordReview({ ...ref, review: await review.wait(decision.approval.timeoutMs, setStatus) }));
-      track({ key: reviewKey(ref), kind: 'review', status: 'complete', summary: `${verdict.verdict}${verdict.text !== null ? ' with edits' : ''}${verdict.reviewer ? ` by ${verdict.reviewer}` : ''}` });
+      const verdict =
+        (await quick.recallReview(ref)) ??
+        (await effects.recordReview({ ...ref, review: await review.wait(decision.approval.timeoutMs, setStatus) }));
+      track({
+        key: reviewKey(ref),
+        kind: 'review',
+        status: 'complete',
+        summary: `${verdict.verdict}${verdict.text !== null ? ' with edits' : ''}${verdict.reviewer ? ` by ${verdict.reviewer}` : ''}`,
+      });
 
       if (verdict.verdict === 'reject') {
         track({ key: replyKey(ref), kind: 'reply', status: 'skipped', summary: 'rejected by the reviewer' });
@@ -157,12 +183,27 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     const key = replyKey(ref, version);
     track({ key, kind: 'reply', status: 'pending' });
     const sendInput = { ...ref, draftKey: draftKey(ref, version), replyKey: key };
-    const sent = providerDraftId === null ? await effects.sendReply(sendInput) : await effects.sendApprovedDraft({ ...sendInput, draftId: providerDraftId });
-    track({ key, kind: 'reply', status: sent.replayed ? 'replayed' : 'complete', summary: `${sent.reconciled ? 'reconciled ' : ''}${sent.messageId}` });
+    const sent =
+      providerDraftId === null
+        ? await effects.sendReply(sendInput)
+        : await effects.sendApprovedDraft({ ...sendInput, draftId: providerDraftId });
+    track({
+      key,
+      kind: 'reply',
+      status: sent.replayed ? 'replayed' : 'complete',
+      summary: `${sent.reconciled ? 'reconciled ' : ''}${sent.messageId}`,
+    });
 
     await local.labelMessage(ref);
     setStatus('sent');
-    return { status: 'sent', replyMessageId: sent.messageId, replyThreadId: sent.threadId, ticketId, replayed: sent.replayed, replyVersion: version };
+    return {
+      status: 'sent',
+      replyMessageId: sent.messageId,
+      replyThreadId: sent.threadId,
+      ticketId,
+      replayed: sent.replayed,
+      replyVersion: version,
+    };
   } catch (error) {
     setStatus('failed');
     for (const view of operations.values()) {
@@ -195,7 +236,8 @@ function reviewInbox() {
     {
       validator: (input: ReviewInput | undefined) => {
         const problem = reviewProblem(input);
-        if (problem !== null) throw ApplicationFailure.create({ type: FailureType.InvalidReview, message: problem, nonRetryable: true });
+        if (problem !== null)
+          throw ApplicationFailure.create({ type: FailureType.InvalidReview, message: problem, nonRetryable: true });
       },
     },
   );
@@ -214,8 +256,10 @@ function reviewInbox() {
 }
 
 function reviewProblem(input: ReviewInput | undefined): string | null {
-  if (!input || (input.verdict !== 'approve' && input.verdict !== 'reject')) return 'verdict must be "approve" or "reject"';
-  if (input.text !== undefined && (typeof input.text !== 'string' || input.text.trim() === '')) return 'text, when given, must be non-empty';
+  if (!input || (input.verdict !== 'approve' && input.verdict !== 'reject'))
+    return 'verdict must be "approve" or "reject"';
+  if (input.text !== undefined && (typeof input.text !== 'string' || input.text.trim() === ''))
+    return 'text, when given, must be non-empty';
   if (input.text !== undefined && input.verdict === 'reject') return 'a rejection carries no text';
   return null;
 }

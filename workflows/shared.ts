@@ -15,18 +15,17 @@ export interface InboundMessageInput {
 }
 
 export type ReplyStatus =
-  | 'deciding'
-  | 'drafting'
-  | 'awaiting_approval'
-  | 'escalated'
-  | 'sending'
-  | 'sent'
-  | 'rejected'
-  | 'skipped'
-  | 'failed';
+  'deciding' | 'drafting' | 'awaiting_approval' | 'escalated' | 'sending' | 'sent' | 'rejected' | 'skipped' | 'failed';
 
 export type InboundMessageResult =
-  | { status: 'sent'; replyMessageId: string; replyThreadId: string; ticketId: string | null; replayed: boolean; replyVersion: number }
+  | {
+      status: 'sent';
+      replyMessageId: string;
+      replyThreadId: string;
+      ticketId: string | null;
+      replayed: boolean;
+      replyVersion: number;
+    }
   | { status: 'rejected'; ticketId: string | null }
   | { status: 'skipped'; reason: string; ticketId: string | null };
 

@@ -48,10 +48,17 @@ export async function webhookWatchdogWorkflow(): Promise<WebhookWatchdogResult> 
   const check = await checkWebhooks();
   const reenabled: DisabledWebhook[] = [];
   if (check.reenable) {
-    for (const webhook of check.disabled) if (await reenableWebhook({ webhookId: webhook.webhookId })) reenabled.push(webhook);
+    for (const webhook of check.disabled)
+      if (await reenableWebhook({ webhookId: webhook.webhookId })) reenabled.push(webhook);
   }
   const catchUpInboxes = [...new Set(reenabled.flatMap((w) => w.inboxes))].sort();
   const catchUps: InboxCatchUp[] = [];
   for (const inboxId of catchUpInboxes) catchUps.push(await catchUpInbox({ inboxId }));
-  return { watched: check.watched, disabled: check.disabled.map((w) => w.webhookId), reenabled: reenabled.map((w) => w.webhookId), catchUpInboxes, catchUps };
+  return {
+    watched: check.watched,
+    disabled: check.disabled.map((w) => w.webhookId),
+    reenabled: reenabled.map((w) => w.webhookId),
+    catchUpInboxes,
+    catchUps,
+  };
 }

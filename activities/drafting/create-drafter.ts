@@ -33,7 +33,10 @@ export function createDrafter(config: DrafterConfig): Drafter {
   return new ModelDrafter({
     name: `${config.DRAFT_PROVIDER}:${modelName}`,
     model: languageModel(config, modelName),
-    instructions: { default: config.DRAFT_INSTRUCTIONS ?? DEFAULT_DRAFT_INSTRUCTIONS, inboxes: config.DRAFT_INBOX_INSTRUCTIONS },
+    instructions: {
+      default: config.DRAFT_INSTRUCTIONS ?? DEFAULT_DRAFT_INSTRUCTIONS,
+      inboxes: config.DRAFT_INBOX_INSTRUCTIONS,
+    },
     timeoutMs: config.DRAFT_TIMEOUT_MS,
     maxOutputTokens: config.DRAFT_MAX_OUTPUT_TOKENS,
   });
@@ -43,9 +46,15 @@ function languageModel(config: DrafterConfig, modelName: string): LanguageModel 
   const baseURL = config.DRAFT_BASE_URL?.replace(/\/+$/, '');
   switch (config.DRAFT_PROVIDER) {
     case 'openai':
-      return createOpenAI({ apiKey: required(config.DRAFT_API_KEY, 'DRAFT_API_KEY'), ...(baseURL ? { baseURL } : {}) }).chat(modelName);
+      return createOpenAI({
+        apiKey: required(config.DRAFT_API_KEY, 'DRAFT_API_KEY'),
+        ...(baseURL ? { baseURL } : {}),
+      }).chat(modelName);
     case 'anthropic':
-      return createAnthropic({ apiKey: required(config.DRAFT_API_KEY, 'DRAFT_API_KEY'), ...(baseURL ? { baseURL } : {}) })(modelName);
+      return createAnthropic({
+        apiKey: required(config.DRAFT_API_KEY, 'DRAFT_API_KEY'),
+        ...(baseURL ? { baseURL } : {}),
+      })(modelName);
     case 'openai-compatible':
       return createOpenAICompatible({
         name: 'openai-compatible',

@@ -41,7 +41,11 @@ export class ModelDrafter implements Drafter {
       });
     } catch (error) {
       if (options.signal?.aborted && !deadline.aborted) throw error; // the activity was cancelled: Temporal's to handle
-      throw modelCallFailure(error, { drafter: this.name, timeoutMs: this.settings.timeoutMs, timedOut: deadline.aborted });
+      throw modelCallFailure(error, {
+        drafter: this.name,
+        timeoutMs: this.settings.timeoutMs,
+        timedOut: deadline.aborted,
+      });
     }
     if (result.finishReason === 'content-filter') throw refusal(this.name, result.rawFinishReason);
     if (result.finishReason === 'length') throw truncated(this.name, this.settings.maxOutputTokens);

@@ -25,7 +25,13 @@ export const DraftFailureType = {
 } as const;
 
 const retryable = (type: string, message: string, nextRetryDelay?: number, cause?: Error) =>
-  ApplicationFailure.create({ type, message, nonRetryable: false, ...(nextRetryDelay !== undefined ? { nextRetryDelay } : {}), ...(cause ? { cause } : {}) });
+  ApplicationFailure.create({
+    type,
+    message,
+    nonRetryable: false,
+    ...(nextRetryDelay !== undefined ? { nextRetryDelay } : {}),
+    ...(cause ? { cause } : {}),
+  });
 const final = (type: string, message: string) => ApplicationFailure.create({ type, message, nonRetryable: true });
 
 export interface CallContext {
@@ -39,32 +45,60 @@ export interface CallContext {
 export function modelCallFailure(error: unknown, context: CallContext): unknown {
   const { drafter } = context;
   if (context.timedOut) {
-    return retryable(DraftFailureType.Timeout, `the ${drafter} model did not answer within DRAFT_TIMEOUT_MS=${context.timeoutMs} ms`);
+    return retryable(
+      DraftFailureType.Timeout,
+      `the ${drafter} model did not answer within DRAFT_TIMEOUT_MS=${context.timeoutMs} ms`,
+    );
   }
   if (!APICallError.isInstance(error)) {
     // An aborted call (the activity was cancelled) is not ours to classify; anything else the
     // SDK throws after a 2xx is a response it could not read (a proxy's error page, a cut body).
     if (error instanceof Error && (error.name === 'AbortError' || error.name === 'TimeoutError')) return error;
-    return retryable(DraftFailureType.MalformedResponse, `the ${drafter} model's answer could not be read: ${messageOf(error)}`);
+    return retryable(
+      DraftFailureType.MalformedResponse,
+      `the ${drafter} model's answer could not be read: ${messageOf(error)}`,
+    );
   }
   const status = error.statusCode;
   const wait = retryAfterMs(error.responseHeaders);
   if (status === undefined) {
-    return retryable(DraftFailureType.ProviderUnavailable, `cannot reach the ${drafter} model: ${error.message}`, undefined, error);
+    return retryable(
+      DraftFailureType.ProviderUnavailable,
+      `cannot reach the ${drafter} model: ${error.message}`,
+      undefined,
+      error,
+    );
   }
   if (status === 429) {
-    return retryable(DraftFailureType.RateLimited, `the ${drafter} model is rate-limiting us (429)${wait !== undefined ? `; retrying after ${wait} ms as it asked` : ''}`, wait);
+    return retryable(
+      DraftFailureType.RateLimited,
+      `the ${drafter} model is rate-limiting us (429)${wait !== undefined ? `; retrying after ${wait} ms as it asked` : ''}`,
+      wait,
+    );
   }
   if (status >= 500 || status === 408 || status === 409) {
-    return retryable(DraftFailureType.ProviderUnavailable, `the ${drafter} model answered ${status}: ${error.message}`, wait);
+    return retryable(
+      DraftFailureType.ProviderUnavailable,
+      `the ${drafter} model answered ${status}: ${error.message}`,
+      wait,
+    );
   }
   if (status === 401 || status === 403) {
-    return retryable(DraftFailureType.ProviderUnauthorized, `the ${drafter} model rejected our credentials (${status}): check DRAFT_API_KEY`);
+    return retryable(
+      DraftFailureType.ProviderUnauthorized,
+      `the ${drafter} model rejected our credentials (${status}): check DRAFT_API_KEY`,
+    );
   }
   if (status === 404) {
-    return retryable(DraftFailureType.ModelNotFound, `the ${drafter} model was not found (404): check DRAFT_MODEL and DRAFT_BASE_URL`);
+    return retryable(
+      DraftFailureType.ModelNotFound,
+      `the ${drafter} model was not found (404): check DRAFT_MODEL and DRAFT_BASE_URL`,
+    );
   }
-  return final(DraftFailureType.RequestRejected, `the ${drafter} model rejected the request (${status}): ${error.message}`);
+  return final(
+    DraftFailureType.RequestRejected,
+    `the ${drafter} model rejected the request (${status}): ${error.message}`,
+  );
 }
 
 /** The model answered, but declined (a refusal, a content filter): a person must answer this one. */
@@ -77,7 +111,10 @@ export function refusal(drafter: string, rawFinishReason: string | undefined): A
 
 /** The model stopped at DRAFT_MAX_OUTPUT_TOKENS: a cut-off reply is not sent. */
 export function truncated(drafter: string, maxOutputTokens: number): ApplicationFailure {
-  return final(DraftFailureType.Invalid, `the ${drafter} model's reply was cut off at DRAFT_MAX_OUTPUT_TOKENS=${maxOutputTokens}`);
+  return final(
+    DraftFailureType.Invalid,
+    `the ${drafter} model's reply was cut off at DRAFT_MAX_OUTPUT_TOKENS=${maxOutputTokens}`,
+  );
 }
 
 function messageOf(error: unknown): string {

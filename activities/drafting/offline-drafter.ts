@@ -9,7 +9,10 @@ export class OfflineDrafter implements Drafter {
 
   async draft(request: DraftRequest): Promise<string> {
     const subject = request.subject.trim() || 'your message';
-    const earlier = request.thread.length > 0 ? ` This continues our earlier conversation (${request.thread.length} earlier message${request.thread.length === 1 ? '' : 's'}).` : '';
+    const earlier =
+      request.thread.length > 0
+        ? ` This continues our earlier conversation (${request.thread.length} earlier message${request.thread.length === 1 ? '' : 's'}).`
+        : '';
     return [
       'Hello,',
       '',

@@ -38,7 +38,10 @@ export interface RefundRequest {
 /** The payment provider's refund call, behind an interface like TicketProvider. */
 export interface RefundGateway {
   readonly name: string;
-  refund(request: RefundRequest, options: { idempotencyKey: string; signal?: AbortSignal }): Promise<{ refundId: string }>;
+  refund(
+    request: RefundRequest,
+    options: { idempotencyKey: string; signal?: AbortSignal },
+  ): Promise<{ refundId: string }>;
 }
 
 export interface RefundInput extends MessageRef, RefundRequest {}
@@ -51,13 +54,20 @@ export interface RefundDeps {
 
 export const refundKey = (ref: MessageRef, version = 1) => operationKey(ref, 'refund', version);
 
-export async function issueRefund(deps: RefundDeps, input: RefundInput): Promise<{ refundId: string; replayed: boolean }> {
+export async function issueRefund(
+  deps: RefundDeps,
+  input: RefundInput,
+): Promise<{ refundId: string; replayed: boolean }> {
   const key = refundKey(input);
   const request: RefundRequest = { chargeId: input.chargeId, amountCents: input.amountCents, currency: input.currency };
   const outcome = await runOperation<{ refundId: string }>(
     deps.store,
     { key, kind: 'refund', request: { ...request, gateway: deps.payments.name }, leaseMs: deps.leaseMs },
-    () => deps.payments.refund(request, { idempotencyKey: providerIdempotencyKey(key), signal: Context.current().cancellationSignal }),
+    () =>
+      deps.payments.refund(request, {
+        idempotencyKey: providerIdempotencyKey(key),
+        signal: Context.current().cancellationSignal,
+      }),
   );
   return { refundId: outcome.result.refundId, replayed: outcome.replayed };
 }

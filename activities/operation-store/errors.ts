@@ -20,8 +20,14 @@ export class OperationConflictError extends OperationStoreError {
 /** Another attempt holds a live lease on the key: retry later. */
 export class OperationInProgressError extends OperationStoreError {
   override name = 'OperationInProgress';
-  constructor(operationKey: string, readonly leaseUntil: Date | null) {
-    super(`operation ${operationKey} is in progress in another attempt (lease until ${leaseUntil?.toISOString() ?? 'unknown'})`, operationKey);
+  constructor(
+    operationKey: string,
+    readonly leaseUntil: Date | null,
+  ) {
+    super(
+      `operation ${operationKey} is in progress in another attempt (lease until ${leaseUntil?.toISOString() ?? 'unknown'})`,
+      operationKey,
+    );
   }
 }
 
@@ -33,7 +39,10 @@ export class LeaseLostError extends OperationStoreError {
 /** The effect failed terminally before; the failure is replayed. A new attempt needs a new key version. */
 export class OperationFailedError extends OperationStoreError {
   override name = 'OperationFailed';
-  constructor(operationKey: string, readonly failure: StoredFailure) {
+  constructor(
+    operationKey: string,
+    readonly failure: StoredFailure,
+  ) {
     super(`operation ${operationKey} failed earlier: ${failure.type}: ${failure.message}`, operationKey);
   }
 }

@@ -79,14 +79,28 @@ export async function runOperation<T>(
 
 async function claimAsTemporalFailure(store: OperationStore, spec: OperationSpec, ownerToken: string) {
   try {
-    return await store.claim({ key: spec.key, kind: spec.kind, requestHash: requestHash(spec.request), ownerToken, leaseMs: spec.leaseMs });
+    return await store.claim({
+      key: spec.key,
+      kind: spec.kind,
+      requestHash: requestHash(spec.request),
+      ownerToken,
+      leaseMs: spec.leaseMs,
+    });
   } catch (error) {
     if (error instanceof OperationConflictError) {
       metrics.operations.inc({ kind: spec.kind, status: 'conflict' });
-      throw ApplicationFailure.create({ type: FailureType.OperationConflict, message: error.message, nonRetryable: true });
+      throw ApplicationFailure.create({
+        type: FailureType.OperationConflict,
+        message: error.message,
+        nonRetryable: true,
+      });
     }
     if (error instanceof OperationFailedError) {
-      throw ApplicationFailure.create({ type: error.failure.type, message: `${error.failure.message} (replayed from the operation store)`, nonRetryable: true });
+      throw ApplicationFailure.create({
+        type: error.failure.type,
+        message: `${error.failure.message} (replayed from the operation store)`,
+        nonRetryable: true,
+      });
     }
     if (error instanceof OperationInProgressError || error instanceof LeaseLostError) {
       metrics.operations.inc({ kind: spec.kind, status: 'in_progress' });
@@ -107,9 +121,12 @@ function keepLeaseAlive(store: OperationStore, spec: OperationSpec, ownerToken: 
   const context = Context.current();
   // A local activity has no heartbeat (it lives inside its workflow task); the lease still renews.
   const heartbeat = !context.info.isLocal;
-  const timer = setInterval(() => {
-    if (heartbeat) context.heartbeat();
-    store.renew(spec.key, ownerToken, spec.leaseMs).catch(() => undefined);
-  }, Math.min(HEARTBEAT_EVERY_MS, Math.max(250, Math.floor(spec.leaseMs / 3))));
+  const timer = setInterval(
+    () => {
+      if (heartbeat) context.heartbeat();
+      store.renew(spec.key, ownerToken, spec.leaseMs).catch(() => undefined);
+    },
+    Math.min(HEARTBEAT_EVERY_MS, Math.max(250, Math.floor(spec.leaseMs / 3))),
+  );
   return () => clearInterval(timer);
 }

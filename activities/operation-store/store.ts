@@ -1,5 +1,11 @@
 import type { Db } from '../../lib/db';
-import { OperationConflictError, OperationFailedError, OperationInProgressError, LeaseLostError, type StoredFailure } from './errors';
+import {
+  OperationConflictError,
+  OperationFailedError,
+  OperationInProgressError,
+  LeaseLostError,
+  type StoredFailure,
+} from './errors';
 
 /**
  * The operation store: one row per business effect, claimed atomically, its result kept so
@@ -74,7 +80,8 @@ export class OperationStore {
       [key, requestHash, ownerToken, leaseMs],
     );
     const resumed = taken.rows[0];
-    if (resumed) return { state: 'owned', resumed: true, attempts: resumed.attempts, firstAttemptAgeMs: resumed.age_ms };
+    if (resumed)
+      return { state: 'owned', resumed: true, attempts: resumed.attempts, firstAttemptAgeMs: resumed.age_ms };
 
     const existing = await this.get(key);
     if (!existing) {
@@ -92,7 +99,8 @@ export class OperationStore {
     // 3. Done before: replay.
     if (existing.status === OperationStatus.complete) return { state: 'complete', result: existing.result };
     // 4. Failed terminally before: replay the failure.
-    if (existing.status === OperationStatus.failed && existing.error) throw new OperationFailedError(key, existing.error);
+    if (existing.status === OperationStatus.failed && existing.error)
+      throw new OperationFailedError(key, existing.error);
     // 5. Someone else holds a live lease.
     throw new OperationInProgressError(key, existing.lease_until);
   }
@@ -104,7 +112,8 @@ export class OperationStore {
         WHERE operation_key = $1 AND owner_token = $2 AND status = 'processing'`,
       [key, ownerToken, JSON.stringify(result)],
     );
-    if (done.rowCount !== 1) throw new LeaseLostError(`attempt ${ownerToken} lost its lease on ${key} before completing it`, key);
+    if (done.rowCount !== 1)
+      throw new LeaseLostError(`attempt ${ownerToken} lost its lease on ${key} before completing it`, key);
   }
 
   async fail(key: string, ownerToken: string, failure: StoredFailure): Promise<void> {
@@ -114,7 +123,8 @@ export class OperationStore {
         WHERE operation_key = $1 AND owner_token = $2 AND status = 'processing'`,
       [key, ownerToken, JSON.stringify(failure)],
     );
-    if (done.rowCount !== 1) throw new LeaseLostError(`attempt ${ownerToken} lost its lease on ${key} before failing it`, key);
+    if (done.rowCount !== 1)
+      throw new LeaseLostError(`attempt ${ownerToken} lost its lease on ${key} before failing it`, key);
   }
 
   /**

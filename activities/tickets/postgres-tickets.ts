@@ -17,7 +17,15 @@ export class PostgresTickets implements TicketProvider {
        VALUES ($1, $2, $3, $4, $5, $6, $7)
        ON CONFLICT (operation_key) DO UPDATE SET operation_key = EXCLUDED.operation_key
        RETURNING ticket_id`,
-      [ticketId, request.externalId, request.inboxId, request.messageId, request.threadId, request.subject, request.note],
+      [
+        ticketId,
+        request.externalId,
+        request.inboxId,
+        request.messageId,
+        request.threadId,
+        request.subject,
+        request.note,
+      ],
     );
     return { ticketId: created.rows[0]!.ticket_id };
   }

@@ -51,17 +51,29 @@ export class ZendeskTickets implements TicketProvider {
       if (existing) return { ticketId: String(existing.id) };
     }
     const body = { ticket: this.ticketFields(request, key) };
-    const response = await this.call('POST', '/api/v2/tickets.json', { body, idempotencyKey: key, signal: attempt.signal, what: `creating the ticket for ${request.externalId}` });
+    const response = await this.call('POST', '/api/v2/tickets.json', {
+      body,
+      idempotencyKey: key,
+      signal: attempt.signal,
+      what: `creating the ticket for ${request.externalId}`,
+    });
     const created = (await response.json()) as { ticket?: ZendeskTicket };
     if (typeof created.ticket?.id !== 'number') {
-      throw ApplicationFailure.create({ type: 'TicketOutcomeUnknown', message: `Zendesk answered ${response.status} without a ticket id for ${request.externalId}`, nonRetryable: false });
+      throw ApplicationFailure.create({
+        type: 'TicketOutcomeUnknown',
+        message: `Zendesk answered ${response.status} without a ticket id for ${request.externalId}`,
+        nonRetryable: false,
+      });
     }
     return { ticketId: String(created.ticket.id) };
   }
 
   /** The oldest ticket carrying this external id (Zendesk does not make external ids unique). */
   async findByExternalId(externalId: string, signal?: AbortSignal): Promise<ZendeskTicket | undefined> {
-    const response = await this.call('GET', `/api/v2/tickets.json?external_id=${encodeURIComponent(externalId)}`, { signal, what: `looking up the ticket with external id ${externalId}` });
+    const response = await this.call('GET', `/api/v2/tickets.json?external_id=${encodeURIComponent(externalId)}`, {
+      signal,
+      what: `looking up the ticket with external id ${externalId}`,
+    });
     const { tickets = [] } = (await response.json()) as { tickets?: ZendeskTicket[] };
     return tickets.filter((t) => t.external_id === externalId).sort((a, b) => a.id - b.id)[0];
   }
@@ -78,7 +90,12 @@ export class ZendeskTickets implements TicketProvider {
       '',
       request.message.text.trim() || '(no text)',
     ].join('\n');
-    return { subject: request.subject, comment: { body: description }, external_id: key, tags: this.settings.tags ?? ['replyonce'] };
+    return {
+      subject: request.subject,
+      comment: { body: description },
+      external_id: key,
+      tags: this.settings.tags ?? ['replyonce'],
+    };
   }
 
   private async call(
@@ -102,8 +119,14 @@ export class ZendeskTickets implements TicketProvider {
       });
     } catch (error) {
       if (options.signal?.aborted) throw error; // the activity was cancelled: not ours to classify
-      const reason = deadline.aborted ? `no answer within ZENDESK_TIMEOUT_MS=${this.settings.timeoutMs} ms` : errorText(error);
-      throw ApplicationFailure.create({ type: unknownOutcome(method), message: `${options.what}: ${reason}; retrying`, nonRetryable: false });
+      const reason = deadline.aborted
+        ? `no answer within ZENDESK_TIMEOUT_MS=${this.settings.timeoutMs} ms`
+        : errorText(error);
+      throw ApplicationFailure.create({
+        type: unknownOutcome(method),
+        message: `${options.what}: ${reason}; retrying`,
+        nonRetryable: false,
+      });
     }
     if (response.ok) return response;
     throw await zendeskFailure(response, method, options.what);
@@ -114,19 +137,44 @@ export class ZendeskTickets implements TicketProvider {
 async function zendeskFailure(response: Response, method: 'GET' | 'POST', what: string): Promise<ApplicationFailure> {
   const status = response.status;
   const body = (await response.json().catch(() => ({}))) as { error?: unknown; description?: unknown };
-  const detail = [body.error, body.description].filter((part) => typeof part === 'string').join(': ') || response.statusText;
+  const detail =
+    [body.error, body.description].filter((part) => typeof part === 'string').join(': ') || response.statusText;
   const retryable = (type: string, message: string, nextRetryDelay?: number) =>
-    ApplicationFailure.create({ type, message, nonRetryable: false, ...(nextRetryDelay !== undefined ? { nextRetryDelay } : {}) });
+    ApplicationFailure.create({
+      type,
+      message,
+      nonRetryable: false,
+      ...(nextRetryDelay !== undefined ? { nextRetryDelay } : {}),
+    });
   const wait = retryAfterMs(response.headers);
-  if (status === 429) return retryable('HelpdeskRateLimited', `${what}: Zendesk is rate-limiting us (429)${wait !== undefined ? `; retrying after ${wait} ms as it asked` : ''}`, wait);
-  if (status >= 500) return retryable(unknownOutcome(method), `${what}: Zendesk answered ${status} (${detail}); retrying`, wait);
-  if (status === 409) return retryable('TicketInProgress', `${what}: Zendesk is still processing a request with this key (409)`, wait);
-  if (status === 401 || status === 403) return retryable('HelpdeskUnauthorized', `${what}: Zendesk rejected our credentials (${status}): check ZENDESK_EMAIL and ZENDESK_API_TOKEN`);
+  if (status === 429)
+    return retryable(
+      'HelpdeskRateLimited',
+      `${what}: Zendesk is rate-limiting us (429)${wait !== undefined ? `; retrying after ${wait} ms as it asked` : ''}`,
+      wait,
+    );
+  if (status >= 500)
+    return retryable(unknownOutcome(method), `${what}: Zendesk answered ${status} (${detail}); retrying`, wait);
+  if (status === 409)
+    return retryable('TicketInProgress', `${what}: Zendesk is still processing a request with this key (409)`, wait);
+  if (status === 401 || status === 403)
+    return retryable(
+      'HelpdeskUnauthorized',
+      `${what}: Zendesk rejected our credentials (${status}): check ZENDESK_EMAIL and ZENDESK_API_TOKEN`,
+    );
   if (status === 404) return retryable('HelpdeskNotFound', `${what}: Zendesk answered 404: check ZENDESK_URL`);
   if (status === 400 && body.error === 'IdempotentRequestError') {
-    return ApplicationFailure.create({ type: FailureType.TicketConflict, message: `${what}: Zendesk refused the key, used before with a different request (${detail})`, nonRetryable: true });
+    return ApplicationFailure.create({
+      type: FailureType.TicketConflict,
+      message: `${what}: Zendesk refused the key, used before with a different request (${detail})`,
+      nonRetryable: true,
+    });
   }
-  return ApplicationFailure.create({ type: FailureType.TicketRejected, message: `${what}: Zendesk rejected the ticket (${status}: ${detail})`, nonRetryable: true });
+  return ApplicationFailure.create({
+    type: FailureType.TicketRejected,
+    message: `${what}: Zendesk rejected the ticket (${status}: ${detail})`,
+    nonRetryable: true,
+  });
 }
 
 /** A create whose answer was lost may have happened (the retry's key and look-up settle it); a read did nothing. */

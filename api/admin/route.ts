@@ -5,7 +5,14 @@ import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
 import { inboundWorkflowId } from '../../lib/hashing';
 import { reviewUpdate } from '../../workflows/shared';
-import { catchUpInbox, CatchUpRequestError, parseSince, type CatchUpCounts, type CatchUpDeps, type CatchUpSummary } from '../catch-up/catch-up';
+import {
+  catchUpInbox,
+  CatchUpRequestError,
+  parseSince,
+  type CatchUpCounts,
+  type CatchUpDeps,
+  type CatchUpSummary,
+} from '../catch-up/catch-up';
 
 export interface AdminRouteOptions {
   /** The bearer token (ADMIN_TOKEN); without one these routes are not registered at all. */
@@ -19,7 +26,10 @@ const replayBody = z
     inbox_ids: z.array(z.string().min(1)).min(1).max(100).optional(),
     since: z.string().min(1).optional(),
   })
-  .refine((body) => (body.inbox_id === undefined) !== (body.inbox_ids === undefined), 'give inbox_id or inbox_ids (one of them)');
+  .refine(
+    (body) => (body.inbox_id === undefined) !== (body.inbox_ids === undefined),
+    'give inbox_id or inbox_ids (one of them)',
+  );
 
 const reviewBody = z.object({
   inbox_id: z.string().min(1),
@@ -53,13 +63,19 @@ export const adminRoutes: FastifyPluginAsync<AdminRouteOptions> = async (app: Fa
     // Compared as digests: equal length, constant time, whatever was sent.
     if (!presented || !timingSafeEqual(digest(presented), expected)) {
       request.log.warn({ url: request.url }, 'admin request refused: missing or wrong bearer token');
-      return reply.code(401).header('www-authenticate', 'Bearer').send({ error: 'unauthorized', message: 'A valid Authorization: Bearer <ADMIN_TOKEN> header is required.' });
+      return reply
+        .code(401)
+        .header('www-authenticate', 'Bearer')
+        .send({ error: 'unauthorized', message: 'A valid Authorization: Bearer <ADMIN_TOKEN> header is required.' });
     }
   });
 
   app.post('/admin/replay', async (request, reply) => {
     const body = replayBody.safeParse(request.body);
-    if (!body.success) return reply.code(400).send({ error: 'bad_request', message: body.error.issues.map((i) => i.message).join('; ') });
+    if (!body.success)
+      return reply
+        .code(400)
+        .send({ error: 'bad_request', message: body.error.issues.map((i) => i.message).join('; ') });
     const inboxIds = body.data.inbox_ids ?? [body.data.inbox_id as string];
 
     const hangUp = new AbortController();
@@ -74,9 +90,12 @@ export const adminRoutes: FastifyPluginAsync<AdminRouteOptions> = async (app: Fa
         summaries.push(summary);
       }
     } catch (error) {
-      if (error instanceof CatchUpRequestError) return reply.code(400).send({ error: 'bad_request', message: error.message });
+      if (error instanceof CatchUpRequestError)
+        return reply.code(400).send({ error: 'bad_request', message: error.message });
       if (error instanceof AgentMailError && error.statusCode === 404) {
-        return reply.code(404).send({ error: 'inbox_not_found', message: `AgentMail has no inbox ${inboxIds[summaries.length]}` });
+        return reply
+          .code(404)
+          .send({ error: 'inbox_not_found', message: `AgentMail has no inbox ${inboxIds[summaries.length]}` });
       }
       throw error;
     }
@@ -85,26 +104,50 @@ export const adminRoutes: FastifyPluginAsync<AdminRouteOptions> = async (app: Fa
 
   app.post('/admin/review', async (request, reply) => {
     const body = reviewBody.safeParse(request.body);
-    if (!body.success) return reply.code(400).send({ error: 'bad_request', message: body.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ') });
+    if (!body.success)
+      return reply
+        .code(400)
+        .send({
+          error: 'bad_request',
+          message: body.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '),
+        });
     try {
       return reply.send(await sendReview(options, body.data));
     } catch (error) {
       if (error instanceof WorkflowNotFoundError) {
-        return reply.code(404).send({ error: 'not_found', message: 'No workflow for that message is waiting (unknown message, or already finished).' });
+        return reply
+          .code(404)
+          .send({
+            error: 'not_found',
+            message: 'No workflow for that message is waiting (unknown message, or already finished).',
+          });
       }
-      if (error instanceof WorkflowUpdateFailedError) return reply.code(422).send({ error: 'review_refused', message: error.cause?.message ?? error.message });
+      if (error instanceof WorkflowUpdateFailedError)
+        return reply.code(422).send({ error: 'review_refused', message: error.cause?.message ?? error.message });
       throw error;
     }
   });
 };
 
 async function sendReview(options: AdminRouteOptions, body: z.infer<typeof reviewBody>) {
-  const handle = options.catchUp.temporal.workflow.getHandle(inboundWorkflowId({ inboxId: body.inbox_id, messageId: body.message_id }));
-  const review = { verdict: body.verdict, ...(body.text ? { text: body.text } : {}), ...(body.reviewer ? { reviewer: body.reviewer } : {}) };
+  const handle = options.catchUp.temporal.workflow.getHandle(
+    inboundWorkflowId({ inboxId: body.inbox_id, messageId: body.message_id }),
+  );
+  const review = {
+    verdict: body.verdict,
+    ...(body.text ? { text: body.text } : {}),
+    ...(body.reviewer ? { reviewer: body.reviewer } : {}),
+  };
   return handle.executeUpdate(reviewUpdate, { args: [review] });
 }
 
 function totals(summaries: CatchUpSummary[]): CatchUpCounts {
   const sum = (pick: (s: CatchUpSummary) => number) => summaries.reduce((n, s) => n + pick(s), 0);
-  return { listed: sum((s) => s.listed), started: sum((s) => s.started), alreadyAnswered: sum((s) => s.alreadyAnswered), skipped: sum((s) => s.skipped), failed: sum((s) => s.failed) };
+  return {
+    listed: sum((s) => s.listed),
+    started: sum((s) => s.started),
+    alreadyAnswered: sum((s) => s.alreadyAnswered),
+    skipped: sum((s) => s.skipped),
+    failed: sum((s) => s.failed),
+  };
 }

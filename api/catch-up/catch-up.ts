@@ -93,7 +93,15 @@ export function replayHorizon(operationRetentionDays: number, now = Date.now()):
 export async function catchUpInbox(deps: CatchUpDeps, request: CatchUpRequest): Promise<CatchUpSummary> {
   const { inboxId, signal, onProgress } = request;
   const { since, resumed, note } = await resolveSince(deps, request);
-  const progress: CatchUpProgress = { inboxId, pages: 0, listed: 0, started: 0, alreadyAnswered: 0, skipped: 0, failed: 0 };
+  const progress: CatchUpProgress = {
+    inboxId,
+    pages: 0,
+    listed: 0,
+    started: 0,
+    alreadyAnswered: 0,
+    skipped: 0,
+    failed: 0,
+  };
   let failedInARow = 0;
   let lastError = '';
   const givingUp = () => failedInARow >= MAX_CONSECUTIVE_FAILURES;
@@ -108,7 +116,12 @@ export async function catchUpInbox(deps: CatchUpDeps, request: CatchUpRequest): 
       unfinished = true;
       break;
     }
-    const page = await deps.agentmail.inboxes.messages.list(inboxId, { after: since, ascending: true, limit: request.pageSize ?? PAGE_SIZE, ...(pageToken ? { pageToken } : {}) });
+    const page = await deps.agentmail.inboxes.messages.list(inboxId, {
+      after: since,
+      ascending: true,
+      limit: request.pageSize ?? PAGE_SIZE,
+      ...(pageToken ? { pageToken } : {}),
+    });
     progress.pages += 1;
     progress.listed += page.messages.length;
     onProgress?.({ ...progress });
@@ -144,7 +157,10 @@ export async function catchUpInbox(deps: CatchUpDeps, request: CatchUpRequest): 
   };
 }
 
-async function resolveSince(deps: CatchUpDeps, request: CatchUpRequest): Promise<{ since: Date; resumed: boolean; note?: string }> {
+async function resolveSince(
+  deps: CatchUpDeps,
+  request: CatchUpRequest,
+): Promise<{ since: Date; resumed: boolean; note?: string }> {
   const horizon = replayHorizon(deps.operationRetentionDays);
   if (request.since) {
     if (request.since < horizon) {
@@ -157,14 +173,23 @@ async function resolveSince(deps: CatchUpDeps, request: CatchUpRequest): Promise
   }
   const cursor = await deps.cursors.get(request.inboxId);
   if (!cursor) {
-    throw new CatchUpRequestError(`no message of inbox ${request.inboxId} has been processed yet, so there is nothing to resume from: give a start time (--since)`);
+    throw new CatchUpRequestError(
+      `no message of inbox ${request.inboxId} has been processed yet, so there is nothing to resume from: give a start time (--since)`,
+    );
   }
   const since = new Date(cursor.getTime() - RESUME_OVERLAP_MS);
   if (since >= horizon) return { since, resumed: true };
-  return { since: horizon, resumed: true, note: `the resume point ${since.toISOString()} is past the replay horizon; listing from ${horizon.toISOString()}` };
+  return {
+    since: horizon,
+    resumed: true,
+    note: `the resume point ${since.toISOString()} is past the replay horizon; listing from ${horizon.toISOString()}`,
+  };
 }
 
-async function replayMessage(deps: CatchUpDeps, message: AgentMail.MessageItem): Promise<{ outcome: CatchUpOutcome; error?: string }> {
+async function replayMessage(
+  deps: CatchUpDeps,
+  message: AgentMail.MessageItem,
+): Promise<{ outcome: CatchUpOutcome; error?: string }> {
   if (message.labels.includes('sent')) return { outcome: 'skipped' };
   // Labelled by our workflow after its reply went out: answered, no Temporal call needed.
   if (message.labels.includes('replied')) return { outcome: 'already_answered' };
@@ -189,7 +214,12 @@ function count(progress: CatchUpCounts, outcome: CatchUpOutcome): void {
 }
 
 /** Runs `work` over `items`, at most `limit` at a time; items not begun once `stop()` holds stay undefined. */
-async function mapWithConcurrency<T, R>(items: T[], limit: number, stop: () => boolean, work: (item: T) => Promise<R>): Promise<Array<R | undefined>> {
+async function mapWithConcurrency<T, R>(
+  items: T[],
+  limit: number,
+  stop: () => boolean,
+  work: (item: T) => Promise<R>,
+): Promise<Array<R | undefined>> {
   const results = new Array<R | undefined>(items.length).fill(undefined);
   let next = 0;
   const lane = async (): Promise<void> => {
@@ -212,6 +242,9 @@ export function parseSince(text: string, now = Date.now()): Date {
   const age = /^(\d+)([mhd])$/.exec(text.trim());
   if (age) return new Date(now - Number(age[1]) * (UNIT_MS[age[2] as string] as number));
   const at = /^\d{4}-\d{2}-\d{2}/.test(text.trim()) ? new Date(text.trim()) : new Date(Number.NaN);
-  if (Number.isNaN(at.getTime())) throw new CatchUpRequestError(`since must be an ISO 8601 time (2025-12-01T08:00:00Z) or an age (36h, 6d), got ${JSON.stringify(text)}`);
+  if (Number.isNaN(at.getTime()))
+    throw new CatchUpRequestError(
+      `since must be an ISO 8601 time (2025-12-01T08:00:00Z) or an age (36h, 6d), got ${JSON.stringify(text)}`,
+    );
   return at;
 }

@@ -25,7 +25,10 @@ export class InboxCursors {
   constructor(private readonly db: Db) {}
 
   async get(inboxId: string): Promise<Date | undefined> {
-    const { rows } = await this.db.query<{ newest_message_at: Date }>('SELECT newest_message_at FROM inbox_cursors WHERE inbox_id = $1', [inboxId]);
+    const { rows } = await this.db.query<{ newest_message_at: Date }>(
+      'SELECT newest_message_at FROM inbox_cursors WHERE inbox_id = $1',
+      [inboxId],
+    );
     return rows[0]?.newest_message_at;
   }
 

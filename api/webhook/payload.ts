@@ -7,13 +7,21 @@ import { z } from 'zod';
  */
 
 /** Postgres text cannot hold U+0000: refused here (422), not by the insert (500, retried for a day). */
-const storableText = (max: number) => z.string().min(1).max(max).refine((s) => !s.includes('\u0000'), 'must not contain U+0000');
+const storableText = (max: number) =>
+  z
+    .string()
+    .min(1)
+    .max(max)
+    .refine((s) => !s.includes('\u0000'), 'must not contain U+0000');
 
 /**
  * RFC 5322 caps a header line at 998 octets. Counting bytes, not characters, also keeps the id
  * under Temporal's 2 KiB limit on a search attribute's value (MessageId, ThreadId).
  */
-const headerId = storableText(998).refine((s) => Buffer.byteLength(s, 'utf8') <= 998, 'must be at most 998 bytes in UTF-8');
+const headerId = storableText(998).refine(
+  (s) => Buffer.byteLength(s, 'utf8') <= 998,
+  'must be at most 998 bytes in UTF-8',
+);
 
 export const eventEnvelope = z.object({
   event_type: storableText(100),

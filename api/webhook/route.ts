@@ -33,21 +33,29 @@ export const webhookRoute: FastifyPluginAsync<WebhookRouteOptions> = async (app:
   const outcomes = new WeakMap<FastifyRequest, metrics.WebhookOutcome>();
   const settle = (request: FastifyRequest, outcome: metrics.WebhookOutcome) => outcomes.set(request, outcome);
   app.addHook('onResponse', async (request, reply) => {
-    const outcome = outcomes.get(request) ?? (reply.statusCode >= 500 ? 'error' : reply.statusCode >= 400 ? 'invalid' : 'queued');
+    const outcome =
+      outcomes.get(request) ?? (reply.statusCode >= 500 ? 'error' : reply.statusCode >= 400 ? 'invalid' : 'queued');
     metrics.webhooks.inc({ outcome });
     metrics.webhookAckSeconds.observe({ outcome }, reply.elapsedTime / 1000);
   });
 
   // Inside this plugin only (Fastify encapsulation): keep the exact bytes for the signature.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: options.bodyLimitBytes }, (_request, body, done) => done(null, body));
+  app.addContentTypeParser('*', { parseAs: 'buffer', bodyLimit: options.bodyLimitBytes }, (_request, body, done) =>
+    done(null, body),
+  );
 
   app.post('/webhooks/agentmail', { bodyLimit: options.bodyLimitBytes }, async (request, reply) => {
     const rawBody = Buffer.isBuffer(request.body) ? request.body : Buffer.alloc(0);
     const signature = verify(rawBody, request.headers);
     if (signature.verdict === 'invalid') {
-      request.log.warn({ reason: signature.reason, svixId: request.headers['svix-id'] }, 'webhook rejected: bad signature');
-      return reply.code(400).send({ error: 'invalid_signature', message: `Webhook signature verification failed: ${signature.reason}` });
+      request.log.warn(
+        { reason: signature.reason, svixId: request.headers['svix-id'] },
+        'webhook rejected: bad signature',
+      );
+      return reply
+        .code(400)
+        .send({ error: 'invalid_signature', message: `Webhook signature verification failed: ${signature.reason}` });
     }
     if (signature.verdict === 'valid-not-json') {
       request.log.warn({ svixId: request.headers['svix-id'] }, 'webhook rejected: signed body is not JSON');
@@ -57,7 +65,9 @@ export const webhookRoute: FastifyPluginAsync<WebhookRouteOptions> = async (app:
     const envelope = eventEnvelope.safeParse(json);
     if (!envelope.success) {
       request.log.warn({ issues: describeIssues(envelope.error) }, 'webhook rejected: no event envelope');
-      return reply.code(422).send({ error: 'invalid_payload', message: `Not an AgentMail event: ${describeIssues(envelope.error)}` });
+      return reply
+        .code(422)
+        .send({ error: 'invalid_payload', message: `Not an AgentMail event: ${describeIssues(envelope.error)}` });
     }
     const { event_id: eventId, event_type: eventType } = envelope.data;
     const deadline = new Date(Date.now() + options.deadlineMs);
@@ -77,14 +87,34 @@ export const webhookRoute: FastifyPluginAsync<WebhookRouteOptions> = async (app:
 
     const event = messageReceivedEvent.safeParse(json);
     if (!event.success) {
-      request.log.warn({ eventId, issues: describeIssues(event.error) }, 'webhook rejected: malformed message.received');
-      return reply.code(422).send({ error: 'invalid_payload', message: `Malformed message.received event: ${describeIssues(event.error)}` });
+      request.log.warn(
+        { eventId, issues: describeIssues(event.error) },
+        'webhook rejected: malformed message.received',
+      );
+      return reply
+        .code(422)
+        .send({
+          error: 'invalid_payload',
+          message: `Malformed message.received event: ${describeIssues(event.error)}`,
+        });
     }
     const { inbox_id: inboxId, message_id: messageId, thread_id: threadId, timestamp } = event.data.message;
-    const start = await startInboundWorkflow(options.temporal, { taskQueue: options.taskQueue, deadline }, { inboxId, messageId, threadId, eventId });
+    const start = await startInboundWorkflow(
+      options.temporal,
+      { taskQueue: options.taskQueue, deadline },
+      { inboxId, messageId, threadId, eventId },
+    );
     failpoint('ingress.after-start');
     const outcome = start.started ? 'queued' : 'duplicate';
-    await options.events.record({ eventId, eventType, inboxId, messageId, workflowId: start.workflowId, outcome, messageAt: timestamp });
+    await options.events.record({
+      eventId,
+      eventType,
+      inboxId,
+      messageId,
+      workflowId: start.workflowId,
+      outcome,
+      messageAt: timestamp,
+    });
     settle(request, outcome);
     request.log.info({ eventId, workflowId: start.workflowId, outcome }, `webhook ${outcome}`);
     return reply.code(204).send();

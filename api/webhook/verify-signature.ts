@@ -17,8 +17,14 @@ export function createSignatureVerifier(secret: string) {
       const value = headers[name];
       return Array.isArray(value) ? value[0] : value;
     };
-    const svixHeaders = { 'svix-id': header('svix-id') ?? '', 'svix-timestamp': header('svix-timestamp') ?? '', 'svix-signature': header('svix-signature') ?? '' };
-    const missing = Object.entries(svixHeaders).filter(([, v]) => v === '').map(([k]) => k);
+    const svixHeaders = {
+      'svix-id': header('svix-id') ?? '',
+      'svix-timestamp': header('svix-timestamp') ?? '',
+      'svix-signature': header('svix-signature') ?? '',
+    };
+    const missing = Object.entries(svixHeaders)
+      .filter(([, v]) => v === '')
+      .map(([k]) => k);
     if (missing.length > 0) return { verdict: 'invalid', reason: `missing ${missing.join(', ')}` };
     try {
       webhook.verify(rawBody, svixHeaders);

@@ -35,7 +35,11 @@ export function createBaselineApp(options: { pool: Pool; webhookSecret: string }
       response.status(400).end();
       return;
     }
-    await options.pool.query(insertEvent, [event.event_id, event.event_type, (request.body as Buffer).toString('utf8')]);
+    await options.pool.query(insertEvent, [
+      event.event_id,
+      event.event_type,
+      (request.body as Buffer).toString('utf8'),
+    ]);
     response.status(204).end();
   });
 

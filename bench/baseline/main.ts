@@ -7,7 +7,8 @@ import { baselineSchemaSql, createBaselineApp } from './app';
  */
 async function main(): Promise<void> {
   const { PORT = '3100', HOST = '127.0.0.1', DATABASE_URL, AGENTMAIL_WEBHOOK_SECRET } = process.env;
-  if (!DATABASE_URL || !AGENTMAIL_WEBHOOK_SECRET) throw new Error('DATABASE_URL and AGENTMAIL_WEBHOOK_SECRET are required');
+  if (!DATABASE_URL || !AGENTMAIL_WEBHOOK_SECRET)
+    throw new Error('DATABASE_URL and AGENTMAIL_WEBHOOK_SECRET are required');
   const pool = new pg.Pool({ connectionString: DATABASE_URL });
   await pool.query(baselineSchemaSql);
   const app = createBaselineApp({ pool, webhookSecret: AGENTMAIL_WEBHOOK_SECRET });
@@ -16,7 +17,14 @@ async function main(): Promise<void> {
     const port = typeof address === 'object' && address ? address.port : PORT;
     console.log(JSON.stringify({ msg: 'baseline listening', address: `http://${HOST}:${port}` }));
   });
-  const shutdown = () => server.close(() => void pool.end().then(() => process.exit(0), () => process.exit(1)));
+  const shutdown = () =>
+    server.close(
+      () =>
+        void pool.end().then(
+          () => process.exit(0),
+          () => process.exit(1),
+        ),
+    );
   process.once('SIGTERM', shutdown);
   process.once('SIGINT', shutdown);
 }

@@ -12,7 +12,8 @@ import { startInboundWorkflow } from '../../api/start-inbound-workflow';
  */
 async function main(): Promise<void> {
   const { PORT = '3200', HOST = '127.0.0.1', TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TASK_QUEUE } = process.env;
-  if (!TEMPORAL_ADDRESS || !TEMPORAL_NAMESPACE || !TEMPORAL_TASK_QUEUE) throw new Error('TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and TEMPORAL_TASK_QUEUE are required');
+  if (!TEMPORAL_ADDRESS || !TEMPORAL_NAMESPACE || !TEMPORAL_TASK_QUEUE)
+    throw new Error('TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and TEMPORAL_TASK_QUEUE are required');
   const connection = await Connection.connect({ address: TEMPORAL_ADDRESS });
   const client = new Client({ connection, namespace: TEMPORAL_NAMESPACE });
   const server = createServer((request, response) => {
@@ -27,14 +28,25 @@ async function main(): Promise<void> {
         return;
       }
       const deadline = new Date(Date.now() + 10_000);
-      startInboundWorkflow(client, { taskQueue: TEMPORAL_TASK_QUEUE, deadline }, { inboxId: message.inbox_id, messageId: message.message_id }).then(
+      startInboundWorkflow(
+        client,
+        { taskQueue: TEMPORAL_TASK_QUEUE, deadline },
+        { inboxId: message.inbox_id, messageId: message.message_id },
+      ).then(
         () => response.writeHead(204).end(),
         () => response.writeHead(500).end(),
       );
     });
   });
   server.listen(Number(PORT), HOST, () => console.log(JSON.stringify({ msg: 'start-only listening' })));
-  const shutdown = () => server.close(() => void connection.close().then(() => process.exit(0), () => process.exit(1)));
+  const shutdown = () =>
+    server.close(
+      () =>
+        void connection.close().then(
+          () => process.exit(0),
+          () => process.exit(1),
+        ),
+    );
   process.once('SIGTERM', shutdown);
   process.once('SIGINT', shutdown);
 }

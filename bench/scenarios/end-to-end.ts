@@ -61,7 +61,12 @@ function plan(context: BenchContext, messages: SeededMessage[], seed: number): P
       // The last copy is AgentMail emitting the message again under a new event id; the others are retries of one event.
       const reEmitted = d === deliveriesPerMessage - 1 && deliveriesPerMessage > 1;
       const body = reEmitted ? message.body.replace(message.eventId, `${message.eventId}_again`) : message.body;
-      items.push({ at: arrival + random() * maxDelayMs, message: index, body, svixId: reEmitted ? `${svixId}_again` : svixId });
+      items.push({
+        at: arrival + random() * maxDelayMs,
+        message: index,
+        body,
+        svixId: reEmitted ? `${svixId}_again` : svixId,
+      });
     }
   });
   items.sort((a, b) => a.at - b.at);
@@ -72,16 +77,23 @@ function plan(context: BenchContext, messages: SeededMessage[], seed: number): P
   };
 }
 
-
 async function outbox(context: BenchContext): Promise<OutboxEntry[]> {
   const response = await fetch(`${context.sandbox.url}/_sandbox/outbox`);
   return ((await response.json()) as { entries: OutboxEntry[] }).entries;
 }
 
-async function oneLoad(context: BenchContext, side: Awaited<ReturnType<typeof startOurSide>>, repeat: number, load: string, count: number): Promise<EndToEndFigures> {
+async function oneLoad(
+  context: BenchContext,
+  side: Awaited<ReturnType<typeof startOurSide>>,
+  repeat: number,
+  load: string,
+  count: number,
+): Promise<EndToEndFigures> {
   const { drainTimeoutMs, windowSeconds, maxDelayMs } = context.options.e2e;
   await resetSandbox(context);
-  const messages = await seedMessages(context.sandbox.url, count, (done) => context.log(`    seeded ${done}/${count} messages`));
+  const messages = await seedMessages(context.sandbox.url, count, (done) =>
+    context.log(`    seeded ${done}/${count} messages`),
+  );
   const { deliveries, scheduleMs, messageOf } = plan(context, messages, repeat * 1_000 + count);
   const meter = CpuMeter.forRun(context, side.servers);
   const startedAt = Date.now();
@@ -197,7 +209,11 @@ export async function runEndToEnd(context: BenchContext): Promise<EndToEndFigure
 async function warmUp(context: BenchContext, side: Awaited<ReturnType<typeof startOurSide>>): Promise<void> {
   await resetSandbox(context);
   const messages = await seedMessages(context.sandbox.url, 10);
-  await runOpenLoop({ origin: side.url, path: WEBHOOK_PATH }, messages.map((m) => context.signer.sign(m.body)), { rate: 5, connections: 4, maxDurationMs: 10_000 });
+  await runOpenLoop(
+    { origin: side.url, path: WEBHOOK_PATH },
+    messages.map((m) => context.signer.sign(m.body)),
+    { rate: 5, connections: 4, maxDurationMs: 10_000 },
+  );
   const deadline = Date.now() + 30_000;
   while ((await repliesSent(context)) < messages.length && Date.now() < deadline) await sleep(200);
 }

@@ -2,7 +2,15 @@ import type { BenchContext } from '../support/context';
 import { CpuMeter, cpuPer, loadAverage, othersBusy } from '../support/context';
 import { seededRandom } from '../support/deliveries';
 import { failures, runClosedLoop, runOpenLoop, type Delivery, type LoadResult } from '../support/load';
-import { sidesInOrder, startBaselineSide, startOurSide, startStartOnlySide, WEBHOOK_PATH, type Side, type SideName } from '../support/sides';
+import {
+  sidesInOrder,
+  startBaselineSide,
+  startOurSide,
+  startStartOnlySide,
+  WEBHOOK_PATH,
+  type Side,
+  type SideName,
+} from '../support/sides';
 import { summarize, type LatencySummary } from '../support/stats';
 
 /**
@@ -84,7 +92,11 @@ function figures(side: SideName, repeat: number, offered: number, result: LoadRe
 
 async function warmUp(context: BenchContext, side: Side): Promise<void> {
   const bodies = await side.newEvents(context.options.ingress.warmup);
-  await runOpenLoop({ origin: side.url, path: WEBHOOK_PATH }, bodies.map((b) => context.signer.sign(b)), { rate: 50, connections: 16, maxDurationMs: 30_000 });
+  await runOpenLoop(
+    { origin: side.url, path: WEBHOOK_PATH },
+    bodies.map((b) => context.signer.sign(b)),
+    { rate: 50, connections: 16, maxDurationMs: 30_000 },
+  );
   // The warm-up's workflows are not part of the next run's load.
   await side.settle(20_000);
 }
@@ -99,7 +111,9 @@ async function fixedRate(context: BenchContext, side: Side, repeat: number, rate
     maxDurationMs: context.options.ingress.seconds * 1000 + STRAGGLER_MS,
   });
   const run = figures(side.name, repeat, rate, result, meter);
-  context.log(`  ${side.name} ${rate}/s: p50 ${ms(run.latency.p50)} p99 ${ms(run.latency.p99)} p99.9 ${ms(run.latency.p999)}, ${run.throughput.toFixed(0)}/s answered${run.failures ? `, failed: ${run.failures}` : ''}`);
+  context.log(
+    `  ${side.name} ${rate}/s: p50 ${ms(run.latency.p50)} p99 ${ms(run.latency.p99)} p99.9 ${ms(run.latency.p999)}, ${run.throughput.toFixed(0)}/s answered${run.failures ? `, failed: ${run.failures}` : ''}`,
+  );
   return run;
 }
 
@@ -114,16 +128,29 @@ async function search(context: BenchContext, side: Side, repeat: number, worker 
       break;
     }
     // At least 20 deliveries a step, so a low rate's p99 is not the one slowest of a handful.
-    const deliveries = (await side.newEvents(Math.max(20, Math.round(rate * stepSeconds)))).map((b) => context.signer.sign(b));
-    const result = await runOpenLoop({ origin: side.url, path: WEBHOOK_PATH }, deliveries, { rate, connections: 256, maxDurationMs: stepSeconds * 1000 + STRAGGLER_MS });
+    const deliveries = (await side.newEvents(Math.max(20, Math.round(rate * stepSeconds)))).map((b) =>
+      context.signer.sign(b),
+    );
+    const result = await runOpenLoop({ origin: side.url, path: WEBHOOK_PATH }, deliveries, {
+      rate,
+      connections: 256,
+      maxDurationMs: stepSeconds * 1000 + STRAGGLER_MS,
+    });
     const latency = summarize(result.latencies);
     const passed = latency.p99 < P99_LIMIT_MS && result.ok === deliveries.length;
     steps.push({ rate, p99: latency.p99, throughput: result.throughput, failures: failures(result), passed });
     if (!passed) break;
     maxSustained = rate;
   }
-  const label = side.name === 'ours' && !worker ? 'ours without a worker' : side.name === 'start-only' ? 'the Temporal start alone' : side.name;
-  context.log(`  ${label}: max sustained ${capped ? '≥ ' : ''}${maxSustained}/s with p99 < ${P99_LIMIT_MS} ms (${steps.map((s) => `${s.rate}/s p99 ${ms(s.p99)}`).join(', ')})`);
+  const label =
+    side.name === 'ours' && !worker
+      ? 'ours without a worker'
+      : side.name === 'start-only'
+        ? 'the Temporal start alone'
+        : side.name;
+  context.log(
+    `  ${label}: max sustained ${capped ? '≥ ' : ''}${maxSustained}/s with p99 < ${P99_LIMIT_MS} ms (${steps.map((s) => `${s.rate}/s p99 ${ms(s.p99)}`).join(', ')})`,
+  );
   return { side: side.name, worker, repeat, maxSustained, capped, steps };
 }
 
@@ -132,33 +159,52 @@ async function storm(context: BenchContext, side: Side, repeat: number): Promise
   const random = seededRandom(repeat * 7919 + (side.name === 'ours' ? 1 : 2));
   // The earlier events, delivered once each (their repeats must find them recorded).
   const originals = await side.newEvents(primed);
-  await runOpenLoop({ origin: side.url, path: WEBHOOK_PATH }, originals.map((b) => context.signer.sign(b)), { rate: 50, connections: 32, maxDurationMs: 60_000 });
+  await runOpenLoop(
+    { origin: side.url, path: WEBHOOK_PATH },
+    originals.map((b) => context.signer.sign(b)),
+    { rate: 50, connections: 32, maxDurationMs: 60_000 },
+  );
   // Repeats come after their originals were handled (a Svix retry comes 5 s to hours later): the
   // storm measures the duplicate path, not the worker still busy with the originals.
-  if (!(await side.settle(SETTLE_TIMEOUT_MS))) context.log(`  ${side.name}: the primed events' workflows had not all finished after ${SETTLE_TIMEOUT_MS / 1000} s`);
+  if (!(await side.settle(SETTLE_TIMEOUT_MS)))
+    context.log(
+      `  ${side.name}: the primed events' workflows had not all finished after ${SETTLE_TIMEOUT_MS / 1000} s`,
+    );
 
   const repeatOf = () => originals[Math.floor(random() * originals.length)] as string;
   const plan = async (count: number, share: number): Promise<Delivery[]> => {
     const fresh = await side.newEvents(Math.round(count * (1 - share)));
     let nextFresh = 0;
-    return Array.from({ length: count }, () => context.signer.sign(nextFresh < fresh.length && random() >= share ? (fresh[nextFresh++] as string) : repeatOf()));
+    return Array.from({ length: count }, () =>
+      context.signer.sign(nextFresh < fresh.length && random() >= share ? (fresh[nextFresh++] as string) : repeatOf()),
+    );
   };
   const closed = async (deliveries: Delivery[]) => {
     const meter = CpuMeter.forRun(context, side.servers);
-    const result = await runClosedLoop({ origin: side.url, path: WEBHOOK_PATH }, deliveries, { concurrency, maxDurationMs: seconds * 1000 });
+    const result = await runClosedLoop({ origin: side.url, path: WEBHOOK_PATH }, deliveries, {
+      concurrency,
+      maxDurationMs: seconds * 1000,
+    });
     return figures(side.name, repeat, Number.NaN, result, meter);
   };
   // Enough deliveries for the fastest side to stay busy for the whole run.
   const closedCount = Math.round(seconds * 4_000);
   // Warm the duplicate path's code (JIT) first, not counted: ours runs in a process started for
   // this run, while the baseline's has already served the repeat's other runs.
-  await runClosedLoop({ origin: side.url, path: WEBHOOK_PATH }, await plan(2_000, 1), { concurrency, maxDurationMs: 2_000 });
+  await runClosedLoop({ origin: side.url, path: WEBHOOK_PATH }, await plan(2_000, 1), {
+    concurrency,
+    maxDurationMs: 2_000,
+  });
   // The duplicate path alone first, while nothing else runs; then the mix, whose new events start workflows.
   const duplicatesOnly = await closed(await plan(closedCount, 1));
   const mixed = await closed(await plan(closedCount, repeatShare));
   const meter = CpuMeter.forRun(context, side.servers);
   const openDeliveries = await plan(rate * seconds, repeatShare);
-  const open = await runOpenLoop({ origin: side.url, path: WEBHOOK_PATH }, openDeliveries, { rate, connections: 256, maxDurationMs: seconds * 1000 + STRAGGLER_MS });
+  const open = await runOpenLoop({ origin: side.url, path: WEBHOOK_PATH }, openDeliveries, {
+    rate,
+    connections: 256,
+    maxDurationMs: seconds * 1000 + STRAGGLER_MS,
+  });
   const fixed = figures(side.name, repeat, rate, open, meter);
   context.log(
     `  ${side.name}: storm ${mixed.throughput.toFixed(0)}/s (p99 ${ms(mixed.latency.p99)}), duplicates only ${duplicatesOnly.throughput.toFixed(0)}/s (p99 ${ms(duplicatesOnly.latency.p99)}), ` +
@@ -167,7 +213,10 @@ async function storm(context: BenchContext, side: Side, repeat: number): Promise
   return { side: side.name, repeat, mixed, duplicatesOnly, fixedRate: fixed };
 }
 
-export async function runIngressScenarios(context: BenchContext, what: { ingress: boolean; storm: boolean }): Promise<IngressResults> {
+export async function runIngressScenarios(
+  context: BenchContext,
+  what: { ingress: boolean; storm: boolean },
+): Promise<IngressResults> {
   const results: IngressResults = { fixedRate: [], search: [], storm: [] };
   const { repeats } = context.options;
   for (let repeat = 0; repeat < repeats; repeat++) {
@@ -180,7 +229,9 @@ export async function runIngressScenarios(context: BenchContext, what: { ingress
         const side = await startBaselineSide(context);
         try {
           await warmUp(context, side);
-          if (what.ingress) for (const rate of context.options.ingress.rates) results.fixedRate.push(await fixedRate(context, side, repeat, rate));
+          if (what.ingress)
+            for (const rate of context.options.ingress.rates)
+              results.fixedRate.push(await fixedRate(context, side, repeat, rate));
           if (what.ingress) results.search.push(await search(context, side, repeat));
           if (what.storm) results.storm.push(await storm(context, side, repeat));
         } finally {
@@ -191,12 +242,20 @@ export async function runIngressScenarios(context: BenchContext, what: { ingress
       // Ours: a fresh API, worker and task queue for each run, so no run inherits a backlog.
       const runs: Array<{ worker: boolean; run: (side: Side) => Promise<void> }> = [];
       if (what.ingress) {
-        for (const rate of context.options.ingress.rates) runs.push({ worker: true, run: async (side) => void results.fixedRate.push(await fixedRate(context, side, repeat, rate)) });
+        for (const rate of context.options.ingress.rates)
+          runs.push({
+            worker: true,
+            run: async (side) => void results.fixedRate.push(await fixedRate(context, side, repeat, rate)),
+          });
         runs.push({ worker: true, run: async (side) => void results.search.push(await search(context, side, repeat)) });
         // The ingress's own ceiling: the same search with no worker competing for the cores.
-        runs.push({ worker: false, run: async (side) => void results.search.push(await search(context, side, repeat, false)) });
+        runs.push({
+          worker: false,
+          run: async (side) => void results.search.push(await search(context, side, repeat, false)),
+        });
       }
-      if (what.storm) runs.push({ worker: true, run: async (side) => void results.storm.push(await storm(context, side, repeat)) });
+      if (what.storm)
+        runs.push({ worker: true, run: async (side) => void results.storm.push(await storm(context, side, repeat)) });
       for (const { worker, run } of runs) {
         const side = await startOurSide(context, { worker });
         try {
@@ -221,4 +280,5 @@ export async function runIngressScenarios(context: BenchContext, what: { ingress
   return results;
 }
 
-export const ms = (value: number): string => (Number.isFinite(value) ? `${value < 10 ? value.toFixed(1) : value.toFixed(0)} ms` : '—');
+export const ms = (value: number): string =>
+  Number.isFinite(value) ? `${value < 10 ? value.toFixed(1) : value.toFixed(0)} ms` : '—';

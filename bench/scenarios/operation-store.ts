@@ -35,7 +35,11 @@ const bareTable = `CREATE TABLE IF NOT EXISTS bench_bare_effects (
 /** A result the size of a stored reply outcome (message and thread ids). */
 const result = { messageId: `<${randomUUID()}@sandbox.agentmail.local>`, threadId: randomUUID(), reconciled: false };
 
-async function timed(count: number, concurrency: number, operation: (index: number) => Promise<unknown>): Promise<{ throughput: number; latency: LatencySummary }> {
+async function timed(
+  count: number,
+  concurrency: number,
+  operation: (index: number) => Promise<unknown>,
+): Promise<{ throughput: number; latency: LatencySummary }> {
   const latencies = new Float64Array(count);
   let next = 0;
   const startedAt = performance.now();
@@ -72,8 +76,25 @@ export async function runOperationStore(context: BenchContext): Promise<StoreFig
             await store.complete(keyOf(i), owner(i), result);
           },
         ],
-        ['replay', (i) => store.claim({ key: keyOf(i), kind: 'reply', requestHash, ownerToken: `${owner(i)}-retry`, leaseMs: 15_000 })],
-        ['bare insert', (i) => db.query('INSERT INTO bench_bare_effects (effect_key, result) VALUES ($1, $2)', [`${keyOf(i)}#bare`, JSON.stringify(result)])],
+        [
+          'replay',
+          (i) =>
+            store.claim({
+              key: keyOf(i),
+              kind: 'reply',
+              requestHash,
+              ownerToken: `${owner(i)}-retry`,
+              leaseMs: 15_000,
+            }),
+        ],
+        [
+          'bare insert',
+          (i) =>
+            db.query('INSERT INTO bench_bare_effects (effect_key, result) VALUES ($1, $2)', [
+              `${keyOf(i)}#bare`,
+              JSON.stringify(result),
+            ]),
+        ],
       ];
       // The replay needs the claims first; the bare insert goes first or last by turns.
       const order = repeat % 2 === 0 ? kinds : [kinds[2], kinds[0], kinds[1]];
@@ -81,7 +102,10 @@ export async function runOperationStore(context: BenchContext): Promise<StoreFig
         const { throughput, latency } = await timed(operations, concurrency, operation);
         results.push({ repeat, kind, operations, throughput, latency });
       }
-      const line = results.slice(-3).map((r) => `${r.kind} ${r.throughput.toFixed(0)}/s p50 ${r.latency.p50.toFixed(2)} ms`).join(', ');
+      const line = results
+        .slice(-3)
+        .map((r) => `${r.kind} ${r.throughput.toFixed(0)}/s p50 ${r.latency.p50.toFixed(2)} ms`)
+        .join(', ');
       context.log(`operation store repeat ${repeat + 1}/${context.options.repeats}: ${line}`);
     }
   } finally {

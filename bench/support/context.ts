@@ -27,7 +27,8 @@ export function progress(message: string): void {
   process.stderr.write(`[bench ${stamp}] ${message}\n`);
 }
 
-export const loadAverage = (): [number, number, number] => loadavg().map((v) => Number(v.toFixed(2))) as [number, number, number];
+export const loadAverage = (): [number, number, number] =>
+  loadavg().map((v) => Number(v.toFixed(2))) as [number, number, number];
 
 /**
  * CPU seconds of the processes taking part, between two points: the servers under test, the
@@ -42,7 +43,11 @@ export class CpuMeter {
   }
 
   static forRun(context: BenchContext, servers: Record<string, number | undefined>): CpuMeter {
-    const sources: Record<string, number | string> = { 'load generator': process.pid, sandbox: context.sandbox.process.pid, postgres: ` ${DATABASE} ` };
+    const sources: Record<string, number | string> = {
+      'load generator': process.pid,
+      sandbox: context.sandbox.process.pid,
+      postgres: ` ${DATABASE} `,
+    };
     if (context.env.temporalPid !== undefined) sources.temporal = context.env.temporalPid;
     for (const [name, pid] of Object.entries(servers)) if (pid !== undefined) sources[name] = pid;
     return new CpuMeter(sources);
@@ -59,13 +64,20 @@ export class CpuMeter {
  */
 export function othersBusy(usage: CpuUsage): number {
   const cores = cpus().length;
-  const ours = Object.values(usage.seconds).filter((v) => v > 0).reduce((sum, v) => sum + v, 0);
+  const ours = Object.values(usage.seconds)
+    .filter((v) => v > 0)
+    .reduce((sum, v) => sum + v, 0);
   return Math.max(0, usage.machineBusy - ours / (usage.wallSeconds * cores));
 }
 
 /** CPU milliseconds per request (or per message) for each process. */
 export function cpuPer(usage: CpuUsage, count: number): Record<string, number> {
-  return Object.fromEntries(Object.entries(usage.seconds).map(([name, seconds]) => [name, count > 0 ? Number(((seconds * 1000) / count).toFixed(2)) : Number.NaN]));
+  return Object.fromEntries(
+    Object.entries(usage.seconds).map(([name, seconds]) => [
+      name,
+      count > 0 ? Number(((seconds * 1000) / count).toFixed(2)) : Number.NaN,
+    ]),
+  );
 }
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

@@ -27,13 +27,23 @@ interface InboundAnswer {
 }
 
 export const eventBody = (eventId: string, answer: Pick<InboundAnswer, 'message' | 'thread'>): string =>
-  JSON.stringify({ type: 'event', event_type: 'message.received', event_id: eventId, message: answer.message, thread: answer.thread });
+  JSON.stringify({
+    type: 'event',
+    event_type: 'message.received',
+    event_id: eventId,
+    message: answer.message,
+    thread: answer.thread,
+  });
 
 /**
  * Creates `count` messages in the sandbox (no webhook: the bench delivers them itself), each
  * from its own sender, as customers write. Returns them in creation order.
  */
-export async function seedMessages(sandboxUrl: string, count: number, onProgress?: (done: number) => void): Promise<SeededMessage[]> {
+export async function seedMessages(
+  sandboxUrl: string,
+  count: number,
+  onProgress?: (done: number) => void,
+): Promise<SeededMessage[]> {
   const tag = randomUUID().slice(0, 8);
   const pool = new Pool(sandboxUrl, { connections: 8 });
   const messages = new Array<SeededMessage>(count);
@@ -56,8 +66,14 @@ export async function seedMessages(sandboxUrl: string, count: number, onProgress
         }),
       });
       const answer = (await response.body.json()) as InboundAnswer;
-      if (response.statusCode !== 200) throw new Error(`the sandbox refused a message: ${response.statusCode} ${JSON.stringify(answer)}`);
-      messages[index] = { inboxId, messageId: answer.message.message_id, eventId: answer.event_id, body: eventBody(answer.event_id, answer) };
+      if (response.statusCode !== 200)
+        throw new Error(`the sandbox refused a message: ${response.statusCode} ${JSON.stringify(answer)}`);
+      messages[index] = {
+        inboxId,
+        messageId: answer.message.message_id,
+        eventId: answer.event_id,
+        body: eventBody(answer.event_id, answer),
+      };
       done += 1;
       if (done % 500 === 0) onProgress?.(done);
     }

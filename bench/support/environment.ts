@@ -58,7 +58,13 @@ export async function prepareTemporal(cleanups: Cleanup[]): Promise<TemporalServ
     return { address: external, pid: undefined, restart: async () => undefined };
   }
   const start = async () => {
-    const server = await startTemporalDevServer({ port: 0, uiPort: null, dbFilename: null, logFile: path.join(DATA, 'temporal.log'), namespaces: [NAMESPACE] });
+    const server = await startTemporalDevServer({
+      port: 0,
+      uiPort: null,
+      dbFilename: null,
+      logFile: path.join(DATA, 'temporal.log'),
+      namespaces: [NAMESPACE],
+    });
     await setupTemporal({ address: server.address, namespace: NAMESPACE, retentionDays: 7 });
     return server;
   };
@@ -96,7 +102,10 @@ export async function prepareDatabase(cleanups: Cleanup[]): Promise<string> {
 
 export async function bundleWorkflows(): Promise<string> {
   const file = path.join(DATA, 'workflow-bundle.js');
-  const { code } = await bundleWorkflowCode({ workflowsPath: require.resolve('../../workflows'), logger: new DefaultLogger('WARN') });
+  const { code } = await bundleWorkflowCode({
+    workflowsPath: require.resolve('../../workflows'),
+    logger: new DefaultLogger('WARN'),
+  });
   mkdirSync(DATA, { recursive: true });
   writeFileSync(`${file}.tmp`, code);
   renameSync(`${file}.tmp`, file);
@@ -107,12 +116,17 @@ export async function bundleWorkflows(): Promise<string> {
 export async function compileApp(): Promise<string> {
   const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
   try {
-    await promisify(execFile)(process.execPath, [tsc, '-p', path.join(ROOT, 'bench', 'tsconfig.build.json')], { cwd: ROOT, maxBuffer: 16 * 1024 * 1024 });
+    await promisify(execFile)(process.execPath, [tsc, '-p', path.join(ROOT, 'bench', 'tsconfig.build.json')], {
+      cwd: ROOT,
+      maxBuffer: 16 * 1024 * 1024,
+    });
   } catch (error) {
     // Type errors still emit JavaScript (noEmitOnError is off); only a missing output is fatal.
     const output = String((error as { stdout?: string }).stdout ?? error);
     if (!/error TS/.test(output)) throw error;
-    console.error(`[bench] tsc reported type errors (the JavaScript was still emitted):\n${output.split('\n').slice(0, 5).join('\n')}`);
+    console.error(
+      `[bench] tsc reported type errors (the JavaScript was still emitted):\n${output.split('\n').slice(0, 5).join('\n')}`,
+    );
   }
   return path.join(DATA, 'dist');
 }

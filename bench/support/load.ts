@@ -77,7 +77,12 @@ class Recorder {
     this.sentAt[index] = sentAt;
     let status: string;
     try {
-      const response = await pool.request({ path: target.path, method: 'POST', headers: delivery.headers, body: delivery.body });
+      const response = await pool.request({
+        path: target.path,
+        method: 'POST',
+        headers: delivery.headers,
+        body: delivery.body,
+      });
       await response.body.dump();
       status = String(response.statusCode);
       if (response.statusCode >= 200 && response.statusCode < 300) this.ok += 1;

@@ -51,7 +51,15 @@ export class ServerProcess {
     writeSync(fd, `\n--- ${new Date().toISOString()} ${spec.name}: ${spec.entry}\n`);
     const logOffset = fstatSync(fd).size;
     const args = [
-      ...(spec.cpuProfileDir ? ['--cpu-prof', '--cpu-prof-dir', spec.cpuProfileDir, '--cpu-prof-name', `${spec.name}-${Date.now()}.cpuprofile`] : []),
+      ...(spec.cpuProfileDir
+        ? [
+            '--cpu-prof',
+            '--cpu-prof-dir',
+            spec.cpuProfileDir,
+            '--cpu-prof-name',
+            `${spec.name}-${Date.now()}.cpuprofile`,
+          ]
+        : []),
       ...(spec.tsx ? ['--import', 'tsx'] : []),
       spec.entry,
     ];
@@ -78,11 +86,14 @@ export class ServerProcess {
   async waitUntil(ready: () => Promise<boolean> | boolean, what: string, timeoutMs = 60_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (Date.now() < deadline) {
-      if (!this.running) throw new Error(`${this.spec.name} exited (code ${this.exitCode}) before ${what}:\n${tail(this.spec.logFile)}`);
+      if (!this.running)
+        throw new Error(`${this.spec.name} exited (code ${this.exitCode}) before ${what}:\n${tail(this.spec.logFile)}`);
       if (await Promise.resolve(ready()).catch(() => false)) return;
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
-    throw new Error(`${this.spec.name}: timed out after ${timeoutMs / 1000} s waiting for ${what}:\n${tail(this.spec.logFile)}`);
+    throw new Error(
+      `${this.spec.name}: timed out after ${timeoutMs / 1000} s waiting for ${what}:\n${tail(this.spec.logFile)}`,
+    );
   }
 
   /** Whether the log has a JSON line whose msg is `msg`; returns that line. */
@@ -125,7 +136,12 @@ export class ServerProcess {
 
 export function tail(file: string, lines = 12): string {
   try {
-    return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).map((line) => `  | ${line}`).join('\n');
+    return readFileSync(file, 'utf8')
+      .trimEnd()
+      .split('\n')
+      .slice(-lines)
+      .map((line) => `  | ${line}`)
+      .join('\n');
   } catch {
     return '  (no log)';
   }
@@ -153,7 +169,8 @@ export function cpuSecondsMatching(fragment: string): number {
   for (const entry of readdirSync('/proc')) {
     if (!/^\d+$/.test(entry)) continue;
     try {
-      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(fragment)) total += processCpuSeconds(Number(entry)) || 0;
+      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(fragment))
+        total += processCpuSeconds(Number(entry)) || 0;
     } catch {
       // gone meanwhile
     }
@@ -195,7 +212,12 @@ export interface CpuUsage {
 
 export function cpuBetween(before: CpuSnapshot, after: CpuSnapshot): CpuUsage {
   const seconds: Record<string, number> = {};
-  for (const [name, value] of Object.entries(after.processes)) seconds[name] = value - (before.processes[name] ?? Number.NaN);
+  for (const [name, value] of Object.entries(after.processes))
+    seconds[name] = value - (before.processes[name] ?? Number.NaN);
   const total = after.machine.total - before.machine.total;
-  return { seconds, machineBusy: total > 0 ? (after.machine.busy - before.machine.busy) / total : Number.NaN, wallSeconds: (after.at - before.at) / 1000 };
+  return {
+    seconds,
+    machineBusy: total > 0 ? (after.machine.busy - before.machine.busy) / total : Number.NaN,
+    wallSeconds: (after.at - before.at) / 1000,
+  };
 }

@@ -31,7 +31,8 @@ export interface ProfileSummary {
 }
 
 function placeOf(url: string, functionName: string): string {
-  if (functionName === '(idle)' || functionName === '(program)' || functionName === '(garbage collector)') return functionName;
+  if (functionName === '(idle)' || functionName === '(program)' || functionName === '(garbage collector)')
+    return functionName;
   if (!url) return '(native)';
   if (url.startsWith('node:')) return 'node internals';
   const clean = url.replace(/^file:\/\//, '');
@@ -68,7 +69,11 @@ export function summarizeProfile(file: string, top = 12): ProfileSummary {
     total += ms;
     places.set(place, (places.get(place) ?? 0) + ms);
     const key = `${functionName || '(anonymous)'} ${url}:${lineNumber + 1}`;
-    const entry = functions.get(key) ?? { fn: `${functionName || '(anonymous)'} (${path.basename(url) || 'native'}:${lineNumber + 1})`, place, ms: 0 };
+    const entry = functions.get(key) ?? {
+      fn: `${functionName || '(anonymous)'} (${path.basename(url) || 'native'}:${lineNumber + 1})`,
+      place,
+      ms: 0,
+    };
     entry.ms += ms;
     functions.set(key, entry);
   }
@@ -76,14 +81,23 @@ export function summarizeProfile(file: string, top = 12): ProfileSummary {
   return {
     file,
     totalMs: total,
-    byPlace: [...places.entries()].sort((a, b) => b[1] - a[1]).slice(0, top).map(([place, ms]) => ({ place, ms, share: share(ms) })),
-    topFunctions: [...functions.values()].sort((a, b) => b.ms - a.ms).slice(0, top).map((f) => ({ ...f, share: share(f.ms) })),
+    byPlace: [...places.entries()]
+      .sort((a, b) => b[1] - a[1])
+      .slice(0, top)
+      .map(([place, ms]) => ({ place, ms, share: share(ms) })),
+    topFunctions: [...functions.values()]
+      .sort((a, b) => b.ms - a.ms)
+      .slice(0, top)
+      .map((f) => ({ ...f, share: share(f.ms) })),
   };
 }
 
 export function profilesIn(dir: string): string[] {
   try {
-    return readdirSync(dir).filter((f) => f.endsWith('.cpuprofile')).map((f) => path.join(dir, f)).sort();
+    return readdirSync(dir)
+      .filter((f) => f.endsWith('.cpuprofile'))
+      .map((f) => path.join(dir, f))
+      .sort();
   } catch {
     return [];
   }
@@ -97,7 +111,8 @@ if (require.main === module) {
       console.log(`\n${path.basename(file)}: ${(summary.totalMs / 1000).toFixed(2)} s sampled (idle excluded)`);
       for (const p of summary.byPlace) console.log(`  ${(p.share * 100).toFixed(1).padStart(5)} %  ${p.place}`);
       console.log('  top functions (self time):');
-      for (const f of summary.topFunctions) console.log(`  ${(f.share * 100).toFixed(1).padStart(5)} %  ${f.fn}  [${f.place}]`);
+      for (const f of summary.topFunctions)
+        console.log(`  ${(f.share * 100).toFixed(1).padStart(5)} %  ${f.fn}  [${f.place}]`);
     }
   }
 }

@@ -37,7 +37,10 @@ export async function startOurSide(
 ): Promise<Side & { stack: OurStack }> {
   if (options.resetSandbox !== false) await resetSandbox(context);
   const worker = options.worker !== false;
-  const stack = await startOurs(context.env, context.sandbox, context.secrets, { cpuProfileDir: options.cpuProfileDir, worker });
+  const stack = await startOurs(context.env, context.sandbox, context.secrets, {
+    cpuProfileDir: options.cpuProfileDir,
+    worker,
+  });
   let seeded = 0;
   return {
     name: 'ours',
@@ -63,7 +66,10 @@ export async function startOurSide(
 
 let template: SeededMessage | undefined;
 
-export async function startBaselineSide(context: BenchContext, options: { cpuProfileDir?: string | undefined } = {}): Promise<Side> {
+export async function startBaselineSide(
+  context: BenchContext,
+  options: { cpuProfileDir?: string | undefined } = {},
+): Promise<Side> {
   return referenceSide(context, 'baseline', await startBaseline(context.env, context.secrets, options));
 }
 
@@ -72,7 +78,11 @@ export async function startStartOnlySide(context: BenchContext): Promise<Side> {
 }
 
 /** A reference server as a side: it looks no message up, so its events are the template's bytes with new ids. */
-async function referenceSide(context: BenchContext, name: SideName, server: { url: string; process: { pid: number | undefined }; stop(): Promise<void> }): Promise<Side> {
+async function referenceSide(
+  context: BenchContext,
+  name: SideName,
+  server: { url: string; process: { pid: number | undefined }; stop(): Promise<void> },
+): Promise<Side> {
   template ??= (await seedMessages(context.sandbox.url, 1))[0] as SeededMessage;
   const shape = template;
   return {
@@ -86,7 +96,11 @@ async function referenceSide(context: BenchContext, name: SideName, server: { ur
 }
 
 export async function resetSandbox(context: BenchContext): Promise<void> {
-  const response = await fetch(`${context.sandbox.url}/_sandbox/reset`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+  const response = await fetch(`${context.sandbox.url}/_sandbox/reset`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: '{}',
+  });
   await response.arrayBuffer();
   if (!response.ok) throw new Error(`the sandbox did not reset: ${response.status}`);
 }

@@ -17,7 +17,10 @@ export interface Secrets {
   apiKey: string;
 }
 
-export const newSecrets = (): Secrets => ({ webhookSecret: `whsec_${randomBytes(24).toString('base64')}`, apiKey: `am_bench_${randomBytes(12).toString('hex')}` });
+export const newSecrets = (): Secrets => ({
+  webhookSecret: `whsec_${randomBytes(24).toString('base64')}`,
+  apiKey: `am_bench_${randomBytes(12).toString('hex')}`,
+});
 
 function entry(env: Environment, name: string): string {
   return env.tsx ? path.join(env.codeRoot, `${name}.ts`) : path.join(env.codeRoot, `${name}.js`);
@@ -77,7 +80,12 @@ export interface StackOptions {
   worker?: boolean;
 }
 
-export async function startOurs(env: Environment, sandbox: Sandbox, secrets: Secrets, options: StackOptions = {}): Promise<OurStack> {
+export async function startOurs(
+  env: Environment,
+  sandbox: Sandbox,
+  secrets: Secrets,
+  options: StackOptions = {},
+): Promise<OurStack> {
   const taskQueue = `bench-${randomUUID().slice(0, 8)}`;
   const common = {
     PATH: process.env.PATH,
@@ -141,8 +149,18 @@ export interface BaselineServer {
   stop(): Promise<void>;
 }
 
-export async function startBaseline(env: Environment, secrets: Secrets, options: { cpuProfileDir?: string | undefined } = {}): Promise<BaselineServer> {
-  return startReference(env, 'baseline', 'bench/baseline/main', { DATABASE_URL: env.databaseUrl, AGENTMAIL_WEBHOOK_SECRET: secrets.webhookSecret }, options.cpuProfileDir);
+export async function startBaseline(
+  env: Environment,
+  secrets: Secrets,
+  options: { cpuProfileDir?: string | undefined } = {},
+): Promise<BaselineServer> {
+  return startReference(
+    env,
+    'baseline',
+    'bench/baseline/main',
+    { DATABASE_URL: env.databaseUrl, AGENTMAIL_WEBHOOK_SECRET: secrets.webhookSecret },
+    options.cpuProfileDir,
+  );
 }
 
 /** The start-only reference (bench/baseline/start-only.ts) on a fresh task queue no worker polls. */
@@ -155,7 +173,13 @@ export async function startStartOnly(env: Environment): Promise<BaselineServer> 
 }
 
 /** A reference server from bench/baseline/ on a free port; ready when it logs "<name> listening". */
-async function startReference(env: Environment, name: string, file: string, settings: Record<string, string>, cpuProfileDir?: string): Promise<BaselineServer> {
+async function startReference(
+  env: Environment,
+  name: string,
+  file: string,
+  settings: Record<string, string>,
+  cpuProfileDir?: string,
+): Promise<BaselineServer> {
   const port = await freePort();
   const server = ServerProcess.start({
     name,

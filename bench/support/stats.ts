@@ -41,7 +41,9 @@ export function median(values: number[]): number {
   const finite = values.filter((v) => Number.isFinite(v)).sort((a, b) => a - b);
   if (finite.length === 0) return Number.NaN;
   const middle = Math.floor(finite.length / 2);
-  return finite.length % 2 ? (finite[middle] as number) : ((finite[middle - 1] as number) + (finite[middle] as number)) / 2;
+  return finite.length % 2
+    ? (finite[middle] as number)
+    : ((finite[middle - 1] as number) + (finite[middle] as number)) / 2;
 }
 
 /** Median of each field over runs, e.g. the median p99 of five runs. */
@@ -51,7 +53,10 @@ export function medianOf<T extends object>(runs: T[], pick: (run: T) => number):
 
 /** ours / theirs, or NaN when either side is missing. */
 export function ratio(numerator: number, denominator: number): number {
-  return Number.isFinite(numerator) && Number.isFinite(denominator) && denominator !== 0 ? numerator / denominator : Number.NaN;
+  return Number.isFinite(numerator) && Number.isFinite(denominator) && denominator !== 0
+    ? numerator / denominator
+    : Number.NaN;
 }
 
-export const round = (value: number, digits = 1): number => (Number.isFinite(value) ? Number(value.toFixed(digits)) : Number.NaN);
+export const round = (value: number, digits = 1): number =>
+  Number.isFinite(value) ? Number(value.toFixed(digits)) : Number.NaN;

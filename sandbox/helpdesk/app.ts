@@ -58,13 +58,17 @@ interface KeyRecord {
 }
 
 const createSchema = z.object({
-  ticket: z.object({
-    subject: z.string().optional(),
-    comment: z.object({ body: z.string().optional(), html_body: z.string().optional(), public: z.boolean().optional() }).optional(),
-    description: z.string().optional(),
-    external_id: z.string().max(255).optional(),
-    tags: z.array(z.string()).optional(),
-  }).passthrough(),
+  ticket: z
+    .object({
+      subject: z.string().optional(),
+      comment: z
+        .object({ body: z.string().optional(), html_body: z.string().optional(), public: z.boolean().optional() })
+        .optional(),
+      description: z.string().optional(),
+      external_id: z.string().max(255).optional(),
+      tags: z.array(z.string()).optional(),
+    })
+    .passthrough(),
 });
 
 export interface Helpdesk {
@@ -74,7 +78,9 @@ export interface Helpdesk {
 }
 
 export function buildHelpdeskStandIn(options: HelpdeskOptions): Helpdesk {
-  const app = Fastify({ ...(typeof options.logger === 'object' ? { loggerInstance: options.logger } : { logger: options.logger ?? false }) });
+  const app = Fastify({
+    ...(typeof options.logger === 'object' ? { loggerInstance: options.logger } : { logger: options.logger ?? false }),
+  });
   const expected = `Basic ${Buffer.from(`${options.email}/token:${options.apiToken}`).toString('base64')}`;
   const tickets: HelpdeskTicket[] = [];
   const requests: HelpdeskRequestRecord[] = [];
@@ -88,10 +94,19 @@ export function buildHelpdeskStandIn(options: HelpdeskOptions): Helpdesk {
     if (!request.url.startsWith('/api/v2/')) return undefined;
     const path = request.url.split('?', 1)[0] ?? request.url;
     const key = request.headers['idempotency-key'];
-    const record: HelpdeskRequestRecord = { seq: requests.length + 1, method: request.method, path, url: request.url, idempotency_key: typeof key === 'string' ? key : null, lookup: null, status: null, fault: null };
+    const record: HelpdeskRequestRecord = {
+      seq: requests.length + 1,
+      method: request.method,
+      path,
+      url: request.url,
+      idempotency_key: typeof key === 'string' ? key : null,
+      lookup: null,
+      status: null,
+      fault: null,
+    };
     requests.push(record);
     records.set(request, record);
-    if (request.headers.authorization !== expected) return reply.code(401).send({ error: 'Couldn\'t authenticate you' });
+    if (request.headers.authorization !== expected) return reply.code(401).send({ error: "Couldn't authenticate you" });
     const fault = faults.draw(request.method, path);
     if (!fault) return undefined;
     record.fault = fault.action;
@@ -103,9 +118,15 @@ export function buildHelpdeskStandIn(options: HelpdeskOptions): Helpdesk {
       return reply;
     }
     if (fault.action === 'rate-limit') {
-      return reply.code(429).header('retry-after', String(fault.retry_after_seconds ?? 1)).send({ error: 'TooManyRequests', description: 'Rate limit exceeded (injected)' });
+      return reply
+        .code(429)
+        .header('retry-after', String(fault.retry_after_seconds ?? 1))
+        .send({ error: 'TooManyRequests', description: 'Rate limit exceeded (injected)' });
     }
-    if (fault.action === 'status') return reply.code(fault.status ?? 500).send({ error: 'InternalError', description: `injected fault: status ${fault.status ?? 500}` });
+    if (fault.action === 'status')
+      return reply
+        .code(fault.status ?? 500)
+        .send({ error: 'InternalError', description: `injected fault: status ${fault.status ?? 500}` });
     return undefined;
   });
 
@@ -125,28 +146,54 @@ export function buildHelpdeskStandIn(options: HelpdeskOptions): Helpdesk {
     const header = request.headers['idempotency-key'];
     const key = typeof header === 'string' ? header : null;
     if (key !== null && (key.length === 0 || key.length > MAX_KEY_LENGTH)) {
-      return reply.code(400).send({ error: 'InvalidIdempotencyKey', description: `Idempotency-Key must be 1 to ${MAX_KEY_LENGTH} characters` });
+      return reply
+        .code(400)
+        .send({
+          error: 'InvalidIdempotencyKey',
+          description: `Idempotency-Key must be 1 to ${MAX_KEY_LENGTH} characters`,
+        });
     }
-    const fingerprint = createHash('sha256').update(JSON.stringify(request.body ?? null)).digest('hex');
+    const fingerprint = createHash('sha256')
+      .update(JSON.stringify(request.body ?? null))
+      .digest('hex');
     if (key !== null) {
       const earlier = keys.get(key);
       if (earlier && now() - earlier.createdAtMs >= IDEMPOTENCY_TTL_MS) keys.delete(key);
       const live = keys.get(key);
       if (live) {
         if (live.fingerprint !== fingerprint) {
-          return reply.code(400).send({ error: 'IdempotentRequestError', description: 'Request parameters don\'t match the given idempotency key' });
+          return reply
+            .code(400)
+            .send({
+              error: 'IdempotentRequestError',
+              description: "Request parameters don't match the given idempotency key",
+            });
         }
-        if (!live.response) return reply.code(409).send({ error: 'IdempotentRequestInProgress', description: 'A request with this idempotency key is still being processed' });
+        if (!live.response)
+          return reply
+            .code(409)
+            .send({
+              error: 'IdempotentRequestInProgress',
+              description: 'A request with this idempotency key is still being processed',
+            });
         if (record) record.lookup = 'hit';
         return reply.code(live.response.status).header('x-idempotency-lookup', 'hit').send(live.response.body);
       }
       keys.set(key, { fingerprint, createdAtMs: now(), response: null });
     }
     const parsed = createSchema.safeParse(request.body);
-    const description = parsed.success ? (parsed.data.ticket.comment?.body ?? parsed.data.ticket.comment?.html_body ?? parsed.data.ticket.description) : undefined;
+    const description = parsed.success
+      ? (parsed.data.ticket.comment?.body ?? parsed.data.ticket.comment?.html_body ?? parsed.data.ticket.description)
+      : undefined;
     if (!parsed.success || !description) {
       if (key !== null) keys.delete(key); // nothing was done: the corrected request may use the key
-      return reply.code(422).send({ error: 'RecordInvalid', description: 'Record validation errors', details: { base: [{ description: 'Description: cannot be blank' }] } });
+      return reply
+        .code(422)
+        .send({
+          error: 'RecordInvalid',
+          description: 'Record validation errors',
+          details: { base: [{ description: 'Description: cannot be blank' }] },
+        });
     }
     const id = tickets.length + 1;
     const at = new Date(now()).toISOString();

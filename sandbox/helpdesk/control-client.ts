@@ -16,7 +16,11 @@ export class HelpdeskControl {
 
   /** Replaces every rule; `[]` clears. */
   async setFaults(rules: HelpdeskFaultInput | HelpdeskFaultInput[]): Promise<HelpdeskFault[]> {
-    return (await this.call<{ rules: HelpdeskFault[] }>('POST', '/_helpdesk/faults', { rules: Array.isArray(rules) ? rules : [rules] })).rules;
+    return (
+      await this.call<{ rules: HelpdeskFault[] }>('POST', '/_helpdesk/faults', {
+        rules: Array.isArray(rules) ? rules : [rules],
+      })
+    ).rules;
   }
 
   async clearFaults(): Promise<void> {
@@ -33,7 +37,8 @@ export class HelpdeskControl {
       ...(body !== undefined ? { body: JSON.stringify(body), headers: { 'content-type': 'application/json' } } : {}),
     });
     const parsed = (await response.json()) as T;
-    if (!response.ok) throw new Error(`help-desk stand-in ${method} ${path} answered ${response.status}: ${JSON.stringify(parsed)}`);
+    if (!response.ok)
+      throw new Error(`help-desk stand-in ${method} ${path} answered ${response.status}: ${JSON.stringify(parsed)}`);
     return parsed;
   }
 }

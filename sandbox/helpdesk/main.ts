@@ -10,18 +10,26 @@ import { buildHelpdeskStandIn } from './app';
 const PORT = 'must be a port number (0-65535)';
 const env = z
   .object({
-    HELPDESK_STANDIN_PORT: z.coerce.number({ error: PORT }).pipe(z.int(PORT).min(0, PORT).max(65535, PORT)).default(4030),
+    HELPDESK_STANDIN_PORT: z.coerce
+      .number({ error: PORT })
+      .pipe(z.int(PORT).min(0, PORT).max(65535, PORT))
+      .default(4030),
     HELPDESK_STANDIN_HOST: z.string().min(1).default('127.0.0.1'),
     ZENDESK_EMAIL: z.string().min(3).default('agent@example.com'),
     ZENDESK_API_TOKEN: z.string().min(1).default('dev-token'),
   })
   .safeParse(Object.fromEntries(Object.entries(process.env).filter(([, v]) => v !== '')));
 if (!env.success) {
-  for (const issue of env.error.issues) process.stderr.write(`help-desk stand-in: ${issue.path.join('.')} ${issue.message}\n`);
+  for (const issue of env.error.issues)
+    process.stderr.write(`help-desk stand-in: ${issue.path.join('.')} ${issue.message}\n`);
   process.exit(1);
 }
 
-const { app } = buildHelpdeskStandIn({ email: env.data.ZENDESK_EMAIL, apiToken: env.data.ZENDESK_API_TOKEN, logger: pino({ level: process.env.LOG_LEVEL ?? 'info', redact: ['req.headers.authorization'] }) });
+const { app } = buildHelpdeskStandIn({
+  email: env.data.ZENDESK_EMAIL,
+  apiToken: env.data.ZENDESK_API_TOKEN,
+  logger: pino({ level: process.env.LOG_LEVEL ?? 'info', redact: ['req.headers.authorization'] }),
+});
 const stop = () => void app.close().then(() => process.exit(0));
 process.once('SIGINT', stop);
 process.once('SIGTERM', stop);

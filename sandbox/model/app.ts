@@ -38,20 +38,26 @@ export interface ModelStandIn {
 }
 
 const textOf = (content: unknown): string =>
-  typeof content === 'string' ? content
-  : Array.isArray(content) ? content.map((part: { text?: unknown }) => (typeof part?.text === 'string' ? part.text : '')).join('')
-  : '';
+  typeof content === 'string'
+    ? content
+    : Array.isArray(content)
+      ? content.map((part: { text?: unknown }) => (typeof part?.text === 'string' ? part.text : '')).join('')
+      : '';
 
-const openAiBody = z.object({
-  model: z.string(),
-  messages: z.array(z.object({ role: z.string(), content: z.unknown() }).passthrough()).min(1),
-}).passthrough();
-const anthropicBody = z.object({
-  model: z.string(),
-  max_tokens: z.number().int().positive(),
-  system: z.unknown().optional(),
-  messages: z.array(z.object({ role: z.string(), content: z.unknown() }).passthrough()).min(1),
-}).passthrough();
+const openAiBody = z
+  .object({
+    model: z.string(),
+    messages: z.array(z.object({ role: z.string(), content: z.unknown() }).passthrough()).min(1),
+  })
+  .passthrough();
+const anthropicBody = z
+  .object({
+    model: z.string(),
+    max_tokens: z.number().int().positive(),
+    system: z.unknown().optional(),
+    messages: z.array(z.object({ role: z.string(), content: z.unknown() }).passthrough()).min(1),
+  })
+  .passthrough();
 
 /** The answer when no rule applies: plain text, the same for the same prompt. */
 export function defaultReply(prompt: string): string {
@@ -60,17 +66,32 @@ export function defaultReply(prompt: string): string {
 }
 
 export function buildModelStandIn(options: ModelStandInOptions = {}): ModelStandIn {
-  const app = Fastify({ ...(typeof options.logger === 'object' ? { loggerInstance: options.logger } : { logger: options.logger ?? false }), bodyLimit: 10 * 1024 * 1024 });
+  const app = Fastify({
+    ...(typeof options.logger === 'object' ? { loggerInstance: options.logger } : { logger: options.logger ?? false }),
+    bodyLimit: 10 * 1024 * 1024,
+  });
   const calls: ModelCall[] = [];
   const behaviours = new Behaviours();
 
   /** Records the call and decides the answer; undefined means "already answered" (dropped). */
-  async function handle(api: ModelApi, request: FastifyRequest, reply: FastifyReply, parsed: { model: string; system: string; messages: ModelCall['messages'] }) {
+  async function handle(
+    api: ModelApi,
+    request: FastifyRequest,
+    reply: FastifyReply,
+    parsed: { model: string; system: string; messages: ModelCall['messages'] },
+  ) {
     const prompt = [parsed.system, ...parsed.messages.map((m) => m.text)].join('\n');
     const rule = behaviours.draw(prompt);
-    calls.push({ seq: calls.length + 1, at: new Date().toISOString(), api, ...parsed, outcome: rule?.action ?? 'reply' });
+    calls.push({
+      seq: calls.length + 1,
+      at: new Date().toISOString(),
+      api,
+      ...parsed,
+      outcome: rule?.action ?? 'reply',
+    });
     if (options.apiKey !== undefined) {
-      const given = api === 'openai-chat' ? request.headers.authorization : `Bearer ${String(request.headers['x-api-key'] ?? '')}`;
+      const given =
+        api === 'openai-chat' ? request.headers.authorization : `Bearer ${String(request.headers['x-api-key'] ?? '')}`;
       if (given !== `Bearer ${options.apiKey}`) return failure(api, reply, 401, 'invalid api key');
     }
     if (rule?.action === 'delay') await sleep(rule.ms ?? 1_000);
@@ -79,7 +100,8 @@ export function buildModelStandIn(options: ModelStandInOptions = {}): ModelStand
       request.raw.socket.destroy();
       return reply;
     }
-    if (rule?.action === 'status') return failure(api, reply, rule.status ?? 500, `injected failure: status ${rule.status ?? 500}`);
+    if (rule?.action === 'status')
+      return failure(api, reply, rule.status ?? 500, `injected failure: status ${rule.status ?? 500}`);
     if (rule?.action === 'rate-limit') {
       void reply.header('retry-after', String(rule.retry_after_seconds ?? 1));
       return failure(api, reply, 429, 'rate limit exceeded (injected)');
@@ -90,8 +112,13 @@ export function buildModelStandIn(options: ModelStandInOptions = {}): ModelStand
   app.post('/v1/chat/completions', async (request, reply) => {
     const body = openAiBody.safeParse(request.body);
     if (!body.success) return failure('openai-chat', reply, 400, `invalid request: ${body.error.message}`);
-    const system = body.data.messages.filter((m) => m.role === 'system' || m.role === 'developer').map((m) => textOf(m.content)).join('\n');
-    const messages = body.data.messages.filter((m) => m.role !== 'system' && m.role !== 'developer').map((m) => ({ role: m.role, text: textOf(m.content) }));
+    const system = body.data.messages
+      .filter((m) => m.role === 'system' || m.role === 'developer')
+      .map((m) => textOf(m.content))
+      .join('\n');
+    const messages = body.data.messages
+      .filter((m) => m.role !== 'system' && m.role !== 'developer')
+      .map((m) => ({ role: m.role, text: textOf(m.content) }));
     return handle('openai-chat', request, reply, { model: body.data.model, system, messages });
   });
 
@@ -99,13 +126,19 @@ export function buildModelStandIn(options: ModelStandInOptions = {}): ModelStand
     const body = anthropicBody.safeParse(request.body);
     if (!body.success) return failure('anthropic-messages', reply, 400, `invalid request: ${body.error.message}`);
     const messages = body.data.messages.map((m) => ({ role: m.role, text: textOf(m.content) }));
-    return handle('anthropic-messages', request, reply, { model: body.data.model, system: textOf(body.data.system), messages });
+    return handle('anthropic-messages', request, reply, {
+      model: body.data.model,
+      system: textOf(body.data.system),
+      messages,
+    });
   });
 
   // Control: what a test or a developer scripts and inspects. No auth: loopback only.
   app.get<{ Querystring: { contains?: string } }>('/_model/calls', async (request) => {
     const { contains } = request.query;
-    const matching = calls.filter((c) => !contains || [c.system, ...c.messages.map((m) => m.text)].some((t) => t.includes(contains)));
+    const matching = calls.filter(
+      (c) => !contains || [c.system, ...c.messages.map((m) => m.text)].some((t) => t.includes(contains)),
+    );
     return { count: matching.length, calls: matching };
   });
   app.post('/_model/behaviours', async (request, reply) => {
@@ -130,7 +163,13 @@ export function buildModelStandIn(options: ModelStandInOptions = {}): ModelStand
 function answer(api: ModelApi, reply: FastifyReply, model: string, rule: Behaviour | undefined, prompt: string) {
   const refused = rule?.action === 'refuse';
   const cut = rule?.action === 'truncate';
-  const text = refused ? '' : rule?.action === 'reply' ? (rule.text ?? '') : cut ? 'Hello,\n\nThank you for your message. We are' : defaultReply(prompt);
+  const text = refused
+    ? ''
+    : rule?.action === 'reply'
+      ? (rule.text ?? '')
+      : cut
+        ? 'Hello,\n\nThank you for your message. We are'
+        : defaultReply(prompt);
   const id = createHash('sha256').update(`${Date.now()}${Math.random()}`).digest('hex').slice(0, 24);
   if (api === 'openai-chat') {
     return reply.send({
@@ -138,12 +177,22 @@ function answer(api: ModelApi, reply: FastifyReply, model: string, rule: Behavio
       object: 'chat.completion',
       created: Math.floor(Date.now() / 1000),
       model,
-      choices: [{
-        index: 0,
-        message: { role: 'assistant', content: refused ? null : text, refusal: refused ? 'I\'m sorry, I can\'t help with that.' : null },
-        finish_reason: cut ? 'length' : 'stop',
-      }],
-      usage: { prompt_tokens: Math.ceil(prompt.length / 4), completion_tokens: Math.ceil(text.length / 4), total_tokens: Math.ceil((prompt.length + text.length) / 4) },
+      choices: [
+        {
+          index: 0,
+          message: {
+            role: 'assistant',
+            content: refused ? null : text,
+            refusal: refused ? "I'm sorry, I can't help with that." : null,
+          },
+          finish_reason: cut ? 'length' : 'stop',
+        },
+      ],
+      usage: {
+        prompt_tokens: Math.ceil(prompt.length / 4),
+        completion_tokens: Math.ceil(text.length / 4),
+        total_tokens: Math.ceil((prompt.length + text.length) / 4),
+      },
     });
   }
   return reply.send({
@@ -161,9 +210,25 @@ function answer(api: ModelApi, reply: FastifyReply, model: string, rule: Behavio
 /** Each API's documented error body. */
 function failure(api: ModelApi, reply: FastifyReply, status: number, message: string) {
   if (api === 'openai-chat') {
-    const type = status === 429 ? 'rate_limit_exceeded' : status === 401 ? 'invalid_api_key' : status >= 500 ? 'server_error' : 'invalid_request_error';
+    const type =
+      status === 429
+        ? 'rate_limit_exceeded'
+        : status === 401
+          ? 'invalid_api_key'
+          : status >= 500
+            ? 'server_error'
+            : 'invalid_request_error';
     return reply.code(status).send({ error: { message, type, param: null, code: type } });
   }
-  const type = status === 429 ? 'rate_limit_error' : status === 401 ? 'authentication_error' : status === 529 ? 'overloaded_error' : status >= 500 ? 'api_error' : 'invalid_request_error';
+  const type =
+    status === 429
+      ? 'rate_limit_error'
+      : status === 401
+        ? 'authentication_error'
+        : status === 529
+          ? 'overloaded_error'
+          : status >= 500
+            ? 'api_error'
+            : 'invalid_request_error';
   return reply.code(status).send({ type: 'error', error: { type, message } });
 }

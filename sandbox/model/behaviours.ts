@@ -44,7 +44,9 @@ export class Behaviours {
   /** The rule this request takes (one use of it), given the request's prompt text. */
   draw(prompt: string): Behaviour | undefined {
     const rule = this.rules.find(
-      (r) => (r.count === undefined || r.hits < r.count) && (r.match.contains === undefined || prompt.includes(r.match.contains)),
+      (r) =>
+        (r.count === undefined || r.hits < r.count) &&
+        (r.match.contains === undefined || prompt.includes(r.match.contains)),
     );
     if (rule) rule.hits += 1;
     return rule;

@@ -17,7 +17,11 @@ export class ModelStandInControl {
 
   /** Replaces every rule; `[]` clears. */
   async setBehaviours(rules: BehaviourInput | BehaviourInput[]): Promise<Behaviour[]> {
-    return (await this.call<{ rules: Behaviour[] }>('POST', '/_model/behaviours', { rules: Array.isArray(rules) ? rules : [rules] })).rules;
+    return (
+      await this.call<{ rules: Behaviour[] }>('POST', '/_model/behaviours', {
+        rules: Array.isArray(rules) ? rules : [rules],
+      })
+    ).rules;
   }
 
   async clearBehaviours(): Promise<void> {
@@ -34,7 +38,8 @@ export class ModelStandInControl {
       ...(body !== undefined ? { body: JSON.stringify(body), headers: { 'content-type': 'application/json' } } : {}),
     });
     const parsed = (await response.json()) as T;
-    if (!response.ok) throw new Error(`model stand-in ${method} ${path} answered ${response.status}: ${JSON.stringify(parsed)}`);
+    if (!response.ok)
+      throw new Error(`model stand-in ${method} ${path} answered ${response.status}: ${JSON.stringify(parsed)}`);
     return parsed;
   }
 }

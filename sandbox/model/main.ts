@@ -16,11 +16,15 @@ const env = z
   })
   .safeParse(Object.fromEntries(Object.entries(process.env).filter(([, v]) => v !== '')));
 if (!env.success) {
-  for (const issue of env.error.issues) process.stderr.write(`model stand-in: ${issue.path.join('.')} ${issue.message}\n`);
+  for (const issue of env.error.issues)
+    process.stderr.write(`model stand-in: ${issue.path.join('.')} ${issue.message}\n`);
   process.exit(1);
 }
 
-const { app } = buildModelStandIn({ apiKey: env.data.MODEL_STANDIN_API_KEY, logger: pino({ level: process.env.LOG_LEVEL ?? 'info' }) });
+const { app } = buildModelStandIn({
+  apiKey: env.data.MODEL_STANDIN_API_KEY,
+  logger: pino({ level: process.env.LOG_LEVEL ?? 'info' }),
+});
 const stop = () => void app.close().then(() => process.exit(0));
 process.once('SIGINT', stop);
 process.once('SIGTERM', stop);

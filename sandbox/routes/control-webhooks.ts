@@ -9,11 +9,16 @@ export function controlWebhookRoutes(app: FastifyInstance, state: SandboxState):
 
   app.get('/_sandbox/webhook', async () => webhooks.endpoint);
   app.post('/_sandbox/webhook', async (request) => {
-    const body = parseBody(z.object({ url: z.url().nullable().optional(), enabled: z.boolean().optional() }), request.body);
+    const body = parseBody(
+      z.object({ url: z.url().nullable().optional(), enabled: z.boolean().optional() }),
+      request.body,
+    );
     return webhooks.configure(body);
   });
 
-  app.get('/_sandbox/events', async () => ({ events: webhooks.listEvents().map(({ body: _body, ...event }) => event) }));
+  app.get('/_sandbox/events', async () => ({
+    events: webhooks.listEvents().map(({ body: _body, ...event }) => event),
+  }));
   app.get<{ Params: { event_id: string } }>('/_sandbox/events/:event_id', async (request) => {
     const { chains: _chains, body, ...event } = webhooks.event(request.params.event_id);
     return { ...event, payload: JSON.parse(body) as unknown };
@@ -26,7 +31,9 @@ export function controlWebhookRoutes(app: FastifyInstance, state: SandboxState):
   });
 
   /** One attempt now with the same svix-id; answers once the receiver has. */
-  app.post<{ Params: { event_id: string } }>('/_sandbox/events/:event_id/redeliver', async (request) => webhooks.redeliver(request.params.event_id));
+  app.post<{ Params: { event_id: string } }>('/_sandbox/events/:event_id/redeliver', async (request) =>
+    webhooks.redeliver(request.params.event_id),
+  );
 
   /** The same message as a brand-new event (new event_id, new svix-id), delivered on schedule. */
   app.post<{ Params: { event_id: string } }>('/_sandbox/events/:event_id/resend-as-new', async (request) => {

@@ -36,24 +36,42 @@ const inboundSchema = z.object({
 });
 export type InboundRequest = z.input<typeof inboundSchema>;
 
-const faultsSchema = z.union([faultRuleSchema, z.array(faultRuleSchema), z.object({ rules: z.array(faultRuleSchema) })]);
+const faultsSchema = z.union([
+  faultRuleSchema,
+  z.array(faultRuleSchema),
+  z.object({ rules: z.array(faultRuleSchema) }),
+]);
 
 export function controlRoutes(app: FastifyInstance, state: SandboxState): void {
   const { mailbox, webhooks } = state;
 
   app.post('/_sandbox/inboxes', async (request) => {
-    const body = parseBody(z.object({ inbox_id: z.string().min(1), display_name: z.string().optional() }), request.body);
+    const body = parseBody(
+      z.object({ inbox_id: z.string().min(1), display_name: z.string().optional() }),
+      request.body,
+    );
     return mailbox.ensureInbox(body.inbox_id, body.display_name);
   });
 
   app.post('/_sandbox/inbound', async (request) => {
     const { deliver, duplicates, event_id, labels, to, ...fields } = parseBody(inboundSchema, request.body);
     // Checked before storing, so a refused event leaves no orphan message behind.
-    if (event_id !== undefined && webhooks.hasEvent(event_id)) throw ApiError.conflict(`event ${event_id} already exists`, 'event_exists');
+    if (event_id !== undefined && webhooks.hasEvent(event_id))
+      throw ApiError.conflict(`event ${event_id} already exists`, 'event_exists');
     mailbox.ensureInbox(fields.inbox_id);
-    const message = mailbox.addMessage({ ...fields, to: to ?? [fields.inbox_id], labels: labels ?? ['received', 'unread'] });
+    const message = mailbox.addMessage({
+      ...fields,
+      to: to ?? [fields.inbox_id],
+      labels: labels ?? ['received', 'unread'],
+    });
     const thread = summarizeThread(mailbox.threadMessages(message.inbox_id, message.thread_id).map((m) => m.value));
-    const build = (id: string): MessageReceivedEventRaw => ({ type: 'event', event_type: 'message.received', event_id: id, message, thread });
+    const build = (id: string): MessageReceivedEventRaw => ({
+      type: 'event',
+      event_type: 'message.received',
+      event_id: id,
+      message,
+      thread,
+    });
     const event = webhooks.publish('message.received', message, build, { deliver, duplicates, eventId: event_id });
     return { event_id: event.event_id, svix_id: event.svix_id, message, thread };
   });
@@ -61,7 +79,8 @@ export function controlRoutes(app: FastifyInstance, state: SandboxState): void {
   app.get<{ Querystring: { inbox_id?: string; in_reply_to?: string } }>('/_sandbox/outbox', async (request) => {
     const { inbox_id, in_reply_to } = request.query;
     const entries = mailbox.outbox.filter(
-      ({ message }) => (!inbox_id || message.inbox_id === inbox_id) && (!in_reply_to || message.in_reply_to === in_reply_to),
+      ({ message }) =>
+        (!inbox_id || message.inbox_id === inbox_id) && (!in_reply_to || message.in_reply_to === in_reply_to),
     );
     return { count: entries.length, entries };
   });

@@ -35,16 +35,23 @@ export function draftRoutes(app: FastifyInstance, state: SandboxState): void {
     return draft;
   });
 
-  app.get<InboxParams & { Querystring: { limit?: string; page_token?: string | string[] } }>('/v0/inboxes/:inbox_id/drafts', async (request) => {
-    mailbox.inbox(request.params.inbox_id);
-    const newestFirst = drafts.listOf(request.params.inbox_id).reverse();
-    const page = paginate(newestFirst, parseLimit(request.query.limit), firstOf(request.query.page_token), false);
-    // DraftItem: a Draft without bodies, reply_to, client_id, references and created_at.
-    const items = page.items.map(({ text: _t, html: _h, reply_to: _r, client_id: _c, references: _refs, created_at: _ca, ...item }) => item);
-    return listResponse('drafts', { ...page, items });
-  });
+  app.get<InboxParams & { Querystring: { limit?: string; page_token?: string | string[] } }>(
+    '/v0/inboxes/:inbox_id/drafts',
+    async (request) => {
+      mailbox.inbox(request.params.inbox_id);
+      const newestFirst = drafts.listOf(request.params.inbox_id).reverse();
+      const page = paginate(newestFirst, parseLimit(request.query.limit), firstOf(request.query.page_token), false);
+      // DraftItem: a Draft without bodies, reply_to, client_id, references and created_at.
+      const items = page.items.map(
+        ({ text: _t, html: _h, reply_to: _r, client_id: _c, references: _refs, created_at: _ca, ...item }) => item,
+      );
+      return listResponse('drafts', { ...page, items });
+    },
+  );
 
-  app.get<DraftParams>('/v0/inboxes/:inbox_id/drafts/:draft_id', async (request) => drafts.get(request.params.inbox_id, request.params.draft_id));
+  app.get<DraftParams>('/v0/inboxes/:inbox_id/drafts/:draft_id', async (request) =>
+    drafts.get(request.params.inbox_id, request.params.draft_id),
+  );
 
   /** Sends and deletes the draft; the body (UpdateMessageRequest) adjusts the sent message's labels. */
   app.post<DraftParams>('/v0/inboxes/:inbox_id/drafts/:draft_id/send', async (request, reply) => {
@@ -52,7 +59,8 @@ export function draftRoutes(app: FastifyInstance, state: SandboxState): void {
     const { inbox_id, draft_id } = request.params;
     return idempotentSend(state, request, reply, (key, endpoint) => {
       const draft = drafts.get(inbox_id, draft_id);
-      if (!draft.to?.length && !draft.cc?.length && !draft.bcc?.length) throw ApiError.validation('the draft has no recipients');
+      if (!draft.to?.length && !draft.cc?.length && !draft.bcc?.length)
+        throw ApiError.validation('the draft has no recipients');
       const parent = draft.in_reply_to ? safeMessage(state, inbox_id, draft.in_reply_to) : undefined;
       const remove = body.remove_labels ?? [];
       const sent = mailbox.addMessage({

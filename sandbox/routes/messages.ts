@@ -18,7 +18,12 @@ export function messageRoutes(app: FastifyInstance, state: SandboxState): void {
   app.get<InboxParams & { Querystring: ListQuery }>('/v0/inboxes/:inbox_id/messages', async (request) => {
     const { filter, ascending } = listFilter(request.query);
     const matching = mailbox.messagesOf(request.params.inbox_id).filter((m) => filter(m.value));
-    const page = paginate(ascending ? matching : matching.reverse(), parseLimit(request.query.limit), firstOf(request.query.page_token), ascending);
+    const page = paginate(
+      ascending ? matching : matching.reverse(),
+      parseLimit(request.query.limit),
+      firstOf(request.query.page_token),
+      ascending,
+    );
     return listResponse('messages', { ...page, items: page.items.map(toMessageItem) });
   });
 
@@ -28,7 +33,12 @@ export function messageRoutes(app: FastifyInstance, state: SandboxState): void {
 
   app.patch<MessageParams>('/v0/inboxes/:inbox_id/messages/:message_id', async (request) => {
     const body = parseBody(updateLabelsSchema, request.body);
-    const message = mailbox.updateLabels(request.params.inbox_id, request.params.message_id, body.add_labels ?? [], body.remove_labels ?? []);
+    const message = mailbox.updateLabels(
+      request.params.inbox_id,
+      request.params.message_id,
+      body.add_labels ?? [],
+      body.remove_labels ?? [],
+    );
     return { message_id: message.message_id, labels: message.labels };
   });
 
@@ -63,7 +73,8 @@ export function messageRoutes(app: FastifyInstance, state: SandboxState): void {
   app.post<InboxParams>('/v0/inboxes/:inbox_id/messages/send', async (request, reply) => {
     const body = parseBody(sendSchema, request.body);
     const { inbox_id } = request.params;
-    if (!body.to?.length && !body.cc?.length && !body.bcc?.length) throw ApiError.validation('at least one recipient (to, cc or bcc) is required');
+    if (!body.to?.length && !body.cc?.length && !body.bcc?.length)
+      throw ApiError.validation('at least one recipient (to, cc or bcc) is required');
     return idempotentSend(state, request, reply, (key, endpoint) => {
       const sent = mailbox.addMessage({
         inbox_id,
@@ -88,7 +99,10 @@ export function messageRoutes(app: FastifyInstance, state: SandboxState): void {
 function replyAllCc(original: MessageRaw, inboxId: string, to: string[], cc: string[] | undefined): string[] {
   const skip = new Set([inboxId, ...to].map(bareAddress));
   const all = [...(cc ?? []), ...original.to, ...(original.cc ?? [])];
-  return all.filter((a, i) => !skip.has(bareAddress(a)) && all.findIndex((b) => bareAddress(b) === bareAddress(a)) === i);
+  return all.filter(
+    (a, i) => !skip.has(bareAddress(a)) && all.findIndex((b) => bareAddress(b) === bareAddress(a)) === i,
+  );
 }
 
-export const firstOf = (value: string | string[] | undefined): string | undefined => (Array.isArray(value) ? value[0] : value);
+export const firstOf = (value: string | string[] | undefined): string | undefined =>
+  Array.isArray(value) ? value[0] : value;

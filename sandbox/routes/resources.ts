@@ -13,7 +13,9 @@ export function resourceRoutes(app: FastifyInstance, state: SandboxState): void 
     return { count: inboxes.length, inboxes };
   });
 
-  app.get<{ Params: { inbox_id: string } }>('/v0/inboxes/:inbox_id', async (request) => mailbox.inbox(request.params.inbox_id));
+  app.get<{ Params: { inbox_id: string } }>('/v0/inboxes/:inbox_id', async (request) =>
+    mailbox.inbox(request.params.inbox_id),
+  );
 
   const current = (): WebhookRaw | undefined => {
     const { webhook_id, url, enabled, event_types, inbox_ids, created_at, updated_at } = webhooks.endpoint;
@@ -32,7 +34,9 @@ export function resourceRoutes(app: FastifyInstance, state: SandboxState): void 
     return { count: webhook ? 1 : 0, webhooks: webhook ? [webhook] : [] };
   });
 
-  app.get<{ Params: { webhook_id: string } }>('/v0/webhooks/:webhook_id', async (request) => byId(request.params.webhook_id));
+  app.get<{ Params: { webhook_id: string } }>('/v0/webhooks/:webhook_id', async (request) =>
+    byId(request.params.webhook_id),
+  );
 
   app.patch<{ Params: { webhook_id: string } }>('/v0/webhooks/:webhook_id', async (request) => {
     const existing = byId(request.params.webhook_id);
@@ -40,7 +44,11 @@ export function resourceRoutes(app: FastifyInstance, state: SandboxState): void 
     const remove = body.remove_inbox_ids ?? [];
     const added = [...new Set([...(existing.inbox_ids ?? []), ...(body.add_inbox_ids ?? [])])];
     const inboxIds = body.add_inbox_ids || body.remove_inbox_ids ? added.filter((i) => !remove.includes(i)) : undefined;
-    webhooks.configure({ event_types: body.event_types ?? undefined, inbox_ids: inboxIds, enabled: body.enabled ?? undefined });
+    webhooks.configure({
+      event_types: body.event_types ?? undefined,
+      inbox_ids: inboxIds,
+      enabled: body.enabled ?? undefined,
+    });
     return byId(request.params.webhook_id);
   });
 }

@@ -11,14 +11,26 @@ type ThreadParams = { Params: { inbox_id: string; thread_id: string } };
 export function threadRoutes(app: FastifyInstance, state: SandboxState): void {
   const { mailbox } = state;
 
-  app.get<{ Params: { inbox_id: string }; Querystring: ListQuery }>('/v0/inboxes/:inbox_id/threads', async (request) => {
-    const { filter, ascending } = listFilter({ ...request.query, from: request.query.senders, to: request.query.recipients });
-    const matching = mailbox
-      .threadsOf(request.params.inbox_id)
-      .filter((t) => filter({ ...t.value, from: t.value.senders.join(' '), to: t.value.recipients }));
-    const page = paginate(ascending ? matching : matching.reverse(), parseLimit(request.query.limit), firstOf(request.query.page_token), ascending);
-    return listResponse('threads', page);
-  });
+  app.get<{ Params: { inbox_id: string }; Querystring: ListQuery }>(
+    '/v0/inboxes/:inbox_id/threads',
+    async (request) => {
+      const { filter, ascending } = listFilter({
+        ...request.query,
+        from: request.query.senders,
+        to: request.query.recipients,
+      });
+      const matching = mailbox
+        .threadsOf(request.params.inbox_id)
+        .filter((t) => filter({ ...t.value, from: t.value.senders.join(' '), to: t.value.recipients }));
+      const page = paginate(
+        ascending ? matching : matching.reverse(),
+        parseLimit(request.query.limit),
+        firstOf(request.query.page_token),
+        ascending,
+      );
+      return listResponse('threads', page);
+    },
+  );
 
   /**
    * The thread with one page of messages. The SDK documents page_token as "the next, older
@@ -26,7 +38,12 @@ export function threadRoutes(app: FastifyInstance, state: SandboxState): void {
    */
   app.get<ThreadParams & { Querystring: PageQuery }>('/v0/inboxes/:inbox_id/threads/:thread_id', async (request) => {
     const all = mailbox.threadMessages(request.params.inbox_id, request.params.thread_id);
-    const page = paginate([...all].reverse(), parseLimit(request.query.limit), firstOf(request.query.page_token), false);
+    const page = paginate(
+      [...all].reverse(),
+      parseLimit(request.query.limit),
+      firstOf(request.query.page_token),
+      false,
+    );
     return {
       ...summarizeThread(all.map((m) => m.value)),
       count: page.count,

@@ -12,12 +12,17 @@ export interface DevSecrets {
 }
 
 export function loadDevSecrets(file: string): DevSecrets {
-  const stored: Partial<DevSecrets> = existsSync(file) ? (JSON.parse(readFileSync(file, 'utf8')) as Partial<DevSecrets>) : {};
+  const stored: Partial<DevSecrets> = existsSync(file)
+    ? (JSON.parse(readFileSync(file, 'utf8')) as Partial<DevSecrets>)
+    : {};
   const secrets: DevSecrets = {
     agentmailWebhookSecret: stored.agentmailWebhookSecret ?? `whsec_${randomBytes(32).toString('base64')}`,
     agentmailApiKey: stored.agentmailApiKey ?? `am_local_${randomBytes(16).toString('hex')}`,
   };
-  if (secrets.agentmailWebhookSecret !== stored.agentmailWebhookSecret || secrets.agentmailApiKey !== stored.agentmailApiKey) {
+  if (
+    secrets.agentmailWebhookSecret !== stored.agentmailWebhookSecret ||
+    secrets.agentmailApiKey !== stored.agentmailApiKey
+  ) {
     mkdirSync(path.dirname(file), { recursive: true });
     writeFileSync(file, `${JSON.stringify(secrets, null, 2)}\n`, { mode: 0o600 });
   }

@@ -60,7 +60,9 @@ export async function ensureLocalPostgres(): Promise<{ adminUrl: string }> {
     const error = await connectionError(LOCAL_ADMIN_URL);
     if (error === undefined) return { adminUrl: LOCAL_ADMIN_URL };
     if (Date.now() > deadline) {
-      throw new Error(`PostgreSQL on 127.0.0.1:${PORT} does not accept connections (${error.message}); see ${cluster.logFile}`);
+      throw new Error(
+        `PostgreSQL on 127.0.0.1:${PORT} does not accept connections (${error.message}); see ${cluster.logFile}`,
+      );
     }
     await sleep(200);
   }
@@ -110,7 +112,9 @@ export async function withClient<T>(url: string, use: (client: Client) => Promis
   try {
     await client.connect();
   } catch (error) {
-    throw new Error(`cannot connect to PostgreSQL at ${describeDatabaseUrl(url)}: ${messageOf(error)}`, { cause: error });
+    throw new Error(`cannot connect to PostgreSQL at ${describeDatabaseUrl(url)}: ${messageOf(error)}`, {
+      cause: error,
+    });
   }
   try {
     return await use(client);
@@ -158,9 +162,13 @@ async function findCluster(): Promise<Cluster | undefined> {
 async function createCluster(): Promise<Cluster> {
   const version = installedMajor();
   await tool('pg_createcluster', [
-    '--port', String(PORT),
-    version, CLUSTER,
-    '--', '--auth-local=trust', '--auth-host=scram-sha-256',
+    '--port',
+    String(PORT),
+    version,
+    CLUSTER,
+    '--',
+    '--auth-local=trust',
+    '--auth-host=scram-sha-256',
   ]);
   const cluster = await findCluster();
   if (!cluster) throw new Error(`pg_createcluster ${version} ${CLUSTER} succeeded, but pg_lsclusters does not list it`);
@@ -238,7 +246,20 @@ async function ensureRole(cluster: Cluster): Promise<void> {
     END IF;
   END $$;`;
   const psql = `/usr/lib/postgresql/${cluster.version}/bin/psql`;
-  const args = ['-X', '-q', '-v', 'ON_ERROR_STOP=1', '-h', '/var/run/postgresql', '-p', String(PORT), '-d', 'postgres', '-c', sql];
+  const args = [
+    '-X',
+    '-q',
+    '-v',
+    'ON_ERROR_STOP=1',
+    '-h',
+    '/var/run/postgresql',
+    '-p',
+    String(PORT),
+    '-d',
+    'postgres',
+    '-c',
+    sql,
+  ];
   if (process.getuid?.() === 0) {
     await tool('runuser', ['-u', 'postgres', '--', psql, ...args]);
   } else {
@@ -254,7 +275,8 @@ async function tool(file: string, args: string[]): Promise<{ stdout: string; std
       typeof error === 'object' && error !== null && 'code' in error && error.code === 'ENOENT'
         ? 'not found; run scripts/setup.sh (it installs PostgreSQL), or set DATABASE_URL'
         : `${errorOutput(error)}`;
-    const hint = process.getuid?.() === 0 ? '' : '\n  (the local cluster is managed as root; run as root, or set DATABASE_URL)';
+    const hint =
+      process.getuid?.() === 0 ? '' : '\n  (the local cluster is managed as root; run as root, or set DATABASE_URL)';
     throw new Error(`${file} ${args.slice(0, 3).join(' ')}…: ${detail}${hint}`, { cause: error });
   }
 }

@@ -62,7 +62,11 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
   const hint = `Is another \`npm run dev\` (or a Temporal server) running? To use a server that already runs, set TEMPORAL_ADDRESS.`;
   const port = options.port === 0 ? await freePort() : await assertPortFree(options.port, 'Temporal', hint);
   const uiPort =
-    options.uiPort === null ? null : options.uiPort === 0 ? await freePort() : await assertPortFree(options.uiPort, 'Temporal Web UI', hint);
+    options.uiPort === null
+      ? null
+      : options.uiPort === 0
+        ? await freePort()
+        : await assertPortFree(options.uiPort, 'Temporal Web UI', hint);
   const args = ['server', 'start-dev', '--ip', LOOPBACK, '--port', String(port), '--log-level', 'warn'];
   args.push(...(uiPort === null ? ['--headless'] : ['--ui-port', String(uiPort)]));
   if (options.dbFilename !== null) {
@@ -75,7 +79,8 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
       args.push('--dynamic-config-value', `${key}="500ms"`);
     }
   }
-  for (const [key, value] of Object.entries(SINGLE_NODE_CONFIG)) args.push('--dynamic-config-value', `${key}=${JSON.stringify(value)}`);
+  for (const [key, value] of Object.entries(SINGLE_NODE_CONFIG))
+    args.push('--dynamic-config-value', `${key}=${JSON.stringify(value)}`);
   for (const namespace of options.namespaces ?? []) args.push('--namespace', namespace);
 
   mkdirSync(path.dirname(options.logFile), { recursive: true });
@@ -126,7 +131,9 @@ async function waitUntilServing(address: string, exited: Promise<number | null>,
   let lastError = 'no answer yet';
   while (Date.now() < deadline) {
     if (exitCode !== undefined) {
-      throw new SetupError(`the Temporal dev server exited (code ${exitCode}) before it was ready:\n${tail(logFile)}\n  (full log: ${logFile})`);
+      throw new SetupError(
+        `the Temporal dev server exited (code ${exitCode}) before it was ready:\n${tail(logFile)}\n  (full log: ${logFile})`,
+      );
     }
     try {
       const connection = await Connection.connect({ address, connectTimeout: 1_000 });
@@ -141,7 +148,9 @@ async function waitUntilServing(address: string, exited: Promise<number | null>,
     }
     await sleep(100);
   }
-  throw new SetupError(`the Temporal dev server on ${address} did not answer within ${READY_TIMEOUT_MS / 1000} s (${lastError}); see ${logFile}`);
+  throw new SetupError(
+    `the Temporal dev server on ${address} did not answer within ${READY_TIMEOUT_MS / 1000} s (${lastError}); see ${logFile}`,
+  );
 }
 
 async function stopChild(child: ChildProcess, exited: Promise<unknown>): Promise<void> {
@@ -154,7 +163,12 @@ async function stopChild(child: ChildProcess, exited: Promise<unknown>): Promise
 
 function tail(file: string, lines = 15): string {
   try {
-    return readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).map((line) => `  | ${line}`).join('\n');
+    return readFileSync(file, 'utf8')
+      .trimEnd()
+      .split('\n')
+      .slice(-lines)
+      .map((line) => `  | ${line}`)
+      .join('\n');
   } catch {
     return '  (no log)';
   }

@@ -35,7 +35,10 @@ export class AppProcess {
     });
   }
 
-  static async startWorker(h: Harness, options: { failpoints?: Failpoint[]; leaseMs?: number; env?: Record<string, string> } = {}): Promise<AppProcess> {
+  static async startWorker(
+    h: Harness,
+    options: { failpoints?: Failpoint[]; leaseMs?: number; env?: Record<string, string> } = {},
+  ): Promise<AppProcess> {
     const worker = AppProcess.spawn('worker', h, options.failpoints, {
       AGENTMAIL_API_KEY: h.apiKey,
       AGENTMAIL_BASE_URL: h.sandboxUrl,
@@ -50,13 +53,22 @@ export class AppProcess {
 
   /** The ingress on a free loopback port; `url` is its base URL once it listens. */
   static async startApi(h: Harness, options: { failpoints?: Failpoint[] } = {}): Promise<AppProcess & { url: string }> {
-    const api = AppProcess.spawn('api', h, options.failpoints, { AGENTMAIL_WEBHOOK_SECRET: h.webhookSecret, PORT: '0', HOST: '127.0.0.1' });
+    const api = AppProcess.spawn('api', h, options.failpoints, {
+      AGENTMAIL_WEBHOOK_SECRET: h.webhookSecret,
+      PORT: '0',
+      HOST: '127.0.0.1',
+    });
     await api.waitForLog((line) => line.msg === 'api listening', 'the API to listen', 30_000);
     const url = String(api.logs('api listening')[0]?.address);
     return Object.assign(api, { url });
   }
 
-  private static spawn(entry: 'worker' | 'api', h: Harness, failpoints: Failpoint[] = [], env: Record<string, string | undefined>): AppProcess {
+  private static spawn(
+    entry: 'worker' | 'api',
+    h: Harness,
+    failpoints: Failpoint[] = [],
+    env: Record<string, string | undefined>,
+  ): AppProcess {
     const child = spawn(process.execPath, ['--import', 'tsx', path.join(repoRoot, entry, 'main.ts')], {
       cwd: repoRoot,
       stdio: ['ignore', 'pipe', 'pipe'],

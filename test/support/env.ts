@@ -4,7 +4,10 @@
  */
 function required(name: string): string {
   const value = process.env[name];
-  if (!value) throw new Error(`${name} is not set: run the tests with \`npm test\`, which starts Temporal and Postgres for the suite`);
+  if (!value)
+    throw new Error(
+      `${name} is not set: run the tests with \`npm test\`, which starts Temporal and Postgres for the suite`,
+    );
   return value;
 }
 

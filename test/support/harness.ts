@@ -101,9 +101,22 @@ export class Harness {
 
     const { client, connection } = await connectClient();
     closers.unshift(() => connection.close());
-    const agentmail = createAgentMailClient({ apiKey, baseUrl: sandboxUrl, timeoutSeconds: options.agentmailTimeoutSeconds ?? 5 });
+    const agentmail = createAgentMailClient({
+      apiKey,
+      baseUrl: sandboxUrl,
+      timeoutSeconds: options.agentmailTimeoutSeconds ?? 5,
+    });
     const admin = options.adminToken ? { token: options.adminToken, agentmail, operationRetentionDays: 90 } : undefined;
-    const api = buildApp({ db, temporal: client, taskQueue, webhookSecret, deadlineMs: 5_000, bodyLimitBytes: 1_048_576, logger: createLogger('test-api', process.env.TEST_LOG_LEVEL ?? 'silent'), admin });
+    const api = buildApp({
+      db,
+      temporal: client,
+      taskQueue,
+      webhookSecret,
+      deadlineMs: 5_000,
+      bodyLimitBytes: 1_048_576,
+      logger: createLogger('test-api', process.env.TEST_LOG_LEVEL ?? 'silent'),
+      admin,
+    });
     const apiUrl = await listen(api);
     closers.unshift(() => api.close());
 
@@ -112,7 +125,19 @@ export class Harness {
 
     const drafter = new CountingDrafter(options.drafter);
     if (options.worker === false) {
-      return new Harness(control, sandboxUrl, apiUrl, webhookSecret, apiKey, client, db, agentmail, drafter, taskQueue, closers);
+      return new Harness(
+        control,
+        sandboxUrl,
+        apiUrl,
+        webhookSecret,
+        apiKey,
+        client,
+        db,
+        agentmail,
+        drafter,
+        taskQueue,
+        closers,
+      );
     }
     const workerConnection = await NativeConnection.connect({ address: testEnv.temporalAddress });
     const worker: Worker = await createReplyonceWorker({
@@ -141,7 +166,19 @@ export class Harness {
       await running;
       await workerConnection.close();
     });
-    return new Harness(control, sandboxUrl, apiUrl, webhookSecret, apiKey, client, db, agentmail, drafter, taskQueue, closers);
+    return new Harness(
+      control,
+      sandboxUrl,
+      apiUrl,
+      webhookSecret,
+      apiKey,
+      client,
+      db,
+      agentmail,
+      drafter,
+      taskQueue,
+      closers,
+    );
   }
 
   /** A fresh inbox per test keeps tests apart on the shared sandbox, Temporal and Postgres. */
@@ -156,7 +193,10 @@ export class Harness {
   /** The sandbox delivers webhooks asynchronously: wait until the ingress started the workflow, then for its result. */
   async resultOf(ref: MessageRef, timeoutMs = 20_000): Promise<InboundMessageResult> {
     await eventually(
-      async () => ((await this.db.query('SELECT 1 FROM inbound_events WHERE workflow_id = $1', [inboundWorkflowId(ref)])).rowCount ? true : undefined),
+      async () =>
+        (await this.db.query('SELECT 1 FROM inbound_events WHERE workflow_id = $1', [inboundWorkflowId(ref)])).rowCount
+          ? true
+          : undefined,
       `the webhook for ${ref.messageId} to reach the ingress`,
       timeoutMs,
     );
@@ -164,7 +204,12 @@ export class Harness {
   }
 
   async ticketsFor(ref: MessageRef): Promise<Array<{ ticket_id: string; note: string }>> {
-    return (await this.db.query('SELECT ticket_id, note FROM tickets WHERE inbox_id = $1 AND message_id = $2', [ref.inboxId, ref.messageId])).rows;
+    return (
+      await this.db.query('SELECT ticket_id, note FROM tickets WHERE inbox_id = $1 AND message_id = $2', [
+        ref.inboxId,
+        ref.messageId,
+      ])
+    ).rows;
   }
 
   async close(): Promise<void> {
@@ -177,7 +222,9 @@ let runtimeInstalled = false;
 function installQuietRuntime(): void {
   if (runtimeInstalled) return;
   runtimeInstalled = true;
-  Runtime.install({ logger: new DefaultLogger((process.env.TEST_LOG_LEVEL?.toUpperCase() as 'WARN' | undefined) ?? 'WARN') });
+  Runtime.install({
+    logger: new DefaultLogger((process.env.TEST_LOG_LEVEL?.toUpperCase() as 'WARN' | undefined) ?? 'WARN'),
+  });
 }
 
 async function listen(app: FastifyInstance): Promise<string> {

@@ -2,7 +2,11 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { Webhook } from 'svix';
 
 /** Signs a body the way Svix does for AgentMail, so tests can post deliveries of their own. */
-export function signedHeaders(secret: string, body: string, options: { msgId?: string; timestamp?: Date } = {}): Record<string, string> {
+export function signedHeaders(
+  secret: string,
+  body: string,
+  options: { msgId?: string; timestamp?: Date } = {},
+): Record<string, string> {
   const msgId = options.msgId ?? `msg_${randomUUID()}`;
   const timestamp = options.timestamp ?? new Date();
   return {
@@ -13,7 +17,12 @@ export function signedHeaders(secret: string, body: string, options: { msgId?: s
   };
 }
 
-export function messageReceivedPayload(fields: { eventId?: string; inboxId: string; messageId: string; threadId?: string }) {
+export function messageReceivedPayload(fields: {
+  eventId?: string;
+  inboxId: string;
+  messageId: string;
+  threadId?: string;
+}) {
   const now = new Date().toISOString();
   return {
     type: 'event',

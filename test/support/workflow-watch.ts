@@ -18,7 +18,10 @@ const { PENDING_ACTIVITY_STATE_SCHEDULED } = temporal.api.enums.v1.PendingActivi
 export async function inboundWorkflow(h: Harness, ref: MessageRef): Promise<WorkflowHandle> {
   const workflowId = inboundWorkflowId(ref);
   await eventually(
-    async () => ((await h.db.query('SELECT 1 FROM inbound_events WHERE workflow_id = $1', [workflowId])).rowCount ? true : undefined),
+    async () =>
+      (await h.db.query('SELECT 1 FROM inbound_events WHERE workflow_id = $1', [workflowId])).rowCount
+        ? true
+        : undefined,
     `the webhook for ${ref.messageId} to reach the ingress`,
   );
   return h.client.workflow.getHandle(workflowId);
@@ -36,13 +39,18 @@ export interface Backoff {
  * with at least `minWindowMs` to go: nothing of it runs until then, so a test can edit
  * Postgres or the sandbox in that window without racing an attempt.
  */
-export async function retryBackoff(handle: WorkflowHandle, activityType: string, options: { minWindowMs?: number; timeoutMs?: number } = {}): Promise<Backoff> {
+export async function retryBackoff(
+  handle: WorkflowHandle,
+  activityType: string,
+  options: { minWindowMs?: number; timeoutMs?: number } = {},
+): Promise<Backoff> {
   const minWindowMs = options.minWindowMs ?? 400;
   return eventually(
     async () => {
       const { raw } = await handle.describe();
       const pending = raw.pendingActivities?.find((p) => p.activityType?.name === activityType);
-      if (!pending || pending.state !== PENDING_ACTIVITY_STATE_SCHEDULED || (pending.attempt ?? 1) < 2) return undefined;
+      if (!pending || pending.state !== PENDING_ACTIVITY_STATE_SCHEDULED || (pending.attempt ?? 1) < 2)
+        return undefined;
       const windowMs = (optionalTsToMs(pending.nextAttemptScheduleTime) ?? 0) - Date.now();
       return windowMs >= minWindowMs ? { nextAttempt: pending.attempt ?? 2, windowMs } : undefined;
     },
@@ -78,23 +86,36 @@ export async function activityFailureTypes(handle: WorkflowHandle, activityType:
   }
   const history = await handle.fetchHistory();
   const scheduled = new Set(
-    (history.events ?? []).filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === activityType).map((e) => String(e.eventId)),
+    (history.events ?? [])
+      .filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === activityType)
+      .map((e) => String(e.eventId)),
   );
   for (const event of history.events ?? []) {
     const started = event.activityTaskStartedEventAttributes;
-    if (started && scheduled.has(String(started.scheduledEventId))) note(started.lastFailure, (started.attempt ?? 1) - 1);
+    if (started && scheduled.has(String(started.scheduledEventId)))
+      note(started.lastFailure, (started.attempt ?? 1) - 1);
   }
   return seen.map((label) => label.slice(label.indexOf(':') + 1));
 }
 
 /** WorkflowFailedError → ActivityFailure → ApplicationFailure, as the Web UI shows it. */
-export function failureChain(error: unknown): { activityType: string | undefined; type: string | undefined; nonRetryable: boolean } {
+export function failureChain(error: unknown): {
+  activityType: string | undefined;
+  type: string | undefined;
+  nonRetryable: boolean;
+} {
   if (!(error instanceof WorkflowFailedError)) throw new Error(`expected a WorkflowFailedError, got ${String(error)}`);
   const activity = error.cause;
-  if (!(activity instanceof ActivityFailure)) throw new Error(`expected an ActivityFailure as the cause, got ${String(activity)}`);
+  if (!(activity instanceof ActivityFailure))
+    throw new Error(`expected an ActivityFailure as the cause, got ${String(activity)}`);
   const application = activity.cause;
-  if (!(application instanceof ApplicationFailure)) throw new Error(`expected an ApplicationFailure as the activity's cause, got ${String(application)}`);
-  return { activityType: activity.activityType, type: application.type ?? undefined, nonRetryable: application.nonRetryable === true };
+  if (!(application instanceof ApplicationFailure))
+    throw new Error(`expected an ApplicationFailure as the activity's cause, got ${String(application)}`);
+  return {
+    activityType: activity.activityType,
+    type: application.type ?? undefined,
+    nonRetryable: application.nonRetryable === true,
+  };
 }
 
 export async function replyStatus(handle: WorkflowHandle): Promise<unknown> {
