@@ -53,7 +53,9 @@ describe('worker start-up', () => {
     // Assess
     const urls = [first, second].map((w) => String(w.logs('worker polling')[0]?.metrics));
     assert.notEqual(urls[0], urls[1]);
-    assert.ok(second.logLines.some((line) => typeof line.msg === 'string' && line.msg.startsWith('metrics port 9464 is taken')));
+    assert.ok(
+      second.logLines.some((line) => typeof line.msg === 'string' && line.msg.startsWith('metrics port 9464 is taken')),
+    );
     for (const url of urls) {
       const response = await fetch(url);
       assert.equal(response.status, 200);

@@ -105,22 +105,18 @@ export const adminRoutes: FastifyPluginAsync<AdminRouteOptions> = async (app: Fa
   app.post('/admin/review', async (request, reply) => {
     const body = reviewBody.safeParse(request.body);
     if (!body.success)
-      return reply
-        .code(400)
-        .send({
-          error: 'bad_request',
-          message: body.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '),
-        });
+      return reply.code(400).send({
+        error: 'bad_request',
+        message: body.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '),
+      });
     try {
       return reply.send(await sendReview(options, body.data));
     } catch (error) {
       if (error instanceof WorkflowNotFoundError) {
-        return reply
-          .code(404)
-          .send({
-            error: 'not_found',
-            message: 'No workflow for that message is waiting (unknown message, or already finished).',
-          });
+        return reply.code(404).send({
+          error: 'not_found',
+          message: 'No workflow for that message is waiting (unknown message, or already finished).',
+        });
       }
       if (error instanceof WorkflowUpdateFailedError)
         return reply.code(422).send({ error: 'review_refused', message: error.cause?.message ?? error.message });
