@@ -124,17 +124,14 @@ export function parseDuration(value: string): number | null {
   const unitMs = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
   return Math.round(Number(match[1]) * unitMs[(match[2] ?? 'ms').toLowerCase() as keyof typeof unitMs]);
 }
-const duration = z.union([
-  z.number(),
-  z.string().transform((value, ctx) => {
-    const ms = parseDuration(value);
-    if (ms === null || ms <= 0) {
-      ctx.addIssue({ code: 'custom', message: 'must be a duration with a unit, e.g. 7d, 36h or 90m' });
-      return z.NEVER;
-    }
-    return ms;
-  }),
-]);
+const duration = z.string().transform((value, ctx) => {
+  const ms = parseDuration(value);
+  if (ms === null || ms <= 0) {
+    ctx.addIssue({ code: 'custom', message: 'must be a duration with a unit, e.g. 7d, 36h or 90m' });
+    return z.NEVER;
+  }
+  return ms;
+});
 
 const workerSchema = z
   .object({

@@ -2,8 +2,11 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { DefaultLogger } from '@temporalio/worker';
 import type { Drafter, DraftRequest } from '../activities/drafting/drafter';
 import { OfflineDrafter } from '../activities/drafting/offline-drafter';
+import { OwnAddresses } from '../activities/own-addresses';
 import { releaseReply, reserveReply, reservedFor } from '../activities/reply-budget';
 import { inboundWorkflowId } from '../lib/hashing';
 import type { MessageRef } from '../lib/keys';
@@ -104,6 +107,54 @@ describe('own addresses', () => {
     const { result } = await answered(inboxId, { from: `colleague@${SANDBOX_DOMAIN}`, reply_to: [ours] });
     assert.deepEqual(result, skipped('no-valid-recipient'));
     assert.equal((await outbox(inboxId)).length, 0);
+  });
+});
+
+describe('the cached list of our inboxes', () => {
+  test('is refreshed on its schedule and for an unknown receiving inbox, one listing for concurrent callers; a failed refresh keeps the last list', async () => {
+    // Prepare: a clock of our own, and a zero-delay fault rule that counts the listing requests.
+    let clock = Date.now();
+    const own = new OwnAddresses(h.agentmail, ['Extra@Ours.example'], 60_000, () => clock);
+    const env = new MockActivityEnvironment(undefined, { logger: new DefaultLogger('ERROR') });
+    const isOwn = (address: string, inbox: string) => env.run(() => own.isOwn(address, inbox));
+    const known = h.newInbox();
+    await h.sandbox.createInbox(known);
+    await h.sandbox.setFaults({ match: { method: 'GET', path: /^\/v0\/inboxes$/ }, action: 'delay', ms: 0 });
+    const listings = async () => (await h.sandbox.faults())[0]?.hits ?? 0;
+    try {
+      // Act and assess, step by step.
+      assert.equal(await isOwn('stranger@customer.example', known), false);
+      const pages = await listings();
+      assert.ok(pages >= 1);
+      assert.equal(await isOwn('extra@ours.EXAMPLE', known), true, 'configured addresses count, any case');
+      assert.equal(await isOwn(known, known), true);
+
+      const created = h.newInbox('new');
+      await h.sandbox.createInbox(created);
+      assert.equal(await isOwn(created, known), false, 'within the refresh interval the cached list stands');
+      assert.equal(await listings(), pages);
+      clock += 60_001;
+      assert.equal(await isOwn(created, known), true, 'past it, the list is fetched again');
+      assert.equal(await listings(), 2 * pages);
+
+      const unknown = h.newInbox('unknown');
+      await h.sandbox.createInbox(unknown);
+      const answers = await Promise.all(Array.from({ length: 10 }, () => isOwn('someone@customer.example', unknown)));
+      assert.deepEqual(answers, Array<boolean>(10).fill(false));
+      assert.equal(
+        await listings(),
+        3 * pages,
+        'mail for an unknown inbox refreshes at once, ten callers share one listing',
+      );
+
+      await h.sandbox.setFaults({ match: { method: 'GET', path: /^\/v0\/inboxes$/ }, action: 'status', status: 500 });
+      clock += 60_001;
+      assert.equal(await isOwn(created, known), true, 'AgentMail failing: the last list stays in use');
+      const fresh = new OwnAddresses(h.agentmail, [], 60_000);
+      await assert.rejects(env.run(() => fresh.isOwn('someone@customer.example', known)));
+    } finally {
+      await h.sandbox.clearFaults();
+    }
   });
 });
 

@@ -3,7 +3,7 @@ import { describe, test } from 'node:test';
 import type { AgentMail } from 'agentmail';
 import { recipientOf, replyRecipient } from '../activities/recipients';
 import { skipReason } from '../activities/reply-policy';
-import { parseDuration } from '../lib/config';
+import { loadWorkerConfig, parseDuration } from '../lib/config';
 
 // The pure rules of issue 13: whom a reply goes to, and which messages look automatic.
 
@@ -116,4 +116,24 @@ test('REPLY_MAX_AGE accepts durations with a unit', () => {
   assert.equal(parseDuration('2w'), 14 * DAY);
   assert.equal(parseDuration('7'), null, 'a bare number is ambiguous');
   assert.equal(parseDuration('seven days'), null);
+});
+
+test('the worker reads REPLYONCE_INBOXES, REPLY_CEILING_PER_INBOX_PER_HOUR and REPLY_MAX_AGE, with defaults', () => {
+  const env = { DATABASE_URL: 'postgres://u:p@127.0.0.1:5432/replyonce', AGENTMAIL_API_KEY: 'k' };
+  const defaults = loadWorkerConfig(env);
+  assert.deepEqual(
+    [defaults.REPLYONCE_INBOXES, defaults.REPLY_CEILING_PER_INBOX_PER_HOUR, defaults.REPLY_MAX_AGE],
+    [[], 200, 7 * DAY],
+  );
+  const set = loadWorkerConfig({
+    ...env,
+    REPLYONCE_INBOXES: 'Support@Example.com, sales@example.com',
+    REPLY_CEILING_PER_INBOX_PER_HOUR: '50',
+    REPLY_MAX_AGE: '36h',
+  });
+  assert.deepEqual(
+    [set.REPLYONCE_INBOXES, set.REPLY_CEILING_PER_INBOX_PER_HOUR, set.REPLY_MAX_AGE],
+    [['support@example.com', 'sales@example.com'], 50, 36 * 60 * 60 * 1000],
+  );
+  assert.throws(() => loadWorkerConfig({ ...env, REPLY_MAX_AGE: '7' }), /REPLY_MAX_AGE must be a duration with a unit/);
 });
