@@ -76,6 +76,15 @@ const local = proxyLocalActivities<Activities>({
   retry,
 });
 
+/**
+ * Giving a budget reservation back on the way out of a failed run. Bounded, so a Postgres outage
+ * cannot keep the run from failing; a release that never lands only means fewer replies, not more.
+ */
+const release = proxyLocalActivities<Activities>({
+  startToCloseTimeout: '10 seconds',
+  retry: { ...retry, maximumAttempts: 5 },
+});
+
 export async function inboundMessageWorkflow(input: InboundMessageInput): Promise<InboundMessageResult> {
   const ref: MessageRef = { inboxId: input.inboxId, messageId: input.messageId };
   const operations = new Map<string, OperationView>();
@@ -217,7 +226,7 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
   } catch (error) {
     if (reserved && !sendStarted) {
       // Even when the run is being cancelled; a failure here must not hide the run's own.
-      await CancellationScope.nonCancellable(() => local.releaseReplyBudget(ref)).catch(() => undefined);
+      await CancellationScope.nonCancellable(() => release.releaseReplyBudget(ref)).catch(() => undefined);
     }
     setStatus('failed');
     for (const view of operations.values()) {
