@@ -92,11 +92,12 @@ async function whyNotAnswer(
   if (reason !== null) return reason;
 
   const recipient = replyRecipient(message);
-  if (recipient === null || (await deps.own.isOwn(recipient.normalized, ref.inboxId))) return 'no-valid-recipient';
+  if (sender === null || recipient === null || (await deps.own.isOwn(recipient.normalized, ref.inboxId)))
+    return 'no-valid-recipient';
   const reservation = await reserveReply(
     deps.db,
-    { replyKey: replyKey(ref), inboxId: ref.inboxId, recipient: recipient.normalized },
-    { perRecipient: deps.replyBudgetPerSender, perInboxPerHour: deps.replyCeilingPerInboxPerHour },
+    { replyKey: replyKey(ref), inboxId: ref.inboxId, sender: sender.normalized, recipient: recipient.normalized },
+    { perAddress: deps.replyBudgetPerSender, perInboxPerHour: deps.replyCeilingPerInboxPerHour },
   );
   return reservation.granted ? null : reservation.reason;
 }

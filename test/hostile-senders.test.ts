@@ -204,6 +204,37 @@ describe('the per-sender budget', () => {
     assert.equal(await reservedFor(h.db, from), BUDGET);
   });
 
+  test('the budget counts an address both ways: rotating Reply-To through the sender’s domain, or many senders pointing it at one address', async () => {
+    const inboxId = h.newInbox();
+    // One sender, a new Reply-To (in its own domain) each time: the sender's budget still runs out.
+    const robot = `robot-${randomUUID().slice(0, 8)}@robots.example`;
+    const rotating: string[] = [];
+    for (let i = 0; i < BUDGET + 2; i += 1) {
+      const { result } = await answered(inboxId, {
+        from: robot,
+        reply_to: [`r${i}-${randomUUID().slice(0, 6)}@robots.example`],
+      });
+      rotating.push(result.status === 'skipped' ? result.reason : result.status);
+    }
+    assert.deepEqual(rotating, [
+      ...Array<string>(BUDGET).fill('sent'),
+      'sender-budget-exceeded',
+      'sender-budget-exceeded',
+    ]);
+    // Seven senders of one domain, all at once, each pointing Reply-To at the same address
+    // (another inbox: this one's hourly ceiling is nearly used up).
+    const second = h.newInbox();
+    const target = `target-${randomUUID().slice(0, 8)}@corp.example`;
+    const converging = await Promise.all(
+      Array.from({ length: BUDGET + 2 }, (_, i) =>
+        answered(second, { from: `s${i}-${randomUUID().slice(0, 6)}@corp.example`, reply_to: [target] }),
+      ),
+    );
+    const sent = (await outbox(second)).filter((e) => e.message.to[0] === target);
+    assert.equal(converging.filter((m) => m.result.status === 'sent').length, BUDGET);
+    assert.equal(sent.length, BUDGET);
+  });
+
   test('the reservation itself: 40 decisions at once on 10 connections, one sender → exactly the budget; a replay reserves nothing more', async () => {
     // The end-to-end burst above rarely overlaps its decisions this tightly; here every one races.
     const inboxId = h.newInbox();
@@ -211,8 +242,8 @@ describe('the per-sender budget', () => {
     const reserve = (i: number) =>
       reserveReply(
         h.db,
-        { replyKey: `${inboxId}/<m${i}>/reply/v1`, inboxId, recipient: from },
-        { perRecipient: BUDGET, perInboxPerHour: 1_000 },
+        { replyKey: `${inboxId}/<m${i}>/reply/v1`, inboxId, sender: from, recipient: from },
+        { perAddress: BUDGET, perInboxPerHour: 1_000 },
       );
     const outcomes = await Promise.all(Array.from({ length: 40 }, (_, i) => reserve(i)));
     const granted = outcomes.flatMap((o, i) => (o.granted ? [i] : []));
