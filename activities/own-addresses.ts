@@ -1,5 +1,5 @@
-import { log } from '@temporalio/activity';
-import type { AgentMailClient } from 'agentmail';
+import { ApplicationFailure, log } from '@temporalio/activity';
+import { AgentMailError, type AgentMailClient } from 'agentmail';
 
 /**
  * Our own addresses (DESIGN.md, "Whom we write to"): every inbox of the AgentMail organisation,
@@ -12,7 +12,7 @@ import type { AgentMailClient } from 'agentmail';
  * the likeliest moment for its mail to reach a sibling). Refreshes are single-flight: concurrent
  * decisions share one listing. When a refresh fails, the last good list is kept (logged) and the
  * receiving inbox and configured addresses still count; with no list at all yet, the decision
- * fails and Temporal retries it — we never answer on the guess that a sender is not ours.
+ * fails (`OwnInboxesUnavailable`, retried) — we never answer on the guess that a sender is not ours.
  */
 
 /** Five minutes: inboxes are created rarely, and a listing is one request per page of 100. */
@@ -83,12 +83,24 @@ export class OwnAddresses {
       this.inboxes = addresses;
       this.loadedAt = startedAt;
     } catch (error) {
-      // The last good list stays in use; the next decision tries again.
+      // The last good list stays in use; the next decision tries again. Status and name only:
+      // the SDK's message carries the response body.
+      const status = error instanceof AgentMailError ? error.statusCode : undefined;
+      const name = error instanceof Error ? error.name : 'unknown';
       log.warn('could not list our AgentMail inboxes; keeping the last list', {
-        error: error instanceof Error ? error.name : 'unknown',
+        status,
+        error: name,
         cachedInboxes: this.inboxes?.size ?? 0,
       });
-      if (this.inboxes === null) throw error;
+      if (this.inboxes === null) {
+        throw ApplicationFailure.create({
+          type: 'OwnInboxesUnavailable',
+          message:
+            `cannot list the organisation's AgentMail inboxes (${status ?? name}); no message is answered until ` +
+            'we know which senders are ours (the API key must be allowed to list inboxes)',
+          nonRetryable: false,
+        });
+      }
     }
   }
 }

@@ -151,7 +151,13 @@ describe('the cached list of our inboxes', () => {
       clock += 60_001;
       assert.equal(await isOwn(created, known), true, 'AgentMail failing: the last list stays in use');
       const fresh = new OwnAddresses(h.agentmail, [], 60_000);
-      await assert.rejects(env.run(() => fresh.isOwn('someone@customer.example', known)));
+      await assert.rejects(
+        env.run(() => fresh.isOwn('someone@customer.example', known)),
+        {
+          type: 'OwnInboxesUnavailable',
+          message: /\(500\)/,
+        },
+      );
     } finally {
       await h.sandbox.clearFaults();
     }
