@@ -7,7 +7,7 @@ import { fetchMessage } from './mail';
 import { runOperation } from './operation-store/run-operation';
 import type { OperationStore } from './operation-store/store';
 import type { OwnAddresses } from './own-addresses';
-import { replyRecipient } from './recipients';
+import { replyRecipient, senderOf } from './recipients';
 import { releaseReply, reserveReply, retakeReply } from './reply-budget';
 import { skipReason, TICKET_ALWAYS, TICKET_NEVER, type SkipReason } from './reply-policy';
 
@@ -86,7 +86,7 @@ async function whyNotAnswer(
 ): Promise<SkipReason | null> {
   if (deps.allowedInboxes.length > 0 && !deps.allowedInboxes.includes(ref.inboxId.toLowerCase()))
     return 'inbox-not-allowed';
-  const sender = replyRecipient({ from: message.from });
+  const sender = senderOf(message);
   if (sender !== null && (await deps.own.isOwn(sender.normalized, ref.inboxId))) return 'from-own-inbox';
   const reason = skipReason(message, { now: Date.now(), maxAgeMs: deps.replyMaxAgeMs });
   if (reason !== null) return reason;

@@ -57,6 +57,12 @@ export function recipientOf(message: Pick<AgentMail.Message, 'from' | 'replyTo'>
   return found.address;
 }
 
+/** Who wrote: `From` as exactly one address, or null. */
+export function senderOf(message: Pick<AgentMail.Message, 'from'>): ReplyRecipient | null {
+  const sender = singleMailbox([message.from]);
+  return sender === null ? null : recipient(sender, 'sender');
+}
+
 /** `"Ada" <ada@example.com>` → `ada@example.com`; null unless the value is exactly one address. */
 export function bareAddress(value: string): string | null {
   return singleMailbox([value])?.address.toLowerCase() ?? null;

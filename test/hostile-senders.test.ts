@@ -7,7 +7,7 @@ import { DefaultLogger } from '@temporalio/worker';
 import type { Drafter, DraftRequest } from '../activities/drafting/drafter';
 import { OfflineDrafter } from '../activities/drafting/offline-drafter';
 import { OwnAddresses } from '../activities/own-addresses';
-import { releaseReply, reserveReply, reservedFor } from '../activities/reply-budget';
+import { releaseReply, reserveReply, reservedFor, retakeReply } from '../activities/reply-budget';
 import { inboundWorkflowId } from '../lib/hashing';
 import type { MessageRef } from '../lib/keys';
 import * as metrics from '../lib/metrics';
@@ -262,6 +262,9 @@ describe('the per-sender budget', () => {
     assert.deepEqual(await releaseReply(h.db, `${inboxId}/<m${granted[0]!}>/reply/v1`), { released: true });
     assert.deepEqual(await reserve(100), { granted: true, replayed: false });
     assert.deepEqual(await reserve(101), { granted: false, reason: 'sender-budget-exceeded' });
+    // A recorded decision replayed after its release (an operator re-runs the message) counts again.
+    await retakeReply(h.db, `${inboxId}/<m${granted[0]!}>/reply/v1`);
+    assert.equal(await reservedFor(h.db, from), BUDGET + 1);
   });
 
   test('a ping-pong with another agent that strips the loop headers stops within the budget', async () => {
