@@ -1,11 +1,15 @@
+import { log } from '@temporalio/activity';
 import type { AgentMailClient } from 'agentmail';
 import type { Db } from '../lib/db';
-import { addressHash } from '../lib/hashing';
-import { decisionKey, type MessageRef } from '../lib/keys';
-import { emailAddress, fetchMessage } from './mail';
+import { decisionKey, replyKey, type MessageRef } from '../lib/keys';
+import * as metrics from '../lib/metrics';
+import { fetchMessage } from './mail';
 import { runOperation } from './operation-store/run-operation';
 import type { OperationStore } from './operation-store/store';
-import { replyRecipients, skipReason, type SkipReason } from './reply-policy';
+import type { OwnAddresses } from './own-addresses';
+import { replyRecipient, senderOf } from './recipients';
+import { releaseReply, reserveReply, retakeReply } from './reply-budget';
+import { skipReason, TICKET_ALWAYS, TICKET_NEVER, type SkipReason } from './reply-policy';
 
 export interface ReplyDecision {
   reply: boolean;
@@ -21,8 +25,12 @@ export interface DecideDeps {
   db: Db;
   store: OperationStore;
   agentmail: AgentMailClient;
-  ownAddresses: readonly string[];
+  own: OwnAddresses;
+  /** REPLYONCE_INBOXES (lower case); empty: every inbox of the organisation. */
+  allowedInboxes: readonly string[];
   replyBudgetPerSender: number;
+  replyCeilingPerInboxPerHour: number;
+  replyMaxAgeMs: number;
   ticketForSkipped: boolean;
   /** Inboxes (lower case) whose replies need a person's approval; `*` means every inbox. */
   approvalInboxes: readonly string[];
@@ -32,7 +40,8 @@ export interface DecideDeps {
 
 /**
  * Decides whether a reply is owed, once, and records it: a replay sees the same decision
- * even if the sender's budget has filled up since (the decision is an operation too).
+ * even if the sender's budget has filled up since (the decision is an operation too). A reply
+ * owed is a reply reserved: the budget's row is written in the same step (activities/reply-budget).
  */
 export async function decideReply(deps: DecideDeps, ref: MessageRef): Promise<ReplyDecision> {
   const outcome = await runOperation<ReplyDecision>(
@@ -45,28 +54,58 @@ export async function decideReply(deps: DecideDeps, ref: MessageRef): Promise<Re
     },
     async () => {
       const message = await fetchMessage(deps.agentmail, ref);
-      const ownAddresses = [ref.inboxId.toLowerCase(), ...deps.ownAddresses];
-      const reason = skipReason(message, { ownAddresses }) ?? (await budgetReason(deps, replyRecipients(message)));
+      const reason = await whyNotAnswer(deps, ref, message);
       const approvalRequired =
         deps.approvalInboxes.includes('*') || deps.approvalInboxes.includes(ref.inboxId.toLowerCase());
+      const ticket =
+        reason === null || TICKET_ALWAYS.has(reason) || (deps.ticketForSkipped && !TICKET_NEVER.has(reason));
       return {
         reply: reason === null,
         reason,
         threadId: message.threadId,
-        ticket: reason === null || deps.ticketForSkipped,
+        ticket,
         approval: { required: approvalRequired, timeoutMs: deps.approvalTimeoutMs },
       };
     },
   );
+  if (outcome.replayed && outcome.result.reply) await retakeReply(deps.db, replyKey(ref));
+  if (!outcome.replayed) {
+    const { reason } = outcome.result;
+    metrics.decisions.inc({ outcome: reason ?? 'reply' });
+    // Ids only (the activity's log context carries the workflow id); never the sender's address.
+    if (reason !== null) log.info('not answering automatically', { reason, messageId: ref.messageId });
+  }
   return outcome.result;
 }
 
-async function budgetReason(deps: DecideDeps, recipients: string[]): Promise<SkipReason | null> {
-  const hashes = recipients.map((r) => addressHash(emailAddress(r)));
-  const counted = await deps.db.query<{ replies: string }>(
-    `SELECT count(*) AS replies FROM sent_replies
-      WHERE recipient_hash = ANY($1) AND sent_at > now() - interval '24 hours'`,
-    [hashes],
+/** The checks in order: whose inbox, who wrote, what the message says of itself, whom we would write to, the budget. */
+async function whyNotAnswer(
+  deps: DecideDeps,
+  ref: MessageRef,
+  message: Awaited<ReturnType<typeof fetchMessage>>,
+): Promise<SkipReason | null> {
+  if (deps.allowedInboxes.length > 0 && !deps.allowedInboxes.includes(ref.inboxId.toLowerCase()))
+    return 'inbox-not-allowed';
+  const sender = senderOf(message);
+  if (sender !== null && (await deps.own.isOwn(sender.normalized, ref.inboxId))) return 'from-own-inbox';
+  const reason = skipReason(message, { now: Date.now(), maxAgeMs: deps.replyMaxAgeMs });
+  if (reason !== null) return reason;
+
+  const recipient = replyRecipient(message);
+  if (sender === null || recipient === null || (await deps.own.isOwn(recipient.normalized, ref.inboxId)))
+    return 'no-valid-recipient';
+  const reservation = await reserveReply(
+    deps.db,
+    { replyKey: replyKey(ref), inboxId: ref.inboxId, sender: sender.normalized, recipient: recipient.normalized },
+    { perAddress: deps.replyBudgetPerSender, perInboxPerHour: deps.replyCeilingPerInboxPerHour },
   );
-  return Number(counted.rows[0]?.replies ?? 0) >= deps.replyBudgetPerSender ? 'sender-budget-exceeded' : null;
+  return reservation.granted ? null : reservation.reason;
+}
+
+/**
+ * Gives the message's reservation back when its reply will not be sent (a reviewer rejected it,
+ * or the run failed before the send started). Idempotent: releasing twice releases once.
+ */
+export async function releaseReplyBudget(deps: { db: Db }, ref: MessageRef): Promise<{ released: boolean }> {
+  return releaseReply(deps.db, replyKey(ref));
 }

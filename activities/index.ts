@@ -1,12 +1,14 @@
 import type { AgentMailClient } from 'agentmail';
+import { DEFAULT_REPLY_CEILING_PER_INBOX_PER_HOUR, DEFAULT_REPLY_MAX_AGE_MS } from '../lib/config';
 import type { Db } from '../lib/db';
 import type { MessageRef } from '../lib/keys';
-import { decideReply } from './decide-reply';
+import { decideReply, releaseReplyBudget } from './decide-reply';
 import { draftReply } from './draft-reply';
 import type { Drafter } from './drafting/drafter';
 import { labelMessage } from './label-message';
 import { openTicket, type TicketInput } from './open-ticket';
 import { OperationStore } from './operation-store/store';
+import { OwnAddresses } from './own-addresses';
 import { pruneExpiredRecords } from './retention';
 import { catchUpInboxForWatchdog, checkWebhooks, reenableWebhook } from './webhook-watchdog';
 import { createProviderDraft, recallReview, recordReview, reviseDraft } from './review';
@@ -19,8 +21,17 @@ export interface ActivityDeps {
   agentmail: AgentMailClient;
   drafter: Drafter;
   tickets: TicketProvider;
+  /** REPLYONCE_OWN_ADDRESSES: ours besides the organisation's inboxes (which are listed from AgentMail). */
   ownAddresses: readonly string[];
+  /** How often the cached list of the organisation's inboxes is refreshed (default five minutes). */
+  ownInboxesRefreshMs?: number;
+  /** REPLYONCE_INBOXES (lower case); empty or unset: every inbox of the organisation. */
+  allowedInboxes?: readonly string[];
   replyBudgetPerSender: number;
+  /** REPLY_CEILING_PER_INBOX_PER_HOUR (default 200). */
+  replyCeilingPerInboxPerHour?: number;
+  /** REPLY_MAX_AGE in ms (default 7 days). */
+  replyMaxAgeMs?: number;
   ticketForSkipped: boolean;
   approvalInboxes: readonly string[];
   approvalTimeoutMs: number;
@@ -42,6 +53,13 @@ export interface ActivityDeps {
 export function createActivities(deps: ActivityDeps) {
   const store = new OperationStore(deps.db);
   const common = { ...deps, store };
+  const decide = {
+    ...common,
+    own: new OwnAddresses(deps.agentmail, deps.ownAddresses, deps.ownInboxesRefreshMs),
+    allowedInboxes: deps.allowedInboxes ?? [],
+    replyCeilingPerInboxPerHour: deps.replyCeilingPerInboxPerHour ?? DEFAULT_REPLY_CEILING_PER_INBOX_PER_HOUR,
+    replyMaxAgeMs: deps.replyMaxAgeMs ?? DEFAULT_REPLY_MAX_AGE_MS,
+  };
   const operationRetentionDays = deps.operationRetentionDays ?? 90;
   const watchdog = {
     ...deps,
@@ -50,7 +68,8 @@ export function createActivities(deps: ActivityDeps) {
     operationRetentionDays,
   };
   return {
-    decideReply: (ref: MessageRef) => decideReply(common, ref),
+    decideReply: (ref: MessageRef) => decideReply(decide, ref),
+    releaseReplyBudget: (ref: MessageRef) => releaseReplyBudget(deps, ref),
     draftReply: (ref: MessageRef) => draftReply(common, ref),
     openTicket: (input: TicketInput) => openTicket(common, input),
     sendReply: (input: SendInput) => sendReply(common, input),

@@ -1,51 +1,86 @@
 import type { AgentMail } from 'agentmail';
-import { emailAddress, header } from './mail';
+import { header } from './mail';
+import { bareAddress } from './recipients';
 
 /**
  * Which messages get a reply (DESIGN.md, loop safety). An agent that answers every message
  * will sooner or later answer another robot, and two robots answer each other forever.
- * Pure: the budget count is looked up by the caller.
+ * Pure: what needs I/O (our own addresses, the budget) is looked up by the decision.
  */
 
 export type SkipReason =
+  /** The receiving inbox is outside REPLYONCE_INBOXES: not ours to answer. */
+  | 'inbox-not-allowed'
+  /** From one of our own addresses: an inbox of the organisation or REPLYONCE_OWN_ADDRESSES. */
   | 'from-own-inbox'
   | 'our-outbound-message'
+  /** AgentMail has it labelled `replied`: answered before, whatever our store says. */
+  | 'already-replied'
   | 'auto-submitted'
   | 'bulk-precedence'
+  /** An auto-responder's marks: X-Autoreply, X-Autorespond, Precedence: auto_reply. */
+  | 'auto-responder'
+  /** X-Auto-Response-Suppress asks for no automatic answer (All, OOF, AutoReply). */
+  | 'auto-response-suppressed'
   | 'mailing-list'
+  /** An empty Return-Path (`<>`): a bounce or another delivery report. */
+  | 'bounce'
   | 'robot-sender'
   | 'flagged-by-provider'
-  | 'sender-budget-exceeded';
+  /** Older than REPLY_MAX_AGE: a late replay must not answer a customer again; a person looks. */
+  | 'too-old'
+  /** No single address to answer (activities/recipients.ts), or it is one of ours. */
+  | 'no-valid-recipient'
+  | 'sender-budget-exceeded'
+  /** The inbox's replies of the last hour reached REPLY_CEILING_PER_INBOX_PER_HOUR: a person answers. */
+  | 'inbox-ceiling-reached';
+
+/** Skips where a person should answer instead: a ticket whatever TICKET_FOR_SKIPPED says. */
+export const TICKET_ALWAYS: ReadonlySet<SkipReason> = new Set(['too-old', 'inbox-ceiling-reached']);
+/** Skips that are none of our business: never a ticket. */
+export const TICKET_NEVER: ReadonlySet<SkipReason> = new Set(['inbox-not-allowed']);
 
 export interface PolicyContext {
-  /** Our addresses: the receiving inbox plus any configured ones (lower case). */
-  ownAddresses: readonly string[];
+  /** Now, in ms since the epoch (the activity's clock). */
+  now: number;
+  /** REPLY_MAX_AGE in ms: older messages are not answered automatically. */
+  maxAgeMs: number;
 }
 
 const robotLocalParts = /^(mailer-daemon|postmaster|no-?reply|do-?not-?reply|bounces?)([+.\-_].*)?$/i;
 const flaggedLabels = new Set(['spam', 'blocked', 'unauthenticated']);
+/** X-Auto-Response-Suppress values (Microsoft's list) that ask for no automatic answer; DR/RN are about receipts. */
+const suppressingValues = new Set(['all', 'oof', 'autoreply']);
 
+/** The reason not to answer this message, judged from the message alone; null when a reply may be owed. */
 export function skipReason(message: AgentMail.Message, context: PolicyContext): SkipReason | null {
-  const sender = emailAddress(message.from);
-  if (context.ownAddresses.includes(sender)) return 'from-own-inbox';
   if (message.labels.includes('sent')) return 'our-outbound-message';
+  if (message.labels.includes('replied')) return 'already-replied';
 
   // RFC 3834: any Auto-Submitted value other than "no" marks an automatic message.
   const autoSubmitted = header(message, 'Auto-Submitted')?.trim().toLowerCase();
   if (autoSubmitted && autoSubmitted !== 'no') return 'auto-submitted';
   const precedence = header(message, 'Precedence')?.trim().toLowerCase();
   if (precedence && ['bulk', 'list', 'junk'].includes(precedence)) return 'bulk-precedence';
+  if (precedence === 'auto_reply') return 'auto-responder';
+  if (header(message, 'X-Autoreply') !== undefined || header(message, 'X-Autorespond') !== undefined)
+    return 'auto-responder';
+  const suppress =
+    header(message, 'X-Auto-Response-Suppress')
+      ?.toLowerCase()
+      .split(/[\s,;]+/) ?? [];
+  if (suppress.some((value) => suppressingValues.has(value))) return 'auto-response-suppressed';
   if (header(message, 'List-Id') !== undefined || header(message, 'List-Unsubscribe') !== undefined)
     return 'mailing-list';
+  // RFC 5321: the null reverse-path is what delivery reports and bounces are sent with.
+  const returnPath = header(message, 'Return-Path');
+  if (returnPath !== undefined && /^<\s*>$/.test(returnPath.trim())) return 'bounce';
 
-  const localPart = sender.split('@')[0] ?? '';
+  const localPart = (bareAddress(message.from) ?? message.from).split('@')[0]?.trim() ?? '';
   if (robotLocalParts.test(localPart)) return 'robot-sender';
   if (message.labels.some((label) => flaggedLabels.has(label.toLowerCase()))) return 'flagged-by-provider';
-  return null;
-}
 
-/** Where the reply goes: the message's Reply-To when it has one, else its sender. Never model output. */
-export function replyRecipients(message: AgentMail.Message): string[] {
-  const replyTo = message.replyTo?.filter((address) => address.trim() !== '') ?? [];
-  return replyTo.length > 0 ? replyTo : [message.from];
+  const receivedAt = new Date(message.timestamp).getTime();
+  if (Number.isFinite(receivedAt) && context.now - receivedAt > context.maxAgeMs) return 'too-old';
+  return null;
 }

@@ -7,7 +7,7 @@ import { validDraft, type StoredDraft } from './draft-reply';
 import { fetchMessage } from './mail';
 import { runOperation } from './operation-store/run-operation';
 import type { OperationStore } from './operation-store/store';
-import { replyRecipients } from './reply-policy';
+import { recipientOf } from './recipients';
 import { storedDraft } from './send-reply';
 
 /**
@@ -101,7 +101,7 @@ export async function createProviderDraft(
   const inbound = await fetchMessage(deps.agentmail, input);
   const key = providerDraftKey(input, input.version);
   const request = {
-    to: replyRecipients(inbound),
+    to: [recipientOf(inbound, input)],
     subject: /^re:/i.test(inbound.subject ?? '') ? inbound.subject : `Re: ${inbound.subject ?? ''}`,
     text: draft.text,
     inReplyTo: input.messageId,

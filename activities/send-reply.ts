@@ -1,7 +1,6 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import { AgentMail, AgentMailError, type AgentMailClient } from 'agentmail';
-import type { Db } from '../lib/db';
-import { addressHash, providerIdempotencyKey } from '../lib/hashing';
+import { providerIdempotencyKey } from '../lib/hashing';
 import * as metrics from '../lib/metrics';
 import type { MessageRef } from '../lib/keys';
 import { FailureType } from '../workflows/shared';
@@ -9,7 +8,7 @@ import type { StoredDraft } from './draft-reply';
 import { emailAddress, fetchMessage, fetchThread } from './mail';
 import { runOperation, type OwnedAttempt } from './operation-store/run-operation';
 import type { OperationStore } from './operation-store/store';
-import { replyRecipients } from './reply-policy';
+import { recipientOf } from './recipients';
 
 export interface SendInput extends MessageRef {
   draftKey: string;
@@ -24,7 +23,6 @@ export interface SentReply {
 }
 
 export interface SendDeps {
-  db: Db;
   store: OperationStore;
   agentmail: AgentMailClient;
   leaseMs: number;
@@ -45,14 +43,12 @@ export async function sendReply(deps: SendDeps, input: SendInput): Promise<SentR
   const draft = await storedDraft(deps.store, input.draftKey);
   const inbound = await fetchMessage(deps.agentmail, input);
   const request: AgentMail.ReplyToMessageRequest = {
-    to: replyRecipients(inbound),
+    to: [recipientOf(inbound, input)],
     text: draft.text,
     headers: { ...REPLY_HEADERS },
   };
   const resolved = { inboxId: input.inboxId, inReplyTo: input.messageId, ...request };
-  return sendOnce(deps, input, inbound.threadId, resolved, request.to as string[], () =>
-    deliver(deps.agentmail, input, request),
-  );
+  return sendOnce(deps, input, inbound.threadId, resolved, () => deliver(deps.agentmail, input, request));
 }
 
 export interface DraftSendInput extends SendInput {
@@ -70,15 +66,14 @@ export async function sendApprovedDraft(
 ): Promise<SentReply & { replayed: boolean }> {
   const draft = await storedDraft(deps.store, input.draftKey);
   const inbound = await fetchMessage(deps.agentmail, input);
-  const recipients = replyRecipients(inbound);
   const resolved = {
     inboxId: input.inboxId,
     inReplyTo: input.messageId,
     draftId: input.draftId,
-    to: recipients,
+    to: [recipientOf(inbound, input)],
     text: draft.text,
   };
-  return sendOnce(deps, input, inbound.threadId, resolved, recipients, async () => {
+  return sendOnce(deps, input, inbound.threadId, resolved, async () => {
     try {
       const sent = await deps.agentmail.inboxes.drafts.send(
         input.inboxId,
@@ -93,13 +88,15 @@ export async function sendApprovedDraft(
   });
 }
 
-/** The send's operation: claim the reply key, reconcile when the provider key may be gone, send, count. */
+/**
+ * The send's operation: claim the reply key, reconcile when the provider key may be gone, send.
+ * The reply budget was reserved by the decision (activities/reply-budget.ts), not counted here.
+ */
 async function sendOnce(
   deps: SendDeps,
   input: SendInput,
   threadId: string,
   resolvedRequest: unknown,
-  recipients: string[],
   send: () => Promise<SentReply>,
 ): Promise<SentReply & { replayed: boolean }> {
   const outcome = await runOperation<SentReply>(
@@ -107,9 +104,7 @@ async function sendOnce(
     { key: input.replyKey, kind: 'reply', request: resolvedRequest, leaseMs: deps.leaseMs },
     async (attempt) => {
       const earlier = await reconcileIfKeyMayHaveExpired(deps, input, threadId, attempt);
-      const sent = earlier ?? (await send());
-      await countTowardsBudget(deps.db, input, recipients);
-      return sent;
+      return earlier ?? (await send());
     },
   ).catch((error: unknown) => {
     if (
@@ -211,17 +206,4 @@ async function reconcileIfKeyMayHaveExpired(
       emailAddress(m.from) === input.inboxId.toLowerCase(),
   );
   return ours ? { messageId: ours.messageId, threadId: ours.threadId, reconciled: true } : null;
-}
-
-async function countTowardsBudget(db: Db, input: SendInput, recipients: string[]): Promise<void> {
-  for (const recipient of recipients) {
-    await db.query(
-      `INSERT INTO sent_replies (operation_key, inbox_id, recipient_hash) VALUES ($1, $2, $3) ON CONFLICT DO NOTHING`,
-      [
-        `${input.replyKey}#${addressHash(emailAddress(recipient))}`,
-        input.inboxId,
-        addressHash(emailAddress(recipient)),
-      ],
-    );
-  }
 }

@@ -112,6 +112,27 @@ const offByDefault = z
   .default('false')
   .transform((v) => v === 'true' || v === '1');
 
+/** A flood past 200 replies an hour from one inbox is no longer customers one agent should answer alone. */
+export const DEFAULT_REPLY_CEILING_PER_INBOX_PER_HOUR = 200;
+/** A week: past it an answer is late anyway, and a replay of old mail must not answer a customer twice. */
+export const DEFAULT_REPLY_MAX_AGE_MS = 7 * 24 * 60 * 60 * 1000;
+
+/** `7d`, `36h`, `90m`, `30s`, `500ms` (a unit is required: a bare number is ambiguous) → milliseconds. */
+export function parseDuration(value: string): number | null {
+  const match = /^(\d+(?:\.\d+)?)\s*(ms|s|m|h|d|w)$/i.exec(value.trim());
+  if (!match) return null;
+  const unitMs = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000, w: 604_800_000 };
+  return Math.round(Number(match[1]) * unitMs[(match[2] ?? 'ms').toLowerCase() as keyof typeof unitMs]);
+}
+const duration = z.string().transform((value, ctx) => {
+  const ms = parseDuration(value);
+  if (ms === null || ms <= 0) {
+    ctx.addIssue({ code: 'custom', message: 'must be a duration with a unit, e.g. 7d, 36h or 90m' });
+    return z.NEVER;
+  }
+  return ms;
+});
+
 const workerSchema = z
   .object({
     ...commonVars,
@@ -135,6 +156,12 @@ const workerSchema = z
     REPLYONCE_OWN_ADDRESSES: commaList,
     /** Replies allowed to one sender address per 24 h before we stop answering (loop safety). */
     REPLY_BUDGET_PER_SENDER: z.coerce.number().int().min(0).default(5),
+    /** The inboxes replyonce answers (comma-separated); unset: every inbox of the organisation. */
+    REPLYONCE_INBOXES: commaList,
+    /** Circuit breaker: past this many replies in an hour, an inbox's messages get a ticket for a person instead. */
+    REPLY_CEILING_PER_INBOX_PER_HOUR: z.coerce.number().int().min(0).default(DEFAULT_REPLY_CEILING_PER_INBOX_PER_HOUR),
+    /** Messages older than this (e.g. 7d, 36h, 90m) get a ticket, not an automatic reply. */
+    REPLY_MAX_AGE: duration.default(DEFAULT_REPLY_MAX_AGE_MS),
     /** Inboxes whose replies wait for a person's approval (comma-separated; `*` for every inbox). */
     APPROVAL_REQUIRED_INBOXES: commaList,
     /** How long a reply waits for approval before it is escalated (it is never sent unapproved). */

@@ -52,3 +52,10 @@ export const webhookEndpointDisabled = new Gauge({
   help: 'AgentMail webhook endpoints the watchdog last found disabled (AgentMail does not redeliver what they missed).',
   registers: [registry],
 });
+
+export const decisions = new Counter({
+  name: 'replyonce_decisions_total',
+  help: 'Reply decisions by outcome: reply (a reply owed, its budget reserved) or the skip reason (e.g. inbox-ceiling-reached: the per-inbox circuit breaker tripped, a person answers).',
+  labelNames: ['outcome'] as const,
+  registers: [registry],
+});

@@ -26,6 +26,8 @@ export interface NewMessage {
   in_reply_to?: string | undefined;
   references?: string[] | undefined;
   headers?: Record<string, string> | undefined;
+  /** When it arrived; default now. */
+  timestamp?: string | undefined;
 }
 
 /** What left the building: the tests' proof of "exactly one email". */
@@ -85,7 +87,7 @@ export class Mailbox {
       thread_id: input.thread_id ?? parent?.thread_id ?? randomUUID(),
       message_id: messageId,
       labels: [...new Set(input.labels)],
-      timestamp: now,
+      timestamp: input.timestamp ? new Date(input.timestamp).toISOString() : now,
       from: input.from,
       reply_to: input.reply_to,
       to: input.to,

@@ -151,7 +151,7 @@ describe('drafting with a model, end to end', () => {
     const result = await h.resultOf(ref);
     assert.equal(result.status, 'sent');
     const [sent] = await h.sandbox.outbox({ inbox_id: ref.inboxId });
-    assert.deepEqual(sent!.message.to, [from], 'recipients come from the inbound message');
+    assert.deepEqual(sent!.message.to, [from.replace(/^.*<(.*)>$/, '$1')], 'recipients come from the inbound message');
     assert.ok(
       !JSON.stringify([sent!.message.to, sent!.message.cc ?? [], sent!.message.bcc ?? []]).includes('evil.example'),
     );

@@ -56,7 +56,7 @@ describe('one message, end to end', () => {
     assert.equal(outbox.length, 1);
     const reply = outbox[0]!.message;
     assert.equal(reply.in_reply_to, ref.messageId);
-    assert.deepEqual(reply.to, [sender]);
+    assert.deepEqual(reply.to, [sender.replace(/^.*<(.*)>$/, '$1')], 'to the sender alone, the bare address');
     assert.equal(reply.headers?.['Auto-Submitted'], 'auto-replied');
     assert.match(reply.text ?? '', /Thank you for writing to us about "Where is my order\?"/);
     assert.equal(result.status === 'sent' && result.replyMessageId, reply.message_id);

@@ -24,7 +24,7 @@ const hash = (n: number) => n.toString(16).padStart(64, '0');
 /** Rows aged `ageMs`, tagged with a fresh run id so this file sees only its own. */
 async function seed(
   run: string,
-  ages: { events: number[]; operations: number[]; sentReplies: number[]; tickets: number[] },
+  ages: { events: number[]; operations: number[]; replyReservations: number[]; tickets: number[] },
 ) {
   const ago = (ms: number) => new Date(Date.now() - ms);
   for (const [i, age] of ages.events.entries()) {
@@ -40,9 +40,9 @@ async function seed(
       [`${run}/op/${i}`, hash(i), ago(age)],
     );
   }
-  for (const [i, age] of ages.sentReplies.entries()) {
+  for (const [i, age] of ages.replyReservations.entries()) {
     await h.db.query(
-      `INSERT INTO sent_replies (operation_key, inbox_id, recipient_hash, sent_at) VALUES ($1, $2, $3, $4)`,
+      `INSERT INTO reply_reservations (reply_key, inbox_id, recipient_hash, reserved_at) VALUES ($1, $2, $3, $4)`,
       [`${run}/reply/${i}`, run, hash(i), ago(age)],
     );
   }
@@ -60,7 +60,7 @@ async function remaining(run: string) {
   return {
     events: await count(`SELECT count(*) AS n FROM inbound_events WHERE event_id LIKE $1`, `evt_${run}_%`),
     operations: await count(`SELECT count(*) AS n FROM operations WHERE operation_key LIKE $1`, `${run}/op/%`),
-    sentReplies: await count(`SELECT count(*) AS n FROM sent_replies WHERE inbox_id = $1`, run),
+    replyReservations: await count(`SELECT count(*) AS n FROM reply_reservations WHERE inbox_id = $1`, run),
     tickets: await count(`SELECT count(*) AS n FROM tickets WHERE inbox_id = $1`, run),
   };
 }
@@ -72,7 +72,7 @@ describe('retention', () => {
     await seed(run, {
       events: [8 * DAY, 9 * DAY, 10 * DAY, 30 * DAY, 7 * DAY + HOUR, 6 * DAY],
       operations: [91 * DAY, 200 * DAY, 89 * DAY],
-      sentReplies: [49 * HOUR, 10 * DAY, 47 * HOUR],
+      replyReservations: [49 * HOUR, 10 * DAY, 47 * HOUR],
       tickets: [400 * DAY],
     });
 
@@ -84,8 +84,11 @@ describe('retention', () => {
     });
 
     // Assess
-    assert.deepEqual(await remaining(run), { events: 1, operations: 1, sentReplies: 1, tickets: 1 });
-    assert.ok(result.inboundEvents >= 5 && result.operations >= 2 && result.sentReplies >= 2, JSON.stringify(result));
+    assert.deepEqual(await remaining(run), { events: 1, operations: 1, replyReservations: 1, tickets: 1 });
+    assert.ok(
+      result.inboundEvents >= 5 && result.operations >= 2 && result.replyReservations >= 2,
+      JSON.stringify(result),
+    );
     assert.equal(
       (await h.db.query(`SELECT 1 FROM inbound_events WHERE event_id = $1`, [`evt_${run}_5`])).rowCount,
       1,
@@ -98,21 +101,21 @@ describe('retention', () => {
     await seed(run, {
       events: [8 * DAY, 8 * DAY, 8 * DAY, 8 * DAY, 8 * DAY],
       operations: [31 * DAY, 29 * DAY],
-      sentReplies: [],
+      replyReservations: [],
       tickets: [],
     });
     const env = new MockActivityEnvironment(undefined, { logger: new DefaultLogger('WARN') });
     const heartbeats: PruneResult[] = [];
     env.on('heartbeat', (details: PruneResult) => heartbeats.push({ ...details }));
     await env.run(pruneExpiredRecords, { db: h.db, operationRetentionDays: 30 }, { batchSize: 2 });
-    assert.deepEqual(await remaining(run), { events: 0, operations: 1, sentReplies: 0, tickets: 0 });
+    assert.deepEqual(await remaining(run), { events: 0, operations: 1, replyReservations: 0, tickets: 0 });
     const eventProgress = [...new Set(heartbeats.map((beat) => beat.inboundEvents))];
     assert.deepEqual(eventProgress.slice(0, 3), [2, 4, 5], 'five expired events go in batches of 2, 2, 1');
   });
 
   test('the retention schedule, triggered, runs the workflow', async () => {
     const run = randomUUID().slice(0, 8);
-    await seed(run, { events: [8 * DAY], operations: [], sentReplies: [], tickets: [] });
+    await seed(run, { events: [8 * DAY], operations: [], replyReservations: [], tickets: [] });
     const ids = scheduleIds(h.taskQueue);
     try {
       await ensureSchedules(h.client, h.taskQueue);

@@ -141,6 +141,27 @@ describe('AgentMail sandbox', () => {
       assert.equal(byLabel.count, 0);
     });
 
+    test('inboxes.list pages like AgentMail: newest first, limit and page_token, ascending on request', async () => {
+      const ids = ['a', 'b', 'c', 'd', 'e'].map((n) => `${n}@sandbox.agentmail.local`);
+      for (const id of ids) await control.createInbox(id);
+      const first = await client.inboxes.list({ limit: 2 });
+      assert.deepEqual([first.count, first.limit], [2, 2]);
+      const seen = first.inboxes.map((i) => i.inboxId);
+      let token = first.nextPageToken;
+      while (token) {
+        const page = await client.inboxes.list({ limit: 2, pageToken: token });
+        seen.push(...page.inboxes.map((i) => i.inboxId));
+        token = page.nextPageToken;
+      }
+      assert.deepEqual(seen, [...ids].reverse());
+      const ascending = await client.inboxes.list({ ascending: true });
+      assert.deepEqual(
+        ascending.inboxes.map((i) => i.inboxId),
+        ids,
+      );
+      await assert.rejects(client.inboxes.list({ limit: 101 }), (error: unknown) => error instanceof AgentMailError);
+    });
+
     test('a wrong API key is refused in AgentMail error shape', async () => {
       const stranger = new AgentMailClient({ apiKey: 'wrong', baseUrl, maxRetries: 0 });
       await assert.rejects(

@@ -1,6 +1,7 @@
 import {
   ActivityFailure,
   ApplicationFailure,
+  CancellationScope,
   condition,
   log,
   proxyActivities,
@@ -75,6 +76,15 @@ const local = proxyLocalActivities<Activities>({
   retry,
 });
 
+/**
+ * Giving a budget reservation back on the way out of a failed run. Bounded, so a Postgres outage
+ * cannot keep the run from failing; a release that never lands only means fewer replies, not more.
+ */
+const release = proxyLocalActivities<Activities>({
+  startToCloseTimeout: '10 seconds',
+  retry: { ...retry, maximumAttempts: 5 },
+});
+
 export async function inboundMessageWorkflow(input: InboundMessageInput): Promise<InboundMessageResult> {
   const ref: MessageRef = { inboxId: input.inboxId, messageId: input.messageId };
   const operations = new Map<string, OperationView>();
@@ -83,6 +93,11 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
   const setStatus = (status: ReplyStatus, more: SearchAttributeUpdatePair[] = []) =>
     upsertSearchAttributes([{ key: SearchAttributes.ReplyStatus, value: status }, ...more]);
   const review = reviewInbox();
+  // A reply decided on holds a budget reservation until it is sent; one that never reaches the
+  // send (rejected, or the run failed before it) gives it back. Once the send has started the
+  // reservation stays: the email may have gone out.
+  let reserved = false;
+  let sendStarted = false;
 
   try {
     // The ingress starts the run with InboxId, MessageId and ReplyStatus=deciding; a manual
@@ -97,6 +112,7 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     }
     track({ key: decisionKey(ref), kind: 'decision', status: 'pending' });
     const decision = await local.decideReply(ref);
+    reserved = decision.reply;
     const thread: SearchAttributeUpdatePair[] =
       started.get(SearchAttributes.ThreadId) === decision.threadId
         ? []
@@ -122,7 +138,7 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
 
     if (!decision.reply) {
       const ticketId = decision.ticket ? await openTicket(`not answered automatically: ${decision.reason}`) : null;
-      setStatus('skipped', thread);
+      setStatus('skipped', [...thread, { key: SearchAttributes.SkipReason, value: decision.reason ?? 'unknown' }]);
       return { status: 'skipped', reason: decision.reason ?? 'unknown', ticketId };
     }
 
@@ -166,6 +182,8 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
 
       if (verdict.verdict === 'reject') {
         track({ key: replyKey(ref), kind: 'reply', status: 'skipped', summary: 'rejected by the reviewer' });
+        await local.releaseReplyBudget(ref);
+        reserved = false;
         setStatus('rejected');
         return { status: 'rejected', ticketId };
       }
@@ -180,6 +198,7 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     }
 
     setStatus('sending');
+    sendStarted = true;
     const key = replyKey(ref, version);
     track({ key, kind: 'reply', status: 'pending' });
     const sendInput = { ...ref, draftKey: draftKey(ref, version), replyKey: key };
@@ -205,6 +224,10 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
       replyVersion: version,
     };
   } catch (error) {
+    if (reserved && !sendStarted) {
+      // Even when the run is being cancelled; a failure here must not hide the run's own.
+      await CancellationScope.nonCancellable(() => release.releaseReplyBudget(ref)).catch(() => undefined);
+    }
     setStatus('failed');
     for (const view of operations.values()) {
       if (view.status === 'pending') track({ ...view, status: 'failed', summary: failureSummary(error) });

@@ -4,7 +4,7 @@ import type { PruneResult } from '../activities/retention';
 
 /**
  * Run by a Temporal Schedule (worker/schedules.ts): deletes inbound_events older than 7 days,
- * sent_replies older than 48 h and operations older than OPERATION_RETENTION_DAYS, in batches.
+ * reply-budget reservations older than 48 h and operations older than OPERATION_RETENTION_DAYS, in batches.
  */
 const { pruneExpiredRecords } = proxyActivities<Activities>({
   startToCloseTimeout: '30 minutes',

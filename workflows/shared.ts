@@ -60,6 +60,8 @@ export const SearchAttributes = {
   MessageId: defineSearchAttributeKey('MessageId', 'KEYWORD'),
   ThreadId: defineSearchAttributeKey('ThreadId', 'KEYWORD'),
   ReplyStatus: defineSearchAttributeKey('ReplyStatus', 'KEYWORD'),
+  /** Why a message was not answered (ReplyStatus=skipped), e.g. inbox-ceiling-reached: findable in the Web UI. */
+  SkipReason: defineSearchAttributeKey('SkipReason', 'KEYWORD'),
 } as const;
 
 /** Failure types a person can search for in the Web UI; also the non-retryable list. */
@@ -79,5 +81,7 @@ export const FailureType = {
   /** The help desk rejected the ticket as invalid (422 and other 4xx that retrying cannot fix). */
   TicketRejected: 'TicketRejected',
   InvalidReview: 'InvalidReview',
+  /** A reply was about to go out without a single valid recipient (activities/recipients.ts): a bug, never guessed. */
+  NoValidRecipient: 'NoValidRecipient',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];

@@ -115,6 +115,8 @@ export async function startOurs(
             METRICS_PORT: '0',
             // Unique senders in the bench; the per-sender budget is not what is measured.
             REPLY_BUDGET_PER_SENDER: '1000000',
+            // Thousands of replies an hour from a few inboxes: the per-inbox circuit breaker is not measured either.
+            REPLY_CEILING_PER_INBOX_PER_HOUR: '1000000000',
           },
         });
   const port = await freePort();

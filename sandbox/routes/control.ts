@@ -28,6 +28,8 @@ const inboundSchema = z.object({
   in_reply_to: z.string().min(1).optional(),
   references: z.array(z.string()).optional(),
   labels: z.array(z.string()).optional(),
+  /** When the message arrived (default: the sandbox's now): old mail, as a late replay finds it. */
+  timestamp: z.iso.datetime({ offset: true }).optional(),
   /** false: store the message and its event, deliver nothing (redeliver later). */
   deliver: z.boolean().default(true),
   /** Extra deliveries of the same event (same event_id and svix-id), started together. */

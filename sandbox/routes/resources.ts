@@ -1,16 +1,27 @@
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../errors';
+import { listResponse, paginate, parseLimit } from '../paging';
 import { parseBody, updateWebhookSchema } from '../schemas';
 import type { SandboxState } from '../state';
 import type { WebhookRaw } from '../wire';
+import type { ListQuery } from './list-query';
+import { firstOf } from './messages';
 
 /** Inboxes and the one webhook endpoint, read-mostly: enough for health checks and a watchdog. */
 export function resourceRoutes(app: FastifyInstance, state: SandboxState): void {
   const { mailbox, webhooks } = state;
 
-  app.get('/v0/inboxes', async () => {
-    const inboxes = mailbox.listInboxes().map((i) => i.value);
-    return { count: inboxes.length, inboxes };
+  // inboxes.list: paged like every AgentMail list (limit, page_token), newest first unless ascending.
+  app.get<{ Querystring: Pick<ListQuery, 'limit' | 'page_token' | 'ascending'> }>('/v0/inboxes', async (request) => {
+    const ascending = request.query.ascending === 'true';
+    const inboxes = mailbox.listInboxes();
+    const page = paginate(
+      ascending ? inboxes : inboxes.reverse(),
+      parseLimit(request.query.limit),
+      firstOf(request.query.page_token),
+      ascending,
+    );
+    return listResponse('inboxes', page);
   });
 
   app.get<{ Params: { inbox_id: string } }>('/v0/inboxes/:inbox_id', async (request) =>

@@ -9,7 +9,7 @@ import { SetupError, messageOf, sleep } from './main';
 import { LOOPBACK, assertPortFree, freePort } from './ports';
 
 /** The workflows' custom search attributes, registered at launch (and again by setupTemporal). */
-export const SEARCH_ATTRIBUTES = ['InboxId', 'MessageId', 'ThreadId', 'ReplyStatus'] as const;
+export const SEARCH_ATTRIBUTES = ['InboxId', 'MessageId', 'ThreadId', 'ReplyStatus', 'SkipReason'] as const;
 
 /**
  * One partition per task queue: partitions spread a busy queue over matching hosts, but the dev

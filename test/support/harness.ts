@@ -50,7 +50,11 @@ export interface HarnessOptions {
   /** The ticket provider (default: tickets in Postgres). */
   tickets?: TicketProvider;
   ownAddresses?: string[];
+  /** REPLYONCE_INBOXES: the only inboxes answered (default: all). */
+  allowedInboxes?: string[];
   replyBudgetPerSender?: number;
+  replyCeilingPerInboxPerHour?: number;
+  replyMaxAgeMs?: number;
   ticketForSkipped?: boolean;
   approvalInboxes?: string[];
   approvalTimeoutMs?: number;
@@ -151,7 +155,10 @@ export class Harness {
         drafter,
         tickets: options.tickets ?? new PostgresTickets(db),
         ownAddresses: options.ownAddresses ?? [],
+        allowedInboxes: options.allowedInboxes ?? [],
         replyBudgetPerSender: options.replyBudgetPerSender ?? 5,
+        replyCeilingPerInboxPerHour: options.replyCeilingPerInboxPerHour,
+        replyMaxAgeMs: options.replyMaxAgeMs,
         ticketForSkipped: options.ticketForSkipped ?? true,
         approvalInboxes: options.approvalInboxes ?? [],
         approvalTimeoutMs: options.approvalTimeoutMs ?? 60_000,
