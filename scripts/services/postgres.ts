@@ -181,7 +181,11 @@ async function createCluster(): Promise<Cluster> {
  */
 function writeConfig(cluster: Cluster): void {
   const file = `/etc/postgresql/${cluster.version}/${CLUSTER}/conf.d/replyonce.conf`;
-  const content = "# Written by replyonce's scripts/services/postgres.ts\nlisten_addresses = '127.0.0.1'\n";
+  // Connections: each app process holds a pool of 10, a test run several processes, the production
+  // stack a Temporal server with pools of its own; Postgres's default of 100 runs out with two
+  // suites side by side ("sorry, too many clients already").
+  const content =
+    "# Written by replyonce's scripts/services/postgres.ts\nlisten_addresses = '127.0.0.1'\nmax_connections = 500\n";
   if (existsSync(file) && readFileSync(file, 'utf8') === content) return;
   mkdirSync(path.dirname(file), { recursive: true });
   writeFileSync(file, content, { mode: 0o644 });
