@@ -1,7 +1,8 @@
 import type { AgentMailClient } from 'agentmail';
 import type { Db } from '../lib/db';
 import { addressHash } from '../lib/hashing';
-import { decisionKey, type MessageRef } from '../lib/keys';
+import type { MessageRef } from '../lib/keys';
+import type { OperationReport } from '../workflows/shared';
 import { emailAddress, fetchMessage } from './mail';
 import { runOperation } from './operation-store/run-operation';
 import type { OperationStore } from './operation-store/store';
@@ -34,11 +35,14 @@ export interface DecideDeps {
  * Decides whether a reply is owed, once, and records it: a replay sees the same decision
  * even if the sender's budget has filled up since (the decision is an operation too).
  */
-export async function decideReply(deps: DecideDeps, ref: MessageRef): Promise<ReplyDecision> {
+export async function decideReply(
+  deps: DecideDeps,
+  ref: MessageRef & { key: string },
+): Promise<ReplyDecision & { operation: OperationReport }> {
   const outcome = await runOperation<ReplyDecision>(
     deps.store,
     {
-      key: decisionKey(ref),
+      key: ref.key,
       kind: 'decision',
       request: { inboxId: ref.inboxId, messageId: ref.messageId },
       leaseMs: deps.leaseMs,
@@ -58,7 +62,7 @@ export async function decideReply(deps: DecideDeps, ref: MessageRef): Promise<Re
       };
     },
   );
-  return outcome.result;
+  return { ...outcome.result, operation: outcome.operation };
 }
 
 async function budgetReason(deps: DecideDeps, recipients: string[]): Promise<SkipReason | null> {

@@ -93,10 +93,10 @@ describe('one message, end to end', () => {
     assert.deepEqual(
       operations.map((o) => [o.kind, o.status]),
       [
-        ['decision', 'complete'],
-        ['draft', 'complete'],
-        ['ticket', 'complete'],
-        ['reply', 'complete'],
+        ['decision', 'executed'],
+        ['draft', 'executed'],
+        ['ticket', 'executed'],
+        ['reply', 'executed'],
       ],
     );
     const description = await handle.describe();

@@ -1,9 +1,11 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
-import { AgentMailError } from 'agentmail';
+import { AgentMailError, AgentMailTimeoutError } from 'agentmail';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
+import { draftProblem } from '../../lib/draft-text';
 import { inboundWorkflowId } from '../../lib/hashing';
+import { providerErrorText } from '../../lib/provider-errors';
 import { reviewUpdate } from '../../workflows/shared';
 import {
   catchUpInbox,
@@ -35,7 +37,14 @@ const reviewBody = z.object({
   inbox_id: z.string().min(1),
   message_id: z.string().min(1),
   verdict: z.enum(['approve', 'reject']),
-  text: z.string().min(1).optional(),
+  /** The edited reply: the one rule for a reply's text (lib/draft-text.ts), as the workflow's Update applies it. */
+  text: z
+    .string()
+    .superRefine((text, ctx) => {
+      const problem = draftProblem(text);
+      if (problem !== null) ctx.addIssue({ code: 'custom', message: `the text ${problem}` });
+    })
+    .optional(),
   reviewer: z.string().min(1).max(200).optional(),
 });
 
@@ -97,6 +106,12 @@ export const adminRoutes: FastifyPluginAsync<AdminRouteOptions> = async (app: Fa
           .code(404)
           .send({ error: 'inbox_not_found', message: `AgentMail has no inbox ${inboxIds[summaries.length]}` });
       }
+      // What AgentMail said, as status and name: its body (which the SDK copies into the message) stays here.
+      if (isAgentMailError(error)) {
+        const answer = providerErrorText(error);
+        request.log.error({ admin: 'replay', agentmail: answer }, 'catch-up replay failed at AgentMail');
+        return reply.code(502).send({ error: 'agentmail_error', message: `${answer}; the replay can be run again` });
+      }
       throw error;
     }
     return reply.send({ summaries, totals: totals(summaries) });
@@ -105,22 +120,18 @@ export const adminRoutes: FastifyPluginAsync<AdminRouteOptions> = async (app: Fa
   app.post('/admin/review', async (request, reply) => {
     const body = reviewBody.safeParse(request.body);
     if (!body.success)
-      return reply
-        .code(400)
-        .send({
-          error: 'bad_request',
-          message: body.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '),
-        });
+      return reply.code(400).send({
+        error: 'bad_request',
+        message: body.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '),
+      });
     try {
       return reply.send(await sendReview(options, body.data));
     } catch (error) {
       if (error instanceof WorkflowNotFoundError) {
-        return reply
-          .code(404)
-          .send({
-            error: 'not_found',
-            message: 'No workflow for that message is waiting (unknown message, or already finished).',
-          });
+        return reply.code(404).send({
+          error: 'not_found',
+          message: 'No workflow for that message is waiting (unknown message, or already finished).',
+        });
       }
       if (error instanceof WorkflowUpdateFailedError)
         return reply.code(422).send({ error: 'review_refused', message: error.cause?.message ?? error.message });
@@ -140,6 +151,8 @@ async function sendReview(options: AdminRouteOptions, body: z.infer<typeof revie
   };
   return handle.executeUpdate(reviewUpdate, { args: [review] });
 }
+
+const isAgentMailError = (error: unknown) => error instanceof AgentMailError || error instanceof AgentMailTimeoutError;
 
 function totals(summaries: CatchUpSummary[]): CatchUpCounts {
   const sum = (pick: (s: CatchUpSummary) => number) => summaries.reduce((n, s) => n + pick(s), 0);

@@ -1,0 +1,36 @@
+import { ApplicationFailure } from '@temporalio/activity';
+import { AgentMailError, AgentMailTimeoutError } from 'agentmail';
+import { describeProviderError, providerErrorText } from '../lib/provider-errors';
+import { FailureType } from '../workflows/shared';
+
+/**
+ * AgentMail's errors as Temporal failures: the one place that turns them into something history,
+ * the Web UI and the logs may carry (lib/provider-errors.ts: status, name, identifiers — never the
+ * body the SDK copies into `error.message`, and never the SDK error itself as a `cause`).
+ *
+ * | AgentMail | failure | retried |
+ * |---|---|---|
+ * | 401 | `AgentMailUnauthorized` | yes: an operator fixes AGENTMAIL_API_KEY |
+ * | 408, 429, 5xx, a timeout, a reset | `AgentMailUnavailable` | yes |
+ * | any other 4xx (400, 403, 413, 422, …) | `AgentMailRejected` | no: the same request gets the same answer |
+ *
+ * Callers that give a status its own meaning (404 on a read, 409 on a send) decide before calling this.
+ */
+export function providerFailure(error: unknown, doing: string): ApplicationFailure {
+  if (error instanceof ApplicationFailure) return error;
+  const { status } = describeProviderError(error);
+  const message = `${doing}: ${providerErrorText(error)}`;
+  if (status === 401)
+    return ApplicationFailure.create({
+      type: 'AgentMailUnauthorized',
+      message: `${message}; check AGENTMAIL_API_KEY`,
+      nonRetryable: false,
+    });
+  if (status !== undefined && status >= 400 && status < 500 && status !== 408 && status !== 429)
+    return ApplicationFailure.create({ type: FailureType.AgentMailRejected, message, nonRetryable: true });
+  return ApplicationFailure.create({ type: 'AgentMailUnavailable', message, nonRetryable: false });
+}
+
+/** True for what the AgentMail SDK throws: its status errors and its timeout. */
+export const isAgentMailError = (error: unknown): boolean =>
+  error instanceof AgentMailError || error instanceof AgentMailTimeoutError;
