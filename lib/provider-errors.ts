@@ -25,7 +25,9 @@ const identifier = (value: unknown): string | undefined =>
 export function describeProviderError(error: unknown): ProviderErrorDescription {
   if (error instanceof AgentMailError) {
     const body = (typeof error.body === 'object' && error.body !== null ? error.body : {}) as Record<string, unknown>;
-    const details = [identifier(body.name), identifier(body.code)].filter((d) => d !== undefined && d !== error.name);
+    const details = [identifier(body.name), identifier(body.code)].filter(
+      (d) => d !== undefined && d !== error.name && d !== 'Error',
+    );
     return {
       status: error.statusCode,
       name: identifier(error.name) ?? 'AgentMailError',
