@@ -94,6 +94,13 @@ describe('one message, end to end', () => {
     assert.ok(!history.text.includes('SECRET-BODY-MARKER'), 'the email body is not in history');
     assert.ok(!history.text.includes('Thank you for writing'), 'the drafted text is not in history');
     assert.ok(!history.text.includes(inbound.message.from.replace(/^.*</, '').replace('>', '')), 'no address');
+    // Every activity's retries are bounded (schedule-to-close): nothing retries forever.
+    const scheduled = ((await handle.fetchHistory()).events ?? []).flatMap((e) =>
+      e.activityTaskScheduledEventAttributes ? [e.activityTaskScheduledEventAttributes] : [],
+    );
+    assert.ok(scheduled.length >= 3);
+    for (const activity of scheduled)
+      assert.ok(Number(activity.scheduleToCloseTimeout?.seconds ?? 0) > 0, `${activity.activityType?.name} is bounded`);
     const operations = await handle.query(operationsQuery);
     assert.deepEqual(
       operations.map((o) => [o.kind, o.status]),
