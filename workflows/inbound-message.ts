@@ -101,20 +101,26 @@ const local = proxyLocalActivities<Activities>({
   retry,
 });
 
+type DraftVersion = 1 | 2;
+
 export async function inboundMessageWorkflow(input: InboundMessageInput): Promise<InboundMessageResult> {
   const ref: MessageRef = { inboxId: input.inboxId, messageId: input.messageId };
   const operations = operationsBoard();
   const setStatus = (status: ReplyStatus, more: SearchAttributeUpdatePair[] = []) =>
     upsertSearchAttributes([{ key: SearchAttributes.ReplyStatus, value: status }, ...more]);
   const review = reviewInbox();
-  // Every operation key of this message, derived here once and handed to the activity that runs it.
+  // Every operation key of this message, derived here once and handed to the activity that runs
+  // it. Version 2 is an approver's edit: a changed intent, so new draft, AgentMail draft and reply keys.
+  const ofVersion = (version: DraftVersion) => ({
+    draft: draftKey(ref, version),
+    providerDraft: providerDraftKey(ref, version),
+    reply: replyKey(ref, version),
+  });
   const keys = {
     decision: decisionKey(ref),
     ticket: ticketKey(ref),
     review: reviewKey(ref),
-    draft: (version: number) => draftKey(ref, version),
-    providerDraft: (version: number) => providerDraftKey(ref, version),
-    reply: (version: number) => replyKey(ref, version),
+    versions: { 1: ofVersion(1), 2: ofVersion(2) } satisfies Record<DraftVersion, unknown>,
   };
 
   try {
@@ -160,9 +166,9 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     // still has its ticket for the person who answers it instead.
     setStatus('drafting', thread);
     const drafting = operations.run(
-      keys.draft(1),
+      keys.versions[1].draft,
       'draft',
-      effects.draftReply({ ...ref, key: keys.draft(1) }),
+      effects.draftReply({ ...ref, key: keys.versions[1].draft }),
       (d) => `${d.characters} characters`,
     );
     const ticketing = openTicket(
@@ -170,15 +176,19 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     );
     const [, ticketId] = await bothSettled(drafting, ticketing);
 
-    let version = 1;
+    let version: DraftVersion = 1;
     let providerDraftId: string | null = null;
     if (decision.approval.required) {
       // The reviewer sees the draft at AgentMail; created once per draft version (client_id).
-      const showDraft = (v: number) =>
+      const showDraft = (v: DraftVersion) =>
         operations.run(
-          keys.providerDraft(v),
+          keys.versions[v].providerDraft,
           'provider-draft',
-          effects.createProviderDraft({ ...ref, key: keys.providerDraft(v), draftKey: keys.draft(v) }),
+          effects.createProviderDraft({
+            ...ref,
+            key: keys.versions[v].providerDraft,
+            draftKey: keys.versions[v].draft,
+          }),
           (d) => d.draftId,
         );
       const shown = await showDraft(1);
@@ -197,7 +207,7 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
       );
 
       if (verdict.verdict === 'reject') {
-        operations.skip(keys.reply(1), 'reply', 'rejected by the reviewer');
+        operations.skip(keys.versions[1].reply, 'reply', 'rejected by the reviewer');
         setStatus('rejected');
         return { status: 'rejected', ticketId };
       }
@@ -206,9 +216,9 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
         // A changed intent: the edited text is the next draft version and goes out under the next reply key.
         version = 2;
         await operations.run(
-          keys.draft(version),
+          keys.versions[version].draft,
           'draft',
-          effects.reviseDraft({ ...ref, key: keys.draft(version), reviewKey: keys.review }),
+          effects.reviseDraft({ ...ref, key: keys.versions[version].draft, reviewKey: keys.review }),
           () => 'edited by the reviewer',
         );
         providerDraftId = (await showDraft(version)).draftId;
@@ -216,9 +226,9 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     }
 
     setStatus('sending');
-    const sendInput = { ...ref, draftKey: keys.draft(version), replyKey: keys.reply(version) };
+    const sendInput = { ...ref, draftKey: keys.versions[version].draft, replyKey: keys.versions[version].reply };
     const sent = await operations.run(
-      keys.reply(version),
+      keys.versions[version].reply,
       'reply',
       providerDraftId === null
         ? effects.sendReply(sendInput)
