@@ -2,6 +2,7 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { AgentMailError, AgentMailTimeoutError } from 'agentmail';
 import { describeProviderError, providerErrorText } from '../lib/provider-errors';
 import { FailureType } from '../workflows/shared';
+import { retryAfterMs } from './retry-after';
 
 /**
  * AgentMail's errors as Temporal failures: the one place that turns them into something history,
@@ -28,7 +29,14 @@ export function providerFailure(error: unknown, doing: string): ApplicationFailu
     });
   if (status !== undefined && status >= 400 && status < 500 && status !== 408 && status !== 429)
     return ApplicationFailure.create({ type: FailureType.AgentMailRejected, message, nonRetryable: true });
-  return ApplicationFailure.create({ type: 'AgentMailUnavailable', message, nonRetryable: false });
+  // A 429 or 503 may say how long to wait (Retry-After); Temporal's backoff decides otherwise.
+  const wait = error instanceof AgentMailError ? retryAfterMs(error.rawResponse?.headers) : undefined;
+  return ApplicationFailure.create({
+    type: 'AgentMailUnavailable',
+    message,
+    nonRetryable: false,
+    ...(wait !== undefined ? { nextRetryDelay: wait } : {}),
+  });
 }
 
 /** True for what the AgentMail SDK throws: its status errors and its timeout. */

@@ -4,11 +4,14 @@ import { after, before, describe, test } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
+import { AgentMailError, AgentMailTimeoutError } from 'agentmail';
 import { runOperation } from '../activities/operation-store/run-operation';
+import { providerFailure } from '../activities/provider-errors';
 import { OperationStore } from '../activities/operation-store/store';
 import type { TicketProvider, TicketRequest } from '../activities/tickets/ticket-provider';
 import type { Db } from '../lib/db';
 import { replyKey, ticketKey } from '../lib/keys';
+import { providerErrorText } from '../lib/provider-errors';
 import { Harness } from './support/harness';
 import { historyText } from './support/history';
 import { failureChain, inboundWorkflow, replyStatus, within } from './support/workflow-watch';
@@ -184,6 +187,40 @@ describe('what AgentMail answered leaves as status and name, never its body', ()
     } finally {
       await h.sandbox.clearFaults();
     }
+  });
+
+  test('the classification: 401 and 429/5xx/timeouts retried (429 after its Retry-After), other 4xx final; never the body', () => {
+    const answered = (statusCode: number, headers: Record<string, string> = {}) =>
+      new AgentMailError({
+        message: 'Error',
+        statusCode,
+        body: { name: 'ValidationError', message: `the text "${MARKER}" to ada@customer.example` },
+        rawResponse: {
+          headers: new Headers(headers),
+          redirected: false,
+          status: statusCode,
+          statusText: '',
+          type: 'basic',
+          url: '',
+        },
+      });
+    const cases: Array<[unknown, string, boolean]> = [
+      [answered(401), 'AgentMailUnauthorized', false],
+      [answered(429, { 'retry-after': '7' }), 'AgentMailUnavailable', false],
+      [answered(503), 'AgentMailUnavailable', false],
+      [new AgentMailTimeoutError('Timeout exceeded when calling GET /v0/inboxes'), 'AgentMailUnavailable', false],
+      [answered(400), 'AgentMailRejected', true],
+      [answered(403), 'AgentMailRejected', true],
+      [answered(422), 'AgentMailRejected', true],
+    ];
+    for (const [error, type, nonRetryable] of cases) {
+      const failure = providerFailure(error, 'reading a message');
+      assert.deepEqual([failure.type, failure.nonRetryable], [type, nonRetryable], failure.message);
+      assert.ok(!failure.message.includes(MARKER) && !failure.message.includes('@customer.example'), failure.message);
+      assert.equal(failure.cause, undefined, 'the SDK error (its message holds the body) is not kept as a cause');
+    }
+    assert.equal(providerFailure(answered(429, { 'retry-after': '7' }), 'x').nextRetryDelay, 7_000);
+    assert.equal(providerErrorText(answered(422)), 'AgentMail answered 422 AgentMailError (ValidationError)');
   });
 
   test('the admin replay answers an AgentMail 403 with its status and name, not its body', async () => {
