@@ -1,6 +1,7 @@
 import { ApplicationFailure } from '@temporalio/activity';
+import { isAgentMailError } from '../lib/provider-errors';
 import { databaseRejection } from './database-errors';
-import { isAgentMailError, providerFailure } from './provider-errors';
+import { providerFailure } from './provider-errors';
 
 /**
  * What an activity's failure may carry out of the worker, applied once to every activity

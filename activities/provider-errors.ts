@@ -1,5 +1,5 @@
 import { ApplicationFailure } from '@temporalio/activity';
-import { AgentMailError, AgentMailTimeoutError } from 'agentmail';
+import { AgentMailError } from 'agentmail';
 import { describeProviderError, providerErrorText } from '../lib/provider-errors';
 import { FailureType } from '../workflows/shared';
 import { retryAfterMs } from './retry-after';
@@ -38,7 +38,3 @@ export function providerFailure(error: unknown, doing: string): ApplicationFailu
     ...(wait !== undefined ? { nextRetryDelay: wait } : {}),
   });
 }
-
-/** True for what the AgentMail SDK throws: its status errors and its timeout. */
-export const isAgentMailError = (error: unknown): boolean =>
-  error instanceof AgentMailError || error instanceof AgentMailTimeoutError;

@@ -50,3 +50,7 @@ export function providerErrorText(error: unknown): string {
   const what = status === undefined ? name : `AgentMail answered ${status} ${name}`;
   return detail === undefined ? what : `${what} (${detail})`;
 }
+
+/** True for what the AgentMail SDK throws: its status errors and its timeout. */
+export const isAgentMailError = (error: unknown): error is AgentMailError | AgentMailTimeoutError =>
+  error instanceof AgentMailError || error instanceof AgentMailTimeoutError;

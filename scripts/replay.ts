@@ -11,7 +11,7 @@
 // AGENTMAIL_BASE_URL and OPERATION_RETENTION_DAYS, like the worker.
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
-import { AgentMailError, AgentMailTimeoutError } from 'agentmail';
+import { AgentMailError } from 'agentmail';
 import { Presets, SingleBar } from 'cli-progress';
 import {
   catchUpInbox,
@@ -24,7 +24,7 @@ import { InboxCursors } from '../api/catch-up/inbox-cursors';
 import { createAgentMailClient } from '../lib/agentmail';
 import { ConfigError, loadReplayConfig } from '../lib/config';
 import { createDb } from '../lib/db';
-import { providerErrorText } from '../lib/provider-errors';
+import { isAgentMailError, providerErrorText } from '../lib/provider-errors';
 import { runMain, SetupError } from './services/main';
 
 const USAGE = 'usage: npm run replay -- (--inbox <inbox id> [--inbox …] | --all) [--since <ISO time | 36h | 6d>]';
@@ -200,7 +200,7 @@ if (require.main === module) {
     main().catch((error: unknown) => {
       if (error instanceof ConfigError || error instanceof CatchUpRequestError) throw new SetupError(error.message);
       // Status and name only: the SDK's message holds AgentMail's whole response body.
-      if (error instanceof AgentMailError || error instanceof AgentMailTimeoutError)
+      if (isAgentMailError(error))
         throw new SetupError(`${providerErrorText(error)}; running the replay again is safe`);
       throw error;
     }),

@@ -60,6 +60,22 @@ const customerMail = (inboxId: string) => ({
   text: 'Panel F. Please advise.',
 });
 
+/** A message arrives in `inboxId`; resolves with the failure its workflow ends with, failing the test if it lingers. */
+async function messageFailing(inboxId: string, suspicion: string) {
+  const inbound = await h.sandbox.inbound(customerMail(inboxId));
+  const ref = { inboxId, messageId: inbound.message.message_id };
+  const handle = await inboundWorkflow(h, ref);
+  const error = await within(
+    15_000,
+    handle.result().then(
+      () => assert.fail('the workflow completed'),
+      (e: unknown) => e,
+    ),
+    `the workflow (${suspicion})`,
+  );
+  return { ref, handle, error };
+}
+
 const environment = () => new MockActivityEnvironment(undefined, { logger: new DefaultLogger('WARN') });
 const isDatabaseRejected = (error: unknown) =>
   error instanceof ApplicationFailure && error.type === 'DatabaseRejected' && error.nonRetryable;
@@ -114,19 +130,8 @@ describe('Postgres constraint and data errors (SQLSTATE 22xxx, 23xxx) are final:
   test('through the whole path: a help desk breaking a CHECK fails the message within seconds, typed, ReplyStatus=failed', async () => {
     // Prepare
     const inboxId = h.newInbox('broken-desk');
-    const inbound = await h.sandbox.inbound(customerMail(inboxId));
-    const ref = { inboxId, messageId: inbound.message.message_id };
-    const handle = await inboundWorkflow(h, ref);
-
     // Act
-    const error = await within(
-      15_000,
-      handle.result().then(
-        () => assert.fail('the workflow completed'),
-        (e: unknown) => e,
-      ),
-      'the workflow (a Postgres constraint error retried?)',
-    );
+    const { ref, handle, error } = await messageFailing(inboxId, 'a Postgres constraint error retried?');
 
     // Assess: the chain a person sees in the Web UI
     assert.deepEqual(failureChain(error), { activityType: 'openTicket', type: 'DatabaseRejected', nonRetryable: true });
@@ -154,19 +159,8 @@ describe('what AgentMail answered leaves as status and name, never its body', ()
       message: `recipient refused the text "${MARKER} Thank you for writing" to customer@example.com`,
     });
     try {
-      const inbound = await h.sandbox.inbound(customerMail(inboxId));
-      const ref = { inboxId, messageId: inbound.message.message_id };
-      const handle = await inboundWorkflow(h, ref);
-
       // Act
-      const error = await within(
-        15_000,
-        handle.result().then(
-          () => assert.fail('the workflow completed'),
-          (e: unknown) => e,
-        ),
-        'the workflow (a 422 retried?)',
-      );
+      const { ref, handle, error } = await messageFailing(inboxId, 'a 422 retried?');
 
       // Assess
       assert.deepEqual(failureChain(error), {

@@ -1,11 +1,11 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
-import { AgentMailError, AgentMailTimeoutError } from 'agentmail';
+import { AgentMailError } from 'agentmail';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
 import { draftProblem } from '../../lib/draft-text';
 import { inboundWorkflowId } from '../../lib/hashing';
-import { providerErrorText } from '../../lib/provider-errors';
+import { isAgentMailError, providerErrorText } from '../../lib/provider-errors';
 import { reviewUpdate } from '../../workflows/shared';
 import {
   catchUpInbox,
@@ -151,8 +151,6 @@ async function sendReview(options: AdminRouteOptions, body: z.infer<typeof revie
   };
   return handle.executeUpdate(reviewUpdate, { args: [review] });
 }
-
-const isAgentMailError = (error: unknown) => error instanceof AgentMailError || error instanceof AgentMailTimeoutError;
 
 function totals(summaries: CatchUpSummary[]): CatchUpCounts {
   const sum = (pick: (s: CatchUpSummary) => number) => summaries.reduce((n, s) => n + pick(s), 0);
