@@ -160,7 +160,8 @@ const workerSchema = z
      */
     OPERATION_LEASE_MS: z.coerce.number().int().min(1_000).default(15_000),
     /** The worker's Prometheus endpoint (0: any free port, logged at start-up). */
-    METRICS_PORT: z.coerce.number().int().min(0).max(65535).default(9464),
+    /** Unset: 9464, or any free port when 9464 is taken (logged); set: exactly that port (0: any free one). */
+    METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
     METRICS_HOST: z.string().trim().min(1).default('127.0.0.1'),
     WORKER_MAX_CONCURRENT_ACTIVITIES: z.coerce.number().int().min(1).default(50),
   })

@@ -1,9 +1,10 @@
-import Fastify, { type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
+import Fastify, { LogController, type FastifyBaseLogger, type FastifyError, type FastifyInstance } from 'fastify';
 import { ApiError, errorBodyFor } from './errors';
 import { decodedPath } from './faults';
 import { controlRoutes } from './routes/control';
 import { controlWebhookRoutes } from './routes/control-webhooks';
 import { draftRoutes } from './routes/drafts';
+import { indexRoute } from './routes/index-page';
 import { messageRoutes } from './routes/messages';
 import { resourceRoutes } from './routes/resources';
 import { threadRoutes } from './routes/threads';
@@ -33,6 +34,8 @@ export interface SandboxOptions {
 export interface Sandbox {
   app: FastifyInstance;
   state: SandboxState;
+  /** Every route registered, `METHOD /path` (the index test compares them with GET /_sandbox). */
+  routes: string[];
 }
 
 /** The local stand-in for AgentMail: its /v0 API as the SDK calls it, plus /_sandbox control. */
@@ -40,6 +43,10 @@ export function buildSandbox(options: SandboxOptions): Sandbox {
   if (!options.webhookSecret.startsWith('whsec_')) throw new Error('webhookSecret must start with whsec_');
   const app = Fastify({
     ...(typeof options.logger === 'object' ? { loggerInstance: options.logger } : { logger: options.logger ?? false }),
+    // A line per request only at debug: at info the sandbox says what matters (deliveries, failures).
+    logController: new LogController({
+      disableRequestLogging: typeof options.logger !== 'object' || !['debug', 'trace'].includes(options.logger.level),
+    }),
     // Message-IDs are long once percent-encoded; Fastify's default cap (100) would 404 them.
     routerOptions: { maxParamLength: 2048 },
   });
@@ -51,6 +58,10 @@ export function buildSandbox(options: SandboxOptions): Sandbox {
     onError: (error, event) => app.log.error({ err: error, event_id: event.event_id }, 'webhook delivery crashed'),
   });
   const state = new SandboxState(webhooks);
+  const routes: string[] = [];
+  app.addHook('onRoute', (route) => {
+    for (const method of [route.method].flat()) if (method !== 'HEAD') routes.push(`${method} ${route.url}`);
+  });
   const expected = `Bearer ${options.apiKey}`;
   const authFailure = options.authFailureStatus ?? 401;
 
@@ -96,6 +107,7 @@ export function buildSandbox(options: SandboxOptions): Sandbox {
   resourceRoutes(app, state);
   controlRoutes(app, state);
   controlWebhookRoutes(app, state);
+  indexRoute(app);
   app.addHook('onClose', async () => webhooks.close());
-  return { app, state };
+  return { app, state, routes };
 }

@@ -111,8 +111,19 @@ async function main(): Promise<number> {
     const listening =
       (await waitForPort(API_PORT, LISTEN_TIMEOUT_MS, stopped)) &&
       (!useSandbox || (await waitForPort(SANDBOX_PORT, LISTEN_TIMEOUT_MS, stopped)));
-    if (listening) printBanner({ namespace, useSandbox, temporalUi: temporal?.uiUrl, temporalAddress });
-    else if (!signalled && !group.failedProcess)
+    if (listening) {
+      printBanner({
+        namespace,
+        useSandbox,
+        temporalUi: temporal?.uiUrl,
+        temporalAddress,
+        databaseUrl,
+        // The sandbox's key is a local dev secret; a real AgentMail key is never printed.
+        agentmailApiKey: useSandbox ? agentmail.AGENTMAIL_API_KEY : undefined,
+        agentmailBaseUrl: agentmail.AGENTMAIL_BASE_URL,
+        env: appEnv,
+      });
+    } else if (!signalled && !group.failedProcess)
       console.error(`[dev] the API did not listen on :${API_PORT} within ${LISTEN_TIMEOUT_MS / 1000} s`);
 
     await stopped;
@@ -152,6 +163,10 @@ function printBanner(options: {
   useSandbox: boolean;
   temporalUi: string | undefined;
   temporalAddress: string;
+  databaseUrl: string;
+  agentmailApiKey: string | undefined;
+  agentmailBaseUrl: string | undefined;
+  env: NodeJS.ProcessEnv;
 }): void {
   const inbound = JSON.stringify({
     inbox_id: SANDBOX_INBOX,
@@ -169,7 +184,8 @@ function printBanner(options: {
   ];
   if (options.useSandbox) {
     lines.push(
-      `  Sandbox       http://127.0.0.1:${SANDBOX_PORT}  (the local AgentMail)`,
+      `  Sandbox       http://127.0.0.1:${SANDBOX_PORT}/_sandbox  (the local AgentMail: its controls)`,
+      `  Outbox        http://127.0.0.1:${SANDBOX_PORT}/_sandbox/outbox  (the replies we sent)`,
       '',
       'Send a test email through the sandbox:',
       `  curl -sS -X POST http://127.0.0.1:${SANDBOX_PORT}/_sandbox/inbound -H 'content-type: application/json' -d '${inbound}'`,
@@ -177,6 +193,24 @@ function printBanner(options: {
   } else {
     lines.push('  AgentMail     the real API (AGENTMAIL_API_KEY is set); send an email to your inbox');
   }
+  const env = options.env;
+  const on = (flag: boolean, text: string) => (flag ? text : `${text} (off)`);
+  lines.push(
+    '',
+    'Features:',
+    `  drafting      ${env.DRAFT_PROVIDER || 'offline'}${env.DRAFT_MODEL ? ` (${env.DRAFT_MODEL})` : ' (deterministic, no model; DRAFT_PROVIDER picks one)'}`,
+    `  tickets       ${env.TICKET_PROVIDER || 'postgres'}`,
+    `  approval      ${env.APPROVAL_REQUIRED_INBOXES ? `inboxes ${env.APPROVAL_REQUIRED_INBOXES}` : 'none (APPROVAL_REQUIRED_INBOXES)'}`,
+    `  admin routes  ${on(Boolean(env.ADMIN_TOKEN), '/admin/* with ADMIN_TOKEN')}`,
+    `  watchdog      ${on(env.WATCHDOG_REENABLE === 'true', 're-enables a disabled webhook (WATCHDOG_REENABLE)')}`,
+    '',
+    'Operator commands against this stack (another terminal):',
+    `  npm run temporal -- workflow list --query 'ReplyStatus = "sent"'`,
+    `  DATABASE_URL='${options.databaseUrl}' AGENTMAIL_API_KEY=${options.agentmailApiKey ? `'${options.agentmailApiKey}'` : '"$AGENTMAIL_API_KEY"'}${
+      options.agentmailBaseUrl ? ` AGENTMAIL_BASE_URL='${options.agentmailBaseUrl}'` : ''
+    } \\`,
+    `    TEMPORAL_ADDRESS='${options.temporalAddress}' TEMPORAL_NAMESPACE='${options.namespace}' npm run replay -- --all`,
+  );
   console.log(`${lines.join('\n')}\n`);
 }
 

@@ -84,6 +84,17 @@ describe('AgentMail sandbox', () => {
     receiver.statuses.length = 0;
   });
 
+  describe('the control index', () => {
+    test('GET /_sandbox lists every control route, and every /_sandbox route is listed', async () => {
+      const index = (await (await fetch(`${baseUrl}/_sandbox`)).json()) as {
+        controls: Array<{ method: string; path: string }>;
+      };
+      const listed = new Set(index.controls.map((c) => `${c.method} ${c.path}`));
+      const served = new Set(sandbox.routes.filter((route) => route.includes(' /_sandbox/')));
+      assert.deepEqual([...listed].sort(), [...served].sort());
+    });
+  });
+
   describe('reading', () => {
     test('get message decodes RFC 5322 message ids in the path and returns the wire shape', async () => {
       const inbound = await arrive({ message_id: '<a+b/c=d@mail.example.com>' });

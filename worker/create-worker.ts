@@ -1,4 +1,10 @@
-import { type NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import {
+  bundleWorkflowCode,
+  DefaultLogger,
+  type NativeConnection,
+  Worker,
+  type WorkerOptions,
+} from '@temporalio/worker';
 import { createActivities, type ActivityDeps } from '../activities';
 
 export interface ReplyonceWorkerOptions {
@@ -13,9 +19,9 @@ export interface ReplyonceWorkerOptions {
 
 /** Builds the worker: the same wiring for `npm run start:worker`, `npm run dev` and the tests. */
 export async function createReplyonceWorker(options: ReplyonceWorkerOptions): Promise<Worker> {
-  const workflows: Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'> = options.workflowBundlePath
+  const workflows: Pick<WorkerOptions, 'workflowBundle'> = options.workflowBundlePath
     ? { workflowBundle: { codePath: options.workflowBundlePath } }
-    : { workflowsPath: require.resolve('../workflows') };
+    : { workflowBundle: await bundleQuietly() };
   return Worker.create({
     connection: options.connection,
     namespace: options.namespace,
@@ -24,4 +30,16 @@ export async function createReplyonceWorker(options: ReplyonceWorkerOptions): Pr
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivityTaskExecutions ?? 50,
     ...workflows,
   });
+}
+
+/**
+ * Bundled here rather than by Worker.create, whose bundler logs webpack's whole report at info as
+ * one log line: only the bundler's warnings and errors reach the process's log.
+ */
+async function bundleQuietly(): Promise<{ code: string }> {
+  const { code } = await bundleWorkflowCode({
+    workflowsPath: require.resolve('../workflows'),
+    logger: new DefaultLogger('WARN'),
+  });
+  return { code };
 }

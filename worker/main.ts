@@ -8,7 +8,12 @@ import { createDb } from '../lib/db';
 import { createLogger } from '../lib/logger';
 import { createReplyonceWorker } from './create-worker';
 import { ensureSchedules } from './schedules';
-import { startMetricsServer } from './metrics-server';
+import { DEFAULT_METRICS_PORT, MetricsPortInUseError, startMetricsServer } from './metrics-server';
+
+/** A start-up failure with a cause the operator can act on, said in one line. */
+class StartupError extends Error {
+  override name = 'StartupError';
+}
 
 /** The worker process: builds its clients, runs until SIGINT/SIGTERM, then closes them. */
 async function main(): Promise<void> {
@@ -24,13 +29,29 @@ async function main(): Promise<void> {
   const drafter = createDrafter(config);
   const tickets = createTicketProvider(config, db);
   const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS }).catch((error: unknown) => {
-    throw new Error(
+    throw new StartupError(
       `cannot reach Temporal at TEMPORAL_ADDRESS=${config.TEMPORAL_ADDRESS}: ${String(error)}. Is the server running?`,
     );
   });
+  // Before the Worker exists: a start-up failure here (the port taken) is reported as itself, not
+  // as "Cannot close connection while Workers hold a reference to it" from the clean-up.
+  const metricsServer = await startMetricsServer({
+    port: config.METRICS_PORT ?? DEFAULT_METRICS_PORT,
+    host: config.METRICS_HOST,
+    fallbackToFreePort: config.METRICS_PORT === undefined,
+  }).catch(async (error: unknown) => {
+    await Promise.allSettled([connection.close(), db.end()]);
+    throw error;
+  });
+  if (metricsServer.movedFrom !== undefined) {
+    log.warn(
+      { metrics: metricsServer.url, taken: metricsServer.movedFrom },
+      `metrics port ${metricsServer.movedFrom} is taken (another worker on this host?): serving /metrics on a free port; set METRICS_PORT to choose one`,
+    );
+  }
   try {
     await db.query('SELECT 1').catch((error: unknown) => {
-      throw new Error(
+      throw new StartupError(
         `cannot reach Postgres at DATABASE_URL: ${String(error)}. Is it running, and migrated (npm run db:migrate)?`,
       );
     });
@@ -70,7 +91,6 @@ async function main(): Promise<void> {
           'could not create or update the watchdog and retention schedules; they run only once a worker start succeeds',
         ),
     );
-    const metricsServer = await startMetricsServer(config.METRICS_PORT, config.METRICS_HOST);
     log.info(
       {
         namespace: config.TEMPORAL_NAMESPACE,
@@ -82,13 +102,10 @@ async function main(): Promise<void> {
       },
       'worker polling',
     );
-    try {
-      await worker.run(); // returns after SIGINT/SIGTERM, once in-flight tasks have finished
-    } finally {
-      await metricsServer.close();
-    }
+    await worker.run(); // returns after SIGINT/SIGTERM, once in-flight tasks have finished
     log.info('worker stopped');
   } finally {
+    await metricsServer.close();
     await connection.close();
     await db.end();
   }
@@ -100,6 +117,8 @@ function temporalLevel(level: string): LogLevel {
 }
 
 main().catch((error: unknown) => {
-  console.error(error instanceof ConfigError ? error.message : error);
+  // A problem the operator fixes (configuration, a port, an unreachable server): its message, no stack.
+  const known = error instanceof ConfigError || error instanceof MetricsPortInUseError || error instanceof StartupError;
+  console.error(known ? `worker: ${error.message}` : error);
   process.exit(1);
 });

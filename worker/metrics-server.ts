@@ -2,11 +2,28 @@ import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { registry } from '../lib/metrics';
 
+/** Where Prometheus finds a worker unless METRICS_PORT says otherwise. */
+export const DEFAULT_METRICS_PORT = 9464;
+
+export interface MetricsServerOptions {
+  port: number;
+  host: string;
+  /**
+   * Take any free port when `port` is in use. True when METRICS_PORT is unset: a second worker on
+   * one host (a developer's laptop, two replicas on one VM) must start, and it logs where it listens.
+   * False when METRICS_PORT was chosen: a port someone configured a scraper for is not silently moved.
+   */
+  fallbackToFreePort: boolean;
+}
+
+export class MetricsPortInUseError extends Error {
+  override name = 'MetricsPortInUseError';
+}
+
 /** The worker has no HTTP API of its own: a minimal server exposes /metrics for Prometheus. */
 export async function startMetricsServer(
-  port: number,
-  host: string,
-): Promise<{ url: string; close: () => Promise<void> }> {
+  options: MetricsServerOptions,
+): Promise<{ url: string; movedFrom?: number; close: () => Promise<void> }> {
   const server = http.createServer((request, response) => {
     if (request.method !== 'GET' || request.url !== '/metrics') {
       response.writeHead(404).end();
@@ -17,13 +34,35 @@ export async function startMetricsServer(
       () => response.writeHead(500).end(),
     );
   });
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(port, host, resolve);
-  });
+  let movedFrom: number | undefined;
+  try {
+    await listen(server, options.port, options.host);
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'EADDRINUSE') throw error;
+    if (!options.fallbackToFreePort) {
+      throw new MetricsPortInUseError(
+        `METRICS_PORT=${options.port} on ${options.host} is already in use (another worker on this host?): ` +
+          'set METRICS_PORT to a free port, or to 0 for any free one',
+      );
+    }
+    movedFrom = options.port;
+    await listen(server, 0, options.host);
+  }
   const { port: bound } = server.address() as AddressInfo;
   return {
-    url: `http://${host}:${bound}/metrics`,
+    url: `http://${options.host}:${bound}/metrics`,
+    ...(movedFrom !== undefined ? { movedFrom } : {}),
     close: () => new Promise((resolve) => server.close(() => resolve())),
   };
+}
+
+function listen(server: http.Server, port: number, host: string): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    const onError = (error: Error) => reject(error);
+    server.once('error', onError);
+    server.listen(port, host, () => {
+      server.off('error', onError);
+      resolve();
+    });
+  });
 }

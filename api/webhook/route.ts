@@ -91,12 +91,10 @@ export const webhookRoute: FastifyPluginAsync<WebhookRouteOptions> = async (app:
         { eventId, issues: describeIssues(event.error) },
         'webhook rejected: malformed message.received',
       );
-      return reply
-        .code(422)
-        .send({
-          error: 'invalid_payload',
-          message: `Malformed message.received event: ${describeIssues(event.error)}`,
-        });
+      return reply.code(422).send({
+        error: 'invalid_payload',
+        message: `Malformed message.received event: ${describeIssues(event.error)}`,
+      });
     }
     const { inbox_id: inboxId, message_id: messageId, thread_id: threadId, timestamp } = event.data.message;
     const start = await startInboundWorkflow(

@@ -1,5 +1,6 @@
 import pg from 'pg';
 import { baselineSchemaSql, createBaselineApp } from './app';
+import { closeOnSignal } from './close-on-signal';
 
 /**
  * The baseline as a process (the bench runs it beside our ingress, on the same Postgres):
@@ -17,16 +18,7 @@ async function main(): Promise<void> {
     const port = typeof address === 'object' && address ? address.port : PORT;
     console.log(JSON.stringify({ msg: 'baseline listening', address: `http://${HOST}:${port}` }));
   });
-  const shutdown = () =>
-    server.close(
-      () =>
-        void pool.end().then(
-          () => process.exit(0),
-          () => process.exit(1),
-        ),
-    );
-  process.once('SIGTERM', shutdown);
-  process.once('SIGINT', shutdown);
+  closeOnSignal(server, () => pool.end());
 }
 
 main().catch((error: unknown) => {

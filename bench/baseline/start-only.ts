@@ -1,6 +1,7 @@
 import { createServer } from 'node:http';
 import { Client, Connection } from '@temporalio/client';
 import { startInboundWorkflow } from '../../api/start-inbound-workflow';
+import { closeOnSignal } from './close-on-signal';
 
 /**
  * A reference, not a product: the thinnest handler that starts our workflow. It reads the
@@ -39,16 +40,7 @@ async function main(): Promise<void> {
     });
   });
   server.listen(Number(PORT), HOST, () => console.log(JSON.stringify({ msg: 'start-only listening' })));
-  const shutdown = () =>
-    server.close(
-      () =>
-        void connection.close().then(
-          () => process.exit(0),
-          () => process.exit(1),
-        ),
-    );
-  process.once('SIGTERM', shutdown);
-  process.once('SIGINT', shutdown);
+  closeOnSignal(server, () => connection.close());
 }
 
 main().catch((error: unknown) => {

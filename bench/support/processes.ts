@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, writeSync } from 'node:fs';
 import path from 'node:path';
+import { tail } from '../../scripts/services/log-tail';
 
 /**
  * The servers under test run as processes of their own (never in the load generator's event
@@ -131,19 +132,6 @@ export class ServerProcess {
     const timer = setTimeout(() => this.child.kill('SIGKILL'), STOP_GRACE_MS);
     await this.exited;
     clearTimeout(timer);
-  }
-}
-
-export function tail(file: string, lines = 12): string {
-  try {
-    return readFileSync(file, 'utf8')
-      .trimEnd()
-      .split('\n')
-      .slice(-lines)
-      .map((line) => `  | ${line}`)
-      .join('\n');
-  } catch {
-    return '  (no log)';
   }
 }
 

@@ -1,4 +1,5 @@
 import type { HelpdeskRequestRecord, HelpdeskTicket } from './app';
+import { controlCall } from '../control-call';
 import type { HelpdeskFault, HelpdeskFaultInput } from './faults';
 
 /** Typed client for the help-desk stand-in's /_helpdesk control API (plain fetch, for tests and scripts). */
@@ -31,14 +32,7 @@ export class HelpdeskControl {
     return this.call('POST', '/_helpdesk/clock/advance', { ms });
   }
 
-  private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
-    const response = await fetch(`${this.baseUrl}${path}`, {
-      method,
-      ...(body !== undefined ? { body: JSON.stringify(body), headers: { 'content-type': 'application/json' } } : {}),
-    });
-    const parsed = (await response.json()) as T;
-    if (!response.ok)
-      throw new Error(`help-desk stand-in ${method} ${path} answered ${response.status}: ${JSON.stringify(parsed)}`);
-    return parsed;
+  private call<T>(method: string, path: string, body?: unknown): Promise<T> {
+    return controlCall<T>('help-desk stand-in', this.baseUrl, method, path, body);
   }
 }

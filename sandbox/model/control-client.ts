@@ -1,4 +1,5 @@
 import type { Behaviour, BehaviourInput } from './behaviours';
+import { controlCall } from '../control-call';
 import type { ModelCall } from './app';
 
 /** Typed client for the model stand-in's /_model control API (plain fetch, for tests and scripts). */
@@ -32,14 +33,7 @@ export class ModelStandInControl {
     await this.call('POST', '/_model/reset', {});
   }
 
-  private async call<T>(method: string, path: string, body?: unknown): Promise<T> {
-    const response = await fetch(`${this.baseUrl}${path}`, {
-      method,
-      ...(body !== undefined ? { body: JSON.stringify(body), headers: { 'content-type': 'application/json' } } : {}),
-    });
-    const parsed = (await response.json()) as T;
-    if (!response.ok)
-      throw new Error(`model stand-in ${method} ${path} answered ${response.status}: ${JSON.stringify(parsed)}`);
-    return parsed;
+  private call<T>(method: string, path: string, body?: unknown): Promise<T> {
+    return controlCall<T>('model stand-in', this.baseUrl, method, path, body);
   }
 }

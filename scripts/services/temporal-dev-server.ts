@@ -1,9 +1,10 @@
 // Runs `temporal server start-dev` (the CLI that scripts/setup.sh builds) as a child process.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, existsSync, mkdirSync, openSync, readFileSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, openSync, writeFileSync, writeSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import { Connection } from '@temporalio/client';
+import { tail } from './log-tail';
 import { SetupError, messageOf, sleep } from './main';
 import { LOOPBACK, assertPortFree, freePort } from './ports';
 
@@ -159,17 +160,4 @@ async function stopChild(child: ChildProcess, exited: Promise<unknown>): Promise
   const timer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
   await exited;
   clearTimeout(timer);
-}
-
-function tail(file: string, lines = 15): string {
-  try {
-    return readFileSync(file, 'utf8')
-      .trimEnd()
-      .split('\n')
-      .slice(-lines)
-      .map((line) => `  | ${line}`)
-      .join('\n');
-  } catch {
-    return '  (no log)';
-  }
 }

@@ -13,6 +13,8 @@ const repoRoot = path.resolve(__dirname, '..', '..');
  */
 export class AppProcess {
   readonly logLines: Array<Record<string, unknown>> = [];
+  /** What the process wrote to stderr (start-up failures are reported there). */
+  stderr = '';
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 
   private constructor(private readonly child: ChildProcess) {
@@ -31,6 +33,7 @@ export class AppProcess {
       }
     });
     child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+      this.stderr += chunk;
       if (process.env.TEST_LOG_LEVEL) process.stderr.write(`[${child.pid}] ${chunk}`);
     });
   }
@@ -39,7 +42,17 @@ export class AppProcess {
     h: Harness,
     options: { failpoints?: Failpoint[]; leaseMs?: number; env?: Record<string, string> } = {},
   ): Promise<AppProcess> {
-    const worker = AppProcess.spawn('worker', h, options.failpoints, {
+    const worker = AppProcess.spawnWorker(h, options);
+    await worker.waitForLog((line) => line.msg === 'worker polling', 'the worker to start polling', 30_000);
+    return worker;
+  }
+
+  /** A worker process, not waited for: a test of start-up failures watches it exit. */
+  static spawnWorker(
+    h: Harness,
+    options: { failpoints?: Failpoint[]; leaseMs?: number; env?: Record<string, string> } = {},
+  ): AppProcess {
+    return AppProcess.spawn('worker', h, options.failpoints, {
       AGENTMAIL_API_KEY: h.apiKey,
       AGENTMAIL_BASE_URL: h.sandboxUrl,
       REPLYONCE_WORKFLOW_BUNDLE: testEnv.workflowBundle,
@@ -47,8 +60,6 @@ export class AppProcess {
       METRICS_PORT: '0',
       ...options.env,
     });
-    await worker.waitForLog((line) => line.msg === 'worker polling', 'the worker to start polling', 30_000);
-    return worker;
   }
 
   /** The ingress on a free loopback port; `url` is its base URL once it listens. */
