@@ -102,6 +102,20 @@ describe('Postgres constraint and data errors (SQLSTATE 22xxx, 23xxx) are final:
     assert.equal(ran, false);
   });
 
+  test('an effect called without its key (a task from an older workflow version) is refused by name, before Postgres', async () => {
+    const store = new OperationStore(h.db);
+    const failure = await environment()
+      .run(() =>
+        runOperation(
+          store,
+          { key: undefined as unknown as string, kind: 'draft', request: {}, leaseMs: 5_000 },
+          async () => 1,
+        ),
+      )
+      .catch((error: unknown) => error);
+    assert.ok(failure instanceof ApplicationFailure && failure.type === 'OperationKeyMissing' && failure.nonRetryable);
+  });
+
   test('a result Postgres cannot store (U+0000 in jsonb) fails the operation for good: stored as failed, never run again', async () => {
     // Prepare
     const store = new OperationStore(h.db);

@@ -94,6 +94,8 @@ export const FailureType = {
   /** The help desk rejected the ticket as invalid (422 and other 4xx that retrying cannot fix). */
   TicketRejected: 'TicketRejected',
   InvalidReview: 'InvalidReview',
+  /** An effect activity was called without its operation key (a task scheduled by an older workflow version). */
+  OperationKeyMissing: 'OperationKeyMissing',
   /** Postgres refused a statement for good: a constraint or data error (SQLSTATE 22xxx, 23xxx). */
   DatabaseRejected: 'DatabaseRejected',
   /** AgentMail refused a request that retrying cannot fix (a 4xx other than 404, 408, 409, 429). */

@@ -52,6 +52,15 @@ export async function runOperation<T>(
   spec: OperationSpec,
   effect: (attempt: OwnedAttempt) => Promise<T>,
 ): Promise<OperationOutcome<T>> {
+  if (typeof spec.key !== 'string' || spec.key === '') {
+    // Keys come from the workflow. An activity task scheduled by an older workflow version (before a
+    // deploy) carries none: say so, rather than let Postgres refuse a null key.
+    throw ApplicationFailure.create({
+      type: FailureType.OperationKeyMissing,
+      message: `the ${spec.kind} activity got no operation key from its workflow; start the message's workflow again (its keys keep its effects single)`,
+      nonRetryable: true,
+    });
+  }
   const ownerToken = attemptOwnerToken();
   const report = (replayed: boolean): OperationOutcome<T>['operation'] => ({
     key: spec.key,
