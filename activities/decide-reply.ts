@@ -1,8 +1,9 @@
 import { log } from '@temporalio/activity';
 import type { AgentMailClient } from 'agentmail';
 import type { Db } from '../lib/db';
-import { decisionKey, replyKey, type MessageRef } from '../lib/keys';
+import type { MessageRef } from '../lib/keys';
 import * as metrics from '../lib/metrics';
+import type { OperationReport } from '../workflows/shared';
 import { fetchMessage } from './mail';
 import { runOperation } from './operation-store/run-operation';
 import type { OperationStore } from './operation-store/store';
@@ -38,16 +39,26 @@ export interface DecideDeps {
   leaseMs: number;
 }
 
+export interface DecideInput extends MessageRef {
+  /** The decision's operation key. */
+  key: string;
+  /** The key the message's budget reservation is kept under (its first reply key). */
+  budgetKey: string;
+}
+
 /**
  * Decides whether a reply is owed, once, and records it: a replay sees the same decision
  * even if the sender's budget has filled up since (the decision is an operation too). A reply
  * owed is a reply reserved: the budget's row is written in the same step (activities/reply-budget).
  */
-export async function decideReply(deps: DecideDeps, ref: MessageRef): Promise<ReplyDecision> {
+export async function decideReply(
+  deps: DecideDeps,
+  ref: DecideInput,
+): Promise<ReplyDecision & { operation: OperationReport }> {
   const outcome = await runOperation<ReplyDecision>(
     deps.store,
     {
-      key: decisionKey(ref),
+      key: ref.key,
       kind: 'decision',
       request: { inboxId: ref.inboxId, messageId: ref.messageId },
       leaseMs: deps.leaseMs,
@@ -68,20 +79,20 @@ export async function decideReply(deps: DecideDeps, ref: MessageRef): Promise<Re
       };
     },
   );
-  if (outcome.replayed && outcome.result.reply) await retakeReply(deps.db, replyKey(ref));
+  if (outcome.replayed && outcome.result.reply) await retakeReply(deps.db, ref.budgetKey);
   if (!outcome.replayed) {
     const { reason } = outcome.result;
     metrics.decisions.inc({ outcome: reason ?? 'reply' });
     // Ids only (the activity's log context carries the workflow id); never the sender's address.
     if (reason !== null) log.info('not answering automatically', { reason, messageId: ref.messageId });
   }
-  return outcome.result;
+  return { ...outcome.result, operation: outcome.operation };
 }
 
 /** The checks in order: whose inbox, who wrote, what the message says of itself, whom we would write to, the budget. */
 async function whyNotAnswer(
   deps: DecideDeps,
-  ref: MessageRef,
+  ref: DecideInput,
   message: Awaited<ReturnType<typeof fetchMessage>>,
 ): Promise<SkipReason | null> {
   if (deps.allowedInboxes.length > 0 && !deps.allowedInboxes.includes(ref.inboxId.toLowerCase()))
@@ -96,7 +107,7 @@ async function whyNotAnswer(
     return 'no-valid-recipient';
   const reservation = await reserveReply(
     deps.db,
-    { replyKey: replyKey(ref), inboxId: ref.inboxId, sender: sender.normalized, recipient: recipient.normalized },
+    { replyKey: ref.budgetKey, inboxId: ref.inboxId, sender: sender.normalized, recipient: recipient.normalized },
     { perAddress: deps.replyBudgetPerSender, perInboxPerHour: deps.replyCeilingPerInboxPerHour },
   );
   return reservation.granted ? null : reservation.reason;
@@ -106,6 +117,9 @@ async function whyNotAnswer(
  * Gives the message's reservation back when its reply will not be sent (a reviewer rejected it,
  * or the run failed before the send started). Idempotent: releasing twice releases once.
  */
-export async function releaseReplyBudget(deps: { db: Db }, ref: MessageRef): Promise<{ released: boolean }> {
-  return releaseReply(deps.db, replyKey(ref));
+export async function releaseReplyBudget(
+  deps: { db: Db },
+  input: { budgetKey: string },
+): Promise<{ released: boolean }> {
+  return releaseReply(deps.db, input.budgetKey);
 }

@@ -1,21 +1,21 @@
-import { ApplicationFailure, Context, log } from '@temporalio/activity';
+import { Context, log } from '@temporalio/activity';
 import type { AgentMailClient } from 'agentmail';
-import { draftKey, type MessageRef } from '../lib/keys';
-import { FailureType } from '../workflows/shared';
-import { MAX_DRAFT_CHARACTERS, type Drafter } from './drafting/drafter';
+import { OperationKind, type MessageRef } from '../lib/keys';
+import type { OperationReport } from '../workflows/shared';
+import { validDraft, type StoredDraft } from './drafts';
+import type { Drafter } from './drafting/drafter';
 import { fetchMessage, fetchThread } from './mail';
 import { runOperation } from './operation-store/run-operation';
 import type { OperationStore } from './operation-store/store';
 
-export interface StoredDraft {
-  text: string;
-  drafter: string;
+export interface DraftInput extends MessageRef {
+  /** The draft's operation key (…/draft/v1), derived by the workflow. */
+  key: string;
 }
 
 export interface DraftOutcome {
-  draftKey: string;
   characters: number;
-  replayed: boolean;
+  operation: OperationReport;
 }
 
 export interface DraftDeps {
@@ -29,11 +29,16 @@ export interface DraftDeps {
  * Drafts the reply once and stores the text under the draft key before any send. Only the
  * key and a length go back to the workflow: drafted text stays out of Temporal's history.
  */
-export async function draftReply(deps: DraftDeps, ref: MessageRef): Promise<DraftOutcome> {
-  const key = draftKey(ref);
+export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<DraftOutcome> {
+  const { key, ...ref } = input;
   const outcome = await runOperation<StoredDraft>(
     deps.store,
-    { key, kind: 'draft', request: { inboxId: ref.inboxId, messageId: ref.messageId }, leaseMs: deps.leaseMs },
+    {
+      key,
+      kind: OperationKind.draft,
+      request: { inboxId: ref.inboxId, messageId: ref.messageId },
+      leaseMs: deps.leaseMs,
+    },
     async () => {
       const message = await fetchMessage(deps.agentmail, ref);
       const thread = await fetchThread(deps.agentmail, ref.inboxId, message.threadId);
@@ -61,26 +66,5 @@ export async function draftReply(deps: DraftDeps, ref: MessageRef): Promise<Draf
       return { text: validDraft(text, deps.drafter.name), drafter: deps.drafter.name };
     },
   );
-  return { draftKey: key, characters: outcome.result.text.length, replayed: outcome.replayed };
-}
-
-/** Drafted text is checked before it is stored: non-empty plain text of a sane length. */
-export function validDraft(text: string, drafter: string): string {
-  const trimmed = text.trim();
-  const problem =
-    trimmed === ''
-      ? 'is empty'
-      : trimmed.length > MAX_DRAFT_CHARACTERS
-        ? `is longer than ${MAX_DRAFT_CHARACTERS} characters`
-        : /<\/?[a-z][\s\S]*?>/i.test(trimmed)
-          ? 'contains HTML; replies are plain text'
-          : null;
-  if (problem) {
-    throw ApplicationFailure.create({
-      type: FailureType.InvalidDraft,
-      message: `the ${drafter} drafter's output ${problem}`,
-      nonRetryable: true,
-    });
-  }
-  return trimmed;
+  return { characters: outcome.result.text.length, operation: outcome.operation };
 }

@@ -2,8 +2,9 @@ import type { AgentMailClient } from 'agentmail';
 import { DEFAULT_REPLY_CEILING_PER_INBOX_PER_HOUR, DEFAULT_REPLY_MAX_AGE_MS } from '../lib/config';
 import type { Db } from '../lib/db';
 import type { MessageRef } from '../lib/keys';
-import { decideReply, releaseReplyBudget } from './decide-reply';
-import { draftReply } from './draft-reply';
+import { withFailureBoundary } from './activity-boundary';
+import { decideReply, releaseReplyBudget, type DecideInput } from './decide-reply';
+import { draftReply, type DraftInput } from './draft-reply';
 import type { Drafter } from './drafting/drafter';
 import { labelMessage } from './label-message';
 import { openTicket, type TicketInput } from './open-ticket';
@@ -11,7 +12,7 @@ import { OperationStore } from './operation-store/store';
 import { OwnAddresses } from './own-addresses';
 import { pruneExpiredRecords } from './retention';
 import { catchUpInboxForWatchdog, checkWebhooks, reenableWebhook } from './webhook-watchdog';
-import { createProviderDraft, recallReview, recordReview, reviseDraft } from './review';
+import { createProviderDraft, recallReview, recordReview, reviseDraft, type ProviderDraftInput } from './review';
 import { sendApprovedDraft, sendReply, type DraftSendInput, type SendInput } from './send-reply';
 import type { ReviewInput } from '../workflows/shared';
 import type { TicketProvider } from './tickets/ticket-provider';
@@ -49,7 +50,11 @@ export interface ActivityDeps {
   watchdogWebhookIds?: readonly string[];
 }
 
-/** The activities, closed over their dependencies (the worker builds these once). */
+/**
+ * The activities, closed over their dependencies (the worker builds these once). Each effect
+ * takes its operation key from the workflow (lib/keys.ts, derived there once) and reports its
+ * operation back; every failure leaves through one boundary (activity-boundary.ts).
+ */
 export function createActivities(deps: ActivityDeps) {
   const store = new OperationStore(deps.db);
   const common = { ...deps, store };
@@ -67,24 +72,24 @@ export function createActivities(deps: ActivityDeps) {
     webhookIds: deps.watchdogWebhookIds ?? [],
     operationRetentionDays,
   };
-  return {
-    decideReply: (ref: MessageRef) => decideReply(decide, ref),
-    releaseReplyBudget: (ref: MessageRef) => releaseReplyBudget(deps, ref),
-    draftReply: (ref: MessageRef) => draftReply(common, ref),
+  return withFailureBoundary({
+    decideReply: (input: DecideInput) => decideReply(decide, input),
+    releaseReplyBudget: (input: { budgetKey: string }) => releaseReplyBudget(deps, input),
+    draftReply: (input: DraftInput) => draftReply(common, input),
     openTicket: (input: TicketInput) => openTicket(common, input),
     sendReply: (input: SendInput) => sendReply(common, input),
     labelMessage: (ref: MessageRef) => labelMessage(deps.agentmail, ref),
-    recallReview: (ref: MessageRef) => recallReview(common, ref),
-    recordReview: (input: MessageRef & { review: ReviewInput }) => recordReview(common, input),
-    reviseDraft: (input: MessageRef & { version: number }) => reviseDraft(common, input),
-    createProviderDraft: (input: MessageRef & { version: number }) => createProviderDraft(common, input),
+    recallReview: (input: { key: string }) => recallReview(common, input),
+    recordReview: (input: MessageRef & { key: string; review: ReviewInput }) => recordReview(common, input),
+    reviseDraft: (input: MessageRef & { key: string; reviewKey: string }) => reviseDraft(common, input),
+    createProviderDraft: (input: ProviderDraftInput) => createProviderDraft(common, input),
     sendApprovedDraft: (input: DraftSendInput) => sendApprovedDraft(common, input),
     checkWebhooks: () => checkWebhooks(watchdog),
     reenableWebhook: (input: { webhookId: string }) => reenableWebhook(watchdog, input),
     catchUpInbox: (input: { inboxId: string }) => catchUpInboxForWatchdog(watchdog, input),
     pruneExpiredRecords: (input: { batchSize?: number } = {}) =>
       pruneExpiredRecords({ db: deps.db, operationRetentionDays }, input),
-  };
+  });
 }
 
 export type Activities = ReturnType<typeof createActivities>;

@@ -1,6 +1,7 @@
 import { log } from '@temporalio/activity';
 import { AgentMail, type AgentMailClient } from 'agentmail';
 import type { MessageRef } from '../lib/keys';
+import { providerFailure } from './provider-errors';
 
 /**
  * Labels are set-like (add "replied", remove "unread"), so this effect is idempotent by nature: no key.
@@ -14,7 +15,7 @@ export async function labelMessage(agentmail: AgentMailClient, ref: MessageRef):
       removeLabels: ['unread'],
     });
   } catch (error) {
-    if (!(error instanceof AgentMail.NotFoundError)) throw error;
+    if (!(error instanceof AgentMail.NotFoundError)) throw providerFailure(error, `labelling ${ref.messageId}`);
     log.warn('message no longer at AgentMail: not labelled', { inboxId: ref.inboxId, messageId: ref.messageId });
   }
 }

@@ -1,8 +1,9 @@
 import { ApplicationFailure } from '@temporalio/activity';
-import { AgentMail, AgentMailError, type AgentMailClient } from 'agentmail';
+import { AgentMail, type AgentMailClient } from 'agentmail';
 import { LRUCache } from 'lru-cache';
 import type { MessageRef } from '../lib/keys';
 import { FailureType } from '../workflows/shared';
+import { providerFailure } from './provider-errors';
 
 /** Reads from AgentMail (no effect, no key): the message and its thread, by id. */
 
@@ -44,7 +45,7 @@ export async function fetchThread(
   }
 }
 
-/** A missing message will not appear by retrying; anything else (5xx, timeout) may pass. */
+/** A missing message will not appear by retrying; the rest as provider-errors.ts says (never the body). */
 function asReadFailure(error: unknown, what: string): unknown {
   if (error instanceof AgentMail.NotFoundError) {
     return ApplicationFailure.create({
@@ -53,14 +54,7 @@ function asReadFailure(error: unknown, what: string): unknown {
       nonRetryable: true,
     });
   }
-  if (error instanceof AgentMailError && error.statusCode === 401) {
-    return ApplicationFailure.create({
-      type: 'AgentMailUnauthorized',
-      message: 'AgentMail rejected the API key (401): check AGENTMAIL_API_KEY',
-      nonRetryable: false,
-    });
-  }
-  return error;
+  return providerFailure(error, `reading ${what}`);
 }
 
 /** `"Ada Lovelace" <ada@example.com>` → `ada@example.com`. */

@@ -1,12 +1,15 @@
 import { Context } from '@temporalio/activity';
 import type { AgentMailClient } from 'agentmail';
-import { ticketKey, type MessageRef } from '../lib/keys';
+import { OperationKind, type MessageRef } from '../lib/keys';
+import type { OperationReport } from '../workflows/shared';
 import { fetchMessage } from './mail';
 import { runOperation } from './operation-store/run-operation';
 import type { OperationStore } from './operation-store/store';
 import type { TicketProvider } from './tickets/ticket-provider';
 
 export interface TicketInput extends MessageRef {
+  /** The ticket's operation key (…/ticket/v1), derived by the workflow; also the help desk's external id. */
+  key: string;
   threadId: string;
   /** Why the ticket exists: answered by the agent, or skipped and why. Part of the request. */
   note: string;
@@ -22,8 +25,8 @@ export interface TicketDeps {
 export async function openTicket(
   deps: TicketDeps,
   input: TicketInput,
-): Promise<{ ticketId: string; replayed: boolean }> {
-  const key = ticketKey(input);
+): Promise<{ ticketId: string; operation: OperationReport }> {
+  const { key, ...ticket } = input;
   const request = {
     inboxId: input.inboxId,
     messageId: input.messageId,
@@ -33,12 +36,12 @@ export async function openTicket(
   };
   const outcome = await runOperation<{ ticketId: string }>(
     deps.store,
-    { key, kind: 'ticket', request, leaseMs: deps.leaseMs },
+    { key, kind: OperationKind.ticket, request, leaseMs: deps.leaseMs },
     async (attempt) => {
       const message = await fetchMessage(deps.agentmail, input);
       return deps.tickets.create(
         {
-          ...input,
+          ...ticket,
           externalId: key,
           subject: message.subject ?? '(no subject)',
           message: {
@@ -52,5 +55,5 @@ export async function openTicket(
       );
     },
   );
-  return { ticketId: outcome.result.ticketId, replayed: outcome.replayed };
+  return { ticketId: outcome.result.ticketId, operation: outcome.operation };
 }

@@ -1,20 +1,21 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import type { AgentMailClient } from 'agentmail';
 import { providerIdempotencyKey } from '../lib/hashing';
-import { draftKey, providerDraftKey, reviewKey, type MessageRef } from '../lib/keys';
-import { FailureType, type ReviewInput } from '../workflows/shared';
-import { validDraft, type StoredDraft } from './draft-reply';
+import { OperationKind, type MessageRef } from '../lib/keys';
+import { FailureType, type OperationReport, type ReviewInput } from '../workflows/shared';
+import { storeDraftVersion, storedDraft, validDraft } from './drafts';
 import { fetchMessage } from './mail';
 import { runOperation } from './operation-store/run-operation';
 import type { OperationStore } from './operation-store/store';
+import { providerFailure } from './provider-errors';
 import { recipientOf } from './recipients';
-import { storedDraft } from './send-reply';
 
 /**
  * The human-approval path. A reviewer's verdict is stored like any effect, under
  * `…/review/v1`, so a replay of the workflow (a retry, a run after Temporal's retention) sees
  * the first verdict instead of asking again; the AgentMail draft the reviewer sees is created
- * once per draft version, with a client_id derived from its operation key.
+ * once per draft version, with a client_id derived from its operation key. Every key comes
+ * from the workflow.
  */
 
 export interface ReviewDeps {
@@ -30,62 +31,70 @@ export interface StoredReview {
   text: string | null;
 }
 
-/** The verdict stored for this message, if a reviewer already gave one. */
-export async function recallReview(deps: ReviewDeps, ref: MessageRef): Promise<StoredReview | null> {
-  const row = await deps.store.get(reviewKey(ref));
-  return row?.status === 'complete' ? (row.result as StoredReview) : null;
+export type ReviewOutcome = StoredReview & { operation: OperationReport };
+
+/** The verdict stored under the review key, if a reviewer already gave one (a replay of it). */
+export async function recallReview(deps: ReviewDeps, input: { key: string }): Promise<ReviewOutcome | null> {
+  const review = await deps.store.completed<StoredReview>(input.key, OperationKind.review);
+  return review === undefined
+    ? null
+    : { ...review, operation: { key: input.key, kind: OperationKind.review, state: 'replayed' } };
 }
 
 /** Stores the verdict; the first one wins, a later one replays it. */
 export async function recordReview(
   deps: ReviewDeps,
-  input: MessageRef & { review: ReviewInput },
-): Promise<StoredReview & { edited: boolean }> {
+  input: MessageRef & { key: string; review: ReviewInput },
+): Promise<ReviewOutcome> {
   const outcome = await runOperation<StoredReview>(
     deps.store,
     {
-      key: reviewKey(input),
-      kind: 'review',
+      key: input.key,
+      kind: OperationKind.review,
       request: { inboxId: input.inboxId, messageId: input.messageId },
       leaseMs: deps.leaseMs,
     },
     async () => ({
       verdict: input.review.verdict,
       reviewer: input.review.reviewer ?? null,
+      // The same rule the workflow's Update validator applied: an edit it accepted passes here.
       text:
         input.review.verdict === 'approve' && input.review.text !== undefined
-          ? validDraft(input.review.text, 'reviewer')
+          ? validDraft(input.review.text, 'the reviewer')
           : null,
     }),
   );
-  return { ...outcome.result, edited: outcome.result.text !== null };
+  return { ...outcome.result, operation: outcome.operation };
 }
 
-/** Stores the reviewer's edited text as the next draft version (…/draft/v2), before any send. */
+/** Stores the reviewer's edited text (kept under the review key) as the next draft version, before any send. */
 export async function reviseDraft(
   deps: ReviewDeps,
-  input: MessageRef & { version: number },
-): Promise<{ draftKey: string }> {
-  const review = await recallReview(deps, input);
+  input: MessageRef & { key: string; reviewKey: string },
+): Promise<{ characters: number; operation: OperationReport }> {
+  const review = await deps.store.completed<StoredReview>(input.reviewKey, OperationKind.review);
   if (review?.text == null) {
     throw ApplicationFailure.create({
       type: FailureType.InvalidReview,
-      message: `no edited text stored under ${reviewKey(input)}`,
+      message: `no edited text stored under ${input.reviewKey}`,
       nonRetryable: true,
     });
   }
-  const key = draftKey(input, input.version);
-  await runOperation<StoredDraft>(
-    deps.store,
-    {
-      key,
-      kind: 'draft',
-      request: { inboxId: input.inboxId, messageId: input.messageId, source: reviewKey(input) },
-      leaseMs: deps.leaseMs,
-    },
-    async () => ({ text: review.text as string, drafter: `reviewer${review.reviewer ? `:${review.reviewer}` : ''}` }),
-  );
-  return { draftKey: key };
+  return storeDraftVersion(deps, {
+    key: input.key,
+    inboxId: input.inboxId,
+    messageId: input.messageId,
+    source: input.reviewKey,
+    text: review.text,
+    author: `reviewer${review.reviewer ? `:${review.reviewer}` : ''}`,
+  });
+}
+
+export interface ProviderDraftInput extends MessageRef {
+  /** This AgentMail draft's operation key (…/provider-draft/vN); its client_id derives from it. */
+  key: string;
+  /** The draft text's key (…/draft/vN): what the reviewer sees. */
+  draftKey: string;
 }
 
 /**
@@ -94,23 +103,32 @@ export async function reviseDraft(
  */
 export async function createProviderDraft(
   deps: ReviewDeps,
-  input: MessageRef & { version: number },
-): Promise<{ draftId: string; draftKey: string }> {
-  const textKey = draftKey(input, input.version);
-  const draft = await storedDraft(deps.store, textKey);
+  input: ProviderDraftInput,
+): Promise<{ draftId: string; operation: OperationReport }> {
+  const draft = await storedDraft(deps.store, input.draftKey);
   const inbound = await fetchMessage(deps.agentmail, input);
-  const key = providerDraftKey(input, input.version);
   const request = {
     to: [recipientOf(inbound, input)],
     subject: /^re:/i.test(inbound.subject ?? '') ? inbound.subject : `Re: ${inbound.subject ?? ''}`,
     text: draft.text,
     inReplyTo: input.messageId,
-    clientId: providerIdempotencyKey(key),
+    clientId: providerIdempotencyKey(input.key),
   };
   const outcome = await runOperation<{ draftId: string }>(
     deps.store,
-    { key, kind: 'provider-draft', request: { inboxId: input.inboxId, ...request }, leaseMs: deps.leaseMs },
-    async () => ({ draftId: (await deps.agentmail.inboxes.drafts.create(input.inboxId, request)).draftId }),
+    {
+      key: input.key,
+      kind: OperationKind.providerDraft,
+      request: { inboxId: input.inboxId, ...request },
+      leaseMs: deps.leaseMs,
+    },
+    async () => {
+      try {
+        return { draftId: (await deps.agentmail.inboxes.drafts.create(input.inboxId, request)).draftId };
+      } catch (error) {
+        throw providerFailure(error, `creating the AgentMail draft for ${input.key}`);
+      }
+    },
   );
-  return { draftId: outcome.result.draftId, draftKey: textKey };
+  return { draftId: outcome.result.draftId, operation: outcome.operation };
 }

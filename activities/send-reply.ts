@@ -2,18 +2,24 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { AgentMail, AgentMailError, type AgentMailClient } from 'agentmail';
 import { providerIdempotencyKey } from '../lib/hashing';
 import * as metrics from '../lib/metrics';
-import type { MessageRef } from '../lib/keys';
-import { FailureType } from '../workflows/shared';
-import type { StoredDraft } from './draft-reply';
+import { OperationKind, type MessageRef } from '../lib/keys';
+import { providerErrorText } from '../lib/provider-errors';
+import { FailureType, type OperationReport } from '../workflows/shared';
+import { storedDraft } from './drafts';
 import { emailAddress, fetchMessage, fetchThread } from './mail';
 import { runOperation, type OwnedAttempt } from './operation-store/run-operation';
 import type { OperationStore } from './operation-store/store';
+import { providerFailure } from './provider-errors';
 import { recipientOf } from './recipients';
 
 export interface SendInput extends MessageRef {
+  /** The stored text to send (…/draft/vN). */
   draftKey: string;
+  /** This send's operation key (…/reply/vN); AgentMail's Idempotency-Key derives from it. */
   replyKey: string;
 }
+
+export type SendOutcome = SentReply & { replayed: boolean; operation: OperationReport };
 
 export interface SentReply {
   messageId: string;
@@ -39,7 +45,7 @@ export const REPLY_HEADERS = { 'Auto-Submitted': 'auto-replied' } as const;
  * and sent with an Idempotency-Key derived from the reply key, so a retry after a lost
  * response gets the original message back instead of a second email.
  */
-export async function sendReply(deps: SendDeps, input: SendInput): Promise<SentReply & { replayed: boolean }> {
+export async function sendReply(deps: SendDeps, input: SendInput): Promise<SendOutcome> {
   const draft = await storedDraft(deps.store, input.draftKey);
   const inbound = await fetchMessage(deps.agentmail, input);
   const request: AgentMail.ReplyToMessageRequest = {
@@ -60,10 +66,7 @@ export interface DraftSendInput extends SendInput {
  * Sends an approved AgentMail draft (`drafts.send`), at most once per reply key, with the
  * same Idempotency-Key rule and provider-outcome handling as a direct reply.
  */
-export async function sendApprovedDraft(
-  deps: SendDeps,
-  input: DraftSendInput,
-): Promise<SentReply & { replayed: boolean }> {
+export async function sendApprovedDraft(deps: SendDeps, input: DraftSendInput): Promise<SendOutcome> {
   const draft = await storedDraft(deps.store, input.draftKey);
   const inbound = await fetchMessage(deps.agentmail, input);
   const resolved = {
@@ -98,10 +101,10 @@ async function sendOnce(
   threadId: string,
   resolvedRequest: unknown,
   send: () => Promise<SentReply>,
-): Promise<SentReply & { replayed: boolean }> {
+): Promise<SendOutcome> {
   const outcome = await runOperation<SentReply>(
     deps.store,
-    { key: input.replyKey, kind: 'reply', request: resolvedRequest, leaseMs: deps.leaseMs },
+    { key: input.replyKey, kind: OperationKind.reply, request: resolvedRequest, leaseMs: deps.leaseMs },
     async (attempt) => {
       const earlier = await reconcileIfKeyMayHaveExpired(deps, input, threadId, attempt);
       return earlier ?? (await send());
@@ -116,19 +119,7 @@ async function sendOnce(
     throw error;
   });
   metrics.sends.inc({ outcome: outcome.replayed ? 'replayed' : outcome.result.reconciled ? 'reconciled' : 'sent' });
-  return { ...outcome.result, replayed: outcome.replayed };
-}
-
-export async function storedDraft(store: OperationStore, draftKey: string): Promise<StoredDraft> {
-  const row = await store.get(draftKey);
-  if (row?.status !== 'complete') {
-    throw ApplicationFailure.create({
-      type: FailureType.DraftMissing,
-      message: `no stored draft under ${draftKey}; the draft must be stored before any send`,
-      nonRetryable: true,
-    });
-  }
-  return row.result as StoredDraft;
+  return { ...outcome.result, replayed: outcome.replayed, operation: outcome.operation };
 }
 
 async function deliver(
@@ -148,42 +139,47 @@ async function deliver(
 
 /**
  * DESIGN.md's provider-outcome table. Only answers that prove our own bug are final; every
- * unknown outcome (timeout, 5xx, reset) is retried with the same key, never a new one.
+ * unknown outcome (timeout, 5xx, reset) is retried with the same key, never a new one. The
+ * failures say what AgentMail answered (status, error name, its code), never its body:
+ * a body can quote the reply's text and recipients (lib/provider-errors.ts).
  */
 export function classifySendError(error: unknown, replyKey: string): unknown {
+  const answer = providerErrorText(error);
   if (error instanceof AgentMail.ConflictError) {
-    const detail = conflictDetail(error);
-    if (/progress|in.flight|processing|concurrent/i.test(detail)) {
+    if (stillInFlight(error)) {
       return ApplicationFailure.create({
         type: 'ReplyInProgress',
-        message: `AgentMail is still processing the first request for ${replyKey}: ${detail}`,
+        message: `AgentMail is still processing the first request for ${replyKey}: ${answer}`,
         nonRetryable: false,
       });
     }
     return ApplicationFailure.create({
       type: FailureType.ReplyConflict,
-      message: `AgentMail refused ${replyKey}: the key was used with a different request (${detail})`,
+      message: `AgentMail refused ${replyKey}: the key was used with a different request (${answer})`,
       nonRetryable: true,
     });
   }
   if (error instanceof AgentMail.ValidationError || (error instanceof AgentMailError && error.statusCode === 400)) {
     return ApplicationFailure.create({
       type: FailureType.ReplyRejected,
-      message: `AgentMail rejected the reply for ${replyKey} as invalid (400)`,
+      message: `AgentMail rejected the reply for ${replyKey} as invalid: ${answer}`,
       nonRetryable: true,
     });
   }
+  const failure = providerFailure(error, `sending ${replyKey}`);
+  if (failure.nonRetryable || failure.type === 'AgentMailUnauthorized') return failure;
   return ApplicationFailure.create({
     type: 'ReplyOutcomeUnknown',
-    message: `sending ${replyKey} ended without an answer we can trust (${error instanceof Error ? error.message : String(error)}); retrying with the same key`,
+    message: `sending ${replyKey} ended without an answer we can trust (${answer}); retrying with the same key`,
     nonRetryable: false,
-    cause: error instanceof Error ? error : undefined,
   });
 }
 
-function conflictDetail(error: AgentMailError): string {
-  const body = error.body as { message?: unknown; name?: unknown } | undefined;
-  return typeof body?.message === 'string' ? body.message : error.message;
+/** A 409 for a key whose first request is still being processed, as opposed to a key reused with another request. */
+function stillInFlight(error: AgentMailError): boolean {
+  const body = error.body as { message?: unknown; code?: unknown } | undefined;
+  const said = [body?.code, body?.message].filter((v): v is string => typeof v === 'string').join(' ');
+  return /progress|in.flight|processing|concurrent/i.test(said || error.message);
 }
 
 /**

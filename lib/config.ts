@@ -200,7 +200,6 @@ const replaySchema = z.object({ ...commonVars, ...agentmailVars, OPERATION_RETEN
 export type ApiConfig = z.infer<typeof apiSchema>;
 export type ReplayConfig = z.infer<typeof replaySchema>;
 export type WorkerConfig = z.infer<typeof workerSchema>;
-export type TemporalConfig = z.infer<z.ZodObject<typeof temporalVars>>;
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -225,5 +224,3 @@ export const loadWorkerConfig = (env: NodeJS.ProcessEnv = process.env): WorkerCo
   parseEnv(workerSchema, env, 'worker');
 export const loadReplayConfig = (env: NodeJS.ProcessEnv = process.env): ReplayConfig =>
   parseEnv(replaySchema, env, 'replay');
-export const loadTemporalConfig = (env: NodeJS.ProcessEnv = process.env): TemporalConfig =>
-  parseEnv(z.object(temporalVars), env, 'Temporal set-up');

@@ -7,25 +7,30 @@
  * Never set in production; an unknown name is a typo and stops the process at start-up.
  */
 
-export const FAILPOINTS = [
-  'decision.after-effect',
-  'decision.after-store',
-  'draft.after-effect',
-  'draft.after-store',
-  'ticket.after-effect',
-  'ticket.after-store',
-  'reply.after-effect',
-  'reply.after-store',
+/** The effects that have failpoints around their store (runOperation): crash before and after the row is completed. */
+export const EFFECT_FAILPOINT_KINDS = ['decision', 'draft', 'ticket', 'reply'] as const;
+export type EffectFailpointKind = (typeof EFFECT_FAILPOINT_KINDS)[number];
+export type EffectStage = 'after-effect' | 'after-store';
+
+export type Failpoint = `${EffectFailpointKind}.${EffectStage}` | 'ingress.after-start';
+
+/** Every failpoint: a closed set, so a typo is a type error in code and a start-up error in REPLYONCE_FAILPOINTS. */
+export const FAILPOINTS: readonly Failpoint[] = [
+  ...EFFECT_FAILPOINT_KINDS.flatMap((kind): Failpoint[] => [`${kind}.after-effect`, `${kind}.after-store`]),
   'ingress.after-start',
-] as const;
-export type Failpoint = (typeof FAILPOINTS)[number];
+];
+
+/** The failpoint of an effect's stage, or undefined for an effect that has none (provider-draft, review, …). */
+export function effectFailpoint(kind: string, stage: EffectStage): Failpoint | undefined {
+  return FAILPOINTS.find((name) => name === `${kind}.${stage}`);
+}
 
 function armedFromEnv(): ReadonlySet<string> {
   const names = (process.env.REPLYONCE_FAILPOINTS ?? '')
     .split(',')
     .map((s) => s.trim())
     .filter(Boolean);
-  const unknown = names.filter((name) => !(FAILPOINTS as readonly string[]).includes(name));
+  const unknown = names.filter((name) => !FAILPOINTS.some((known) => known === name));
   if (unknown.length > 0)
     throw new Error(
       `REPLYONCE_FAILPOINTS names unknown failpoints: ${unknown.join(', ')} (known: ${FAILPOINTS.join(', ')})`,
@@ -35,7 +40,8 @@ function armedFromEnv(): ReadonlySet<string> {
 
 const armed = armedFromEnv();
 
-export function failpoint(name: Failpoint): void {
+/** Dies here when `name` is armed; undefined (an effect without failpoints) is never armed. */
+export function failpoint(name: Failpoint | undefined): void {
   // SIGKILL, not an exception: nothing after this line runs, no finally, no cleanup — a crash.
-  if (armed.has(name)) process.kill(process.pid, 'SIGKILL');
+  if (name !== undefined && armed.has(name)) process.kill(process.pid, 'SIGKILL');
 }

@@ -1,6 +1,10 @@
+import { sha256 } from '@noble/hashes/sha2.js';
+import { bytesToHex, utf8ToBytes } from '@noble/hashes/utils.js';
+
 /**
  * Operation keys: one per business effect, stable across retries, restarts and replays.
- * Pure string functions (no hashing) so workflow code can derive them deterministically.
+ * Derived in the workflow (which passes each key to the activity that runs it), so this module
+ * stays deterministic and free of Node built-ins: its hash is @noble/hashes' pure-JS sha256.
  * A key is versioned only when the *intended* action changes (an approver edits the text:
  * v2); a retry, a timeout or a restart never makes a new key.
  */
@@ -23,8 +27,33 @@ export interface MessageRef {
 }
 
 /**
- * `<inbox>/<message>/<kind>/v<version>`, as in DESIGN.md's key table. `kind` is one of the
- * workflow's OperationKind values, or a new effect's own (activities/examples/refund.ts).
+ * The longest inbox or message id kept as is in a key, in code points (Postgres's char_length).
+ * Two parts at this length, a kind and a version stay far inside `operations.operation_key`'s
+ * CHECK (≤ 1000 characters) and inside a btree entry (≤ 2704 bytes) even at 4 bytes a character.
+ */
+export const MAX_KEY_PART = 200;
+/** What a long part keeps readable in front of its hash. */
+const LONG_PART_PREFIX = 64;
+/** Marks a hashed part. A raw part never contains it (see keyPart), so no raw id can pose as a hashed one. */
+const HASHED = '…#';
+
+const sha256Hex = (text: string): string => bytesToHex(sha256(utf8ToBytes(text)));
+
+/**
+ * An id as it appears in a key: itself when short (every key written before long ids were
+ * hashed stays the same), else `<first 64 code points>…#<sha256 hex of the whole id>`. An id
+ * that contains `…` is hashed too, whatever its length, so the two forms cannot collide.
+ */
+export function keyPart(id: string): string {
+  const codePoints = [...id];
+  if (codePoints.length <= MAX_KEY_PART && !id.includes('…')) return id;
+  return `${codePoints.slice(0, LONG_PART_PREFIX).join('')}${HASHED}${sha256Hex(id)}`;
+}
+
+/**
+ * `<inbox>/<message>/<kind>/v<version>`, as in DESIGN.md's key table, with long ids hashed
+ * (keyPart). `kind` is one of the workflow's OperationKind values, or a new effect's own
+ * (examples/refund.ts).
  */
 export function operationKey(ref: MessageRef, kind: OperationKind | (string & {}), version = 1): string {
   if (!/^[a-z][a-z0-9-]{0,49}$/.test(kind))
@@ -33,7 +62,7 @@ export function operationKey(ref: MessageRef, kind: OperationKind | (string & {}
     );
   if (!Number.isInteger(version) || version < 1)
     throw new RangeError(`operation key version must be a positive integer, got ${version}`);
-  return `${ref.inboxId}/${ref.messageId}/${kind}/v${version}`;
+  return `${keyPart(ref.inboxId)}/${keyPart(ref.messageId)}/${kind}/v${version}`;
 }
 
 export const decisionKey = (ref: MessageRef) => operationKey(ref, OperationKind.decision);

@@ -73,7 +73,7 @@ export function buildSandbox(options: SandboxOptions): Sandbox {
     const fault = state.faults.draw(request.raw, request.method, decodedPath(request.url));
     if (fault?.action === 'status') {
       const status = fault.status ?? 500;
-      return reply.code(status).send(errorBodyFor(status, `injected fault: status ${status}`));
+      return reply.code(status).send(errorBodyFor(status, fault.message ?? `injected fault: status ${status}`));
     }
     if (fault?.action === 'drop-before-commit') {
       reply.hijack();

@@ -6,7 +6,8 @@ import { z } from 'zod';
  * Fault injection for the AgentMail API (/v0 only), to make ugly timing windows reproducible:
  *  - delay: the request takes `ms` longer. On sends the pause sits between claiming the
  *    Idempotency-Key and sending, so a second request with the key sees "in progress".
- *  - status: answer `status` without doing anything.
+ *  - status: answer `status` without doing anything; `message` sets the error body's message
+ *    (as AgentMail's own 4xx bodies can quote what was sent: a test checks it never leaks).
  *  - drop-before-commit: reset the connection before anything happens.
  *  - drop-after-commit: do the work (email sent, key recorded), then reset the connection
  *    instead of answering: the client cannot know the outcome.
@@ -27,6 +28,7 @@ export const faultRuleSchema = z.object({
   action: z.enum(['delay', 'status', 'drop-after-commit', 'drop-before-commit']),
   ms: z.number().int().min(0).max(600_000).optional(),
   status: z.number().int().min(100).max(599).optional(),
+  message: z.string().max(10_000).optional(),
 });
 export type FaultRuleInput = z.input<typeof faultRuleSchema>;
 

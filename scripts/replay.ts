@@ -24,6 +24,7 @@ import { InboxCursors } from '../api/catch-up/inbox-cursors';
 import { createAgentMailClient } from '../lib/agentmail';
 import { ConfigError, loadReplayConfig } from '../lib/config';
 import { createDb } from '../lib/db';
+import { isAgentMailError, providerErrorText } from '../lib/provider-errors';
 import { runMain, SetupError } from './services/main';
 
 const USAGE = 'usage: npm run replay -- (--inbox <inbox id> [--inbox …] | --all) [--since <ISO time | 36h | 6d>]';
@@ -197,9 +198,11 @@ if (require.main === module) {
   // A bad setting or request is the person's to fix: one line, no stack.
   runMain(() =>
     main().catch((error: unknown) => {
-      throw error instanceof ConfigError || error instanceof CatchUpRequestError
-        ? new SetupError(error.message)
-        : error;
+      if (error instanceof ConfigError || error instanceof CatchUpRequestError) throw new SetupError(error.message);
+      // Status and name only: the SDK's message holds AgentMail's whole response body.
+      if (isAgentMailError(error))
+        throw new SetupError(`${providerErrorText(error)}; running the replay again is safe`);
+      throw error;
     }),
   );
 }

@@ -3,13 +3,14 @@ import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
-import { WorkflowUpdateFailedError } from '@temporalio/client';
+import { ApplicationFailure, WorkflowUpdateFailedError } from '@temporalio/client';
 import { inboundWorkflowId, providerIdempotencyKey } from '../lib/hashing';
-import { replyKey, type MessageRef } from '../lib/keys';
+import { decisionKey, draftKey, providerDraftKey, replyKey, reviewKey, ticketKey, type MessageRef } from '../lib/keys';
 import { temporalCliPath } from '../scripts/services/temporal-dev-server';
-import { INBOUND_MESSAGE_WORKFLOW, reviewUpdate, type ReplyStatus } from '../workflows/shared';
+import { INBOUND_MESSAGE_WORKFLOW, operationsQuery, reviewUpdate, type ReplyStatus } from '../workflows/shared';
 import { testEnv } from './support/env';
 import { Harness } from './support/harness';
+import { historyText } from './support/history';
 import { eventually } from './support/temporal';
 
 // Human approval: a reply to an inbox that requires it waits, as an AgentMail draft, for a
@@ -94,21 +95,58 @@ describe('a reply that needs approval', () => {
     assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 1);
   });
 
-  test('approval with edited text sends the edit under the next key version (…/reply/v2), never v1', async () => {
+  test('approval with edited text (a link and an address in angle brackets) sends the edit under the next key version (…/reply/v2), never v1', async () => {
     const ref = await awaitingApproval();
     const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
-    await handle.executeUpdate(reviewUpdate, {
-      args: [{ verdict: 'approve', text: 'We have refunded your order today.', reviewer: 'grace' }],
-    });
+    const edit =
+      'We have refunded your order today: <https://example.com/refunds/42>.\nQuestions: <billing@example.com>';
+    await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', text: edit, reviewer: 'grace' }] });
     const result = await handle.result();
 
     assert.equal(result.status === 'sent' && result.replyVersion, 2);
     const outbox = await h.sandbox.outbox({ inbox_id: ref.inboxId });
     assert.equal(outbox.length, 1);
-    assert.equal(outbox[0]!.message.text, 'We have refunded your order today.');
+    assert.equal(outbox[0]!.message.text, edit);
     assert.equal(outbox[0]!.idempotency_key, providerIdempotencyKey(replyKey(ref, 2)));
     const v1 = await h.db.query('SELECT 1 FROM operations WHERE operation_key = $1', [replyKey(ref, 1)]);
     assert.equal(v1.rowCount, 0, "v1's key was never used");
+    // The query shows each operation as its activity reported it, the edit's versions too.
+    assert.deepEqual(
+      (await handle.query(operationsQuery)).map((o) => [o.key, o.status]),
+      [
+        [decisionKey(ref), 'executed'],
+        [draftKey(ref, 1), 'executed'],
+        [ticketKey(ref), 'executed'],
+        [providerDraftKey(ref, 1), 'executed'],
+        [reviewKey(ref), 'executed'],
+        [draftKey(ref, 2), 'executed'],
+        [providerDraftKey(ref, 2), 'executed'],
+        [replyKey(ref, 2), 'executed'],
+      ],
+    );
+    // The edit travels in the Update's payload (documented): decoding finds it, so the history check elsewhere can fail.
+    assert.ok((await historyText(h.client, handle)).text.includes('<https://example.com/refunds/42>'));
+  });
+
+  test('an edit with markup is refused by the Update itself, before any activity: nothing stored, the reply keeps waiting', async () => {
+    const ref = await awaitingApproval();
+    const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
+    for (const text of ['Your refund is <b>on its way</b>.', 'See <a href="https://example.com">here</a>', ' ']) {
+      await assert.rejects(
+        handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', text }] }),
+        (error: unknown) =>
+          error instanceof WorkflowUpdateFailedError &&
+          error.cause instanceof ApplicationFailure &&
+          error.cause.type === 'InvalidReview' &&
+          /text (contains HTML|is empty)/.test(error.cause.message),
+      );
+    }
+    const stored = await h.db.query('SELECT 1 FROM operations WHERE operation_key = $1', [reviewKey(ref)]);
+    assert.equal(stored.rowCount, 0, 'the review activity never ran');
+    assert.match(String(await status(ref)), /awaiting_approval|escalated/);
+    await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', text: 'Plain: <billing@example.com>' }] });
+    assert.equal((await handle.result()).status, 'sent');
+    assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId }))[0]?.message.text, 'Plain: <billing@example.com>');
   });
 
   test('rejection sends nothing and ends rejected', async () => {
@@ -149,8 +187,9 @@ describe('a reply that needs approval', () => {
     await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', text: 'Edited once.' }] });
     const first = await handle.result();
 
+    const replayId = `replay-${randomUUID()}`;
     const replay = await h.client.workflow.execute(INBOUND_MESSAGE_WORKFLOW, {
-      workflowId: `replay-${randomUUID()}`,
+      workflowId: replayId,
       taskQueue: h.taskQueue,
       args: [ref],
     });
@@ -169,6 +208,20 @@ describe('a reply that needs approval', () => {
       2,
       'one AgentMail draft per draft version (v1 drafted, v2 edited), none from the replay',
     );
+    // On the replay every operation, the decision too, is reported as replayed from the store.
+    assert.deepEqual(
+      (await h.client.workflow.getHandle(replayId).query(operationsQuery)).map((o) => [o.key, o.status]),
+      [
+        decisionKey(ref),
+        draftKey(ref, 1),
+        ticketKey(ref),
+        providerDraftKey(ref, 1),
+        reviewKey(ref),
+        draftKey(ref, 2),
+        providerDraftKey(ref, 2),
+        replyKey(ref, 2),
+      ].map((key) => [key, 'replayed']),
+    );
   });
 
   test('the admin route sends a verdict behind the bearer token and says what became of it', async () => {
@@ -184,6 +237,9 @@ describe('a reply that needs approval', () => {
     assert.equal((await review(approve, null)).status, 401);
     assert.equal((await review(approve, 'wrong-token-wrong-token')).status, 401);
     assert.equal((await review({ ...approve, verdict: 'maybe' })).status, 400);
+    const markup = await review({ ...approve, text: 'Hello <script>alert(1)</script>' });
+    assert.equal(markup.status, 400, 'the route applies the rule the Update applies');
+    assert.match(((await markup.json()) as { message: string }).message, /text: the text contains HTML/);
     assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 0, 'nothing refused was sent');
 
     const accepted = await review(approve);

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
-import { validDraft } from '../activities/draft-reply';
+import { validDraft } from '../activities/drafts';
 import { createDrafter, type DrafterConfig } from '../activities/drafting/create-drafter';
 import type { DraftRequest } from '../activities/drafting/drafter';
 import { OfflineDrafter } from '../activities/drafting/offline-drafter';

@@ -4,19 +4,13 @@ import { after, before, describe, test } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
-import {
-  issueRefund,
-  refundKey,
-  type RefundGateway,
-  type RefundInput,
-  type RefundRequest,
-} from '../activities/examples/refund';
+import { issueRefund, refundKey, type RefundGateway, type RefundInput, type RefundRequest } from '../examples/refund';
 import { OperationStore } from '../activities/operation-store/store';
 import { createDb, type Db } from '../lib/db';
 import { providerIdempotencyKey } from '../lib/hashing';
 import { testEnv } from './support/env';
 
-// The example effect (activities/examples/refund.ts) on the real operation store: its keys keep
+// The example effect (examples/refund.ts) on the real operation store: its keys keep
 // one refund single across a replay and a lost response, and refuse a changed amount.
 let db: Db;
 let store: OperationStore;
@@ -49,13 +43,11 @@ class FakePayments implements RefundGateway {
 }
 
 const environment = () => new MockActivityEnvironment(undefined, { logger: new DefaultLogger('WARN') });
-const refundOf = (amountCents: number): RefundInput => ({
-  inboxId: 'billing@example.com',
-  messageId: `<${randomUUID()}@customer.example>`,
-  chargeId: 'ch_1',
-  amountCents,
-  currency: 'eur',
-});
+const refundOf = (amountCents: number): RefundInput => {
+  const ref = { inboxId: 'billing@example.com', messageId: `<${randomUUID()}@customer.example>` };
+  return { ...ref, key: refundKey(ref), chargeId: 'ch_1', amountCents, currency: 'eur' };
+};
+const report = (input: RefundInput, state: 'executed' | 'replayed') => ({ key: input.key, kind: 'refund', state });
 
 describe('a new effect with its own operation key and provider key (the refund example)', () => {
   test('its keys follow the key table: <inbox>/<message>/refund/v1, and a provider key derived from it', () => {
@@ -72,8 +64,8 @@ describe('a new effect with its own operation key and provider key (the refund e
     assert.deepEqual(
       [first, second],
       [
-        { refundId: 're_1', replayed: false },
-        { refundId: 're_1', replayed: true },
+        { refundId: 're_1', operation: report(input, 'executed') },
+        { refundId: 're_1', operation: report(input, 'replayed') },
       ],
     );
     assert.equal(payments.refunds.length, 1);
@@ -85,7 +77,7 @@ describe('a new effect with its own operation key and provider key (the refund e
     payments.loseNextResponse = true;
     await assert.rejects(environment().run(issueRefund, { store, payments, leaseMs: 5_000 }, input), /socket hang up/);
     const retried = await environment().run(issueRefund, { store, payments, leaseMs: 5_000 }, input);
-    assert.deepEqual(retried, { refundId: 're_1', replayed: false });
+    assert.deepEqual(retried, { refundId: 're_1', operation: report(input, 'executed') });
     assert.equal(payments.refunds.length, 1);
     assert.equal(payments.refunds[0]!.idempotencyKey, providerIdempotencyKey(refundKey(input)));
   });

@@ -104,4 +104,19 @@ describe('the operation store', () => {
     await assert.rejects(claimOf(key, 'attempt-2'), OperationInProgressError);
     assert.equal(await store.renew(key, 'attempt-2', 60_000), false);
   });
+  test('the typed read returns a completed result of its kind only: nothing while processing, an error for another kind', async () => {
+    // Prepare
+    const key = newKey();
+    const missing = await store.completed<{ messageId: string }>(key, 'reply');
+    await claimOf(key, 'attempt-1');
+    const processing = await store.completed<{ messageId: string }>(key, 'reply');
+    await store.complete(key, 'attempt-1', { messageId: 'm-1' });
+
+    // Act
+    const done = await store.completed<{ messageId: string }>(key, 'reply');
+
+    // Assess
+    assert.deepEqual([missing, processing, done], [undefined, undefined, { messageId: 'm-1' }]);
+    await assert.rejects(store.completed(key, 'draft'), OperationConflictError);
+  });
 });

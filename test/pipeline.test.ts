@@ -3,8 +3,10 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { inboundWorkflowId } from '../lib/hashing';
+import { decisionKey, draftKey, replyKey, ticketKey } from '../lib/keys';
 import { INBOUND_MESSAGE_WORKFLOW, operationsQuery, type InboundMessageResult } from '../workflows/shared';
 import { Harness } from './support/harness';
+import { historyText } from './support/history';
 import { signedHeaders } from './support/signing';
 
 // The whole path on real parts: the sandbox delivers a Svix-signed webhook over HTTP to the
@@ -85,23 +87,78 @@ describe('one message, end to end', () => {
     const ref = { inboxId, messageId: inbound.message.message_id };
     await h.resultOf(ref);
     const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
-    const history = JSON.stringify(await handle.fetchHistory());
-    assert.ok(!history.includes('SECRET-BODY-MARKER'));
-    assert.ok(!history.includes('Thank you for writing'));
-    assert.ok(!history.includes(inbound.message.from.replace(/^.*</, '').replace('>', '')));
+    // Every payload decoded: a JSON dump of the history holds them as base64 and would find nothing.
+    const history = await historyText(h.client, handle);
+    assert.ok(history.payloads > 10, `the history's payloads were decoded (${history.payloads})`);
+    assert.ok(history.text.includes(ref.messageId), 'the ids are there, decoded: the search below can find text');
+    assert.ok(!history.text.includes('SECRET-BODY-MARKER'), 'the email body is not in history');
+    assert.ok(!history.text.includes('Thank you for writing'), 'the drafted text is not in history');
+    assert.ok(!history.text.includes(inbound.message.from.replace(/^.*</, '').replace('>', '')), 'no address');
+    // Every activity's retries are bounded (schedule-to-close): nothing retries forever.
+    const scheduled = ((await handle.fetchHistory()).events ?? []).flatMap((e) =>
+      e.activityTaskScheduledEventAttributes ? [e.activityTaskScheduledEventAttributes] : [],
+    );
+    assert.ok(scheduled.length >= 3);
+    for (const activity of scheduled)
+      assert.ok(Number(activity.scheduleToCloseTimeout?.seconds ?? 0) > 0, `${activity.activityType?.name} is bounded`);
     const operations = await handle.query(operationsQuery);
     assert.deepEqual(
       operations.map((o) => [o.kind, o.status]),
       [
-        ['decision', 'complete'],
-        ['draft', 'complete'],
-        ['ticket', 'complete'],
-        ['reply', 'complete'],
+        ['decision', 'executed'],
+        ['draft', 'executed'],
+        ['ticket', 'executed'],
+        ['reply', 'executed'],
       ],
     );
     const description = await handle.describe();
     assert.deepEqual(description.searchAttributes.ReplyStatus, ['sent']);
     assert.deepEqual(description.searchAttributes.ThreadId, [inbound.message.thread_id]);
+  });
+});
+
+describe('what the sender controls cannot wedge the message', () => {
+  test('a 990-character message_id (the ingress accepts up to 998 bytes) is answered once; its keys stay within their limits', async () => {
+    // Prepare
+    const inboxId = h.newInbox();
+    const messageId = `<${randomUUID()}.${'x'.repeat(990 - 2 - 36 - 1 - '@customer.example'.length)}@customer.example>`;
+    assert.equal(messageId.length, 990);
+
+    // Act
+    const inbound = await h.sandbox.inbound(customerMail(inboxId, { message_id: messageId }));
+    const ref = { inboxId, messageId: inbound.message.message_id };
+    const result = await h.resultOf(ref);
+
+    // Assess
+    assert.equal(ref.messageId, messageId);
+    assert.equal(result.status, 'sent');
+    const outbox = await h.sandbox.outbox({ inbox_id: inboxId });
+    assert.equal(outbox.length, 1);
+    assert.equal(outbox[0]!.message.in_reply_to, messageId);
+    const rows = await h.db.query<{ operation_key: string; status: string }>(
+      'SELECT operation_key, status FROM operations WHERE operation_key LIKE $1 ORDER BY operation_key',
+      [`${inboxId}/%`],
+    );
+    assert.deepEqual(
+      rows.rows.map((r) => [r.operation_key, r.status]),
+      [decisionKey(ref), draftKey(ref), replyKey(ref), ticketKey(ref)].map((key) => [key, 'complete']),
+    );
+    for (const { operation_key: key } of rows.rows) {
+      assert.ok(key.length < 400, `${key.length} characters`);
+      assert.ok(key.startsWith(`${inboxId}/${messageId.slice(0, 64)}…#`), 'readable prefix, then the hash');
+    }
+    assert.equal(h.drafter.callsFor(ref), 1);
+  });
+
+  test('a subject with an angle-bracketed address and link is drafted into the reply as plain text and sent', async () => {
+    const inboxId = h.newInbox();
+    const subject = 'Invoice from <billing@example.com>, see <https://example.com/invoices/42>';
+    const inbound = await h.sandbox.inbound(customerMail(inboxId, { subject }));
+    const result = await h.resultOf({ inboxId, messageId: inbound.message.message_id });
+    assert.equal(result.status, 'sent');
+    const [reply] = await h.sandbox.outbox({ inbox_id: inboxId });
+    assert.ok(reply?.message.text?.includes('<billing@example.com>'), 'the offline drafter quotes the subject');
+    assert.ok(reply?.message.text?.includes('<https://example.com/invoices/42>'));
   });
 });
 
@@ -211,6 +268,17 @@ describe('duplicates', () => {
     assert.equal((await h.sandbox.outbox({ inbox_id: inboxId })).length, 1);
     assert.equal((await h.ticketsFor(ref)).length, 1);
     assert.equal(h.drafter.callsFor(ref), 1);
+    // The query reports what the store answered: every operation, the decision too, replayed.
+    const operations = await h.client.workflow.getHandle(replayId).query(operationsQuery);
+    assert.deepEqual(
+      operations.map((o) => [o.key, o.status]),
+      [
+        [decisionKey(ref), 'replayed'],
+        [draftKey(ref), 'replayed'],
+        [ticketKey(ref), 'replayed'],
+        [replyKey(ref), 'replayed'],
+      ],
+    );
     // A start without search attributes (as by hand): the run sets them, so the Web UI finds it.
     const { searchAttributes } = await h.client.workflow.getHandle(replayId).describe();
     assert.deepEqual(

@@ -13,7 +13,17 @@ import {
 } from '@temporalio/workflow';
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
 import type { Activities } from '../activities';
-import { decisionKey, draftKey, providerDraftKey, replyKey, reviewKey, ticketKey, type MessageRef } from '../lib/keys';
+import { draftProblem } from '../lib/draft-text';
+import {
+  decisionKey,
+  draftKey,
+  providerDraftKey,
+  replyKey,
+  reviewKey,
+  ticketKey,
+  type MessageRef,
+  type OperationKind,
+} from '../lib/keys';
 import {
   FailureType,
   SearchAttributes,
@@ -22,6 +32,7 @@ import {
   reviewUpdate,
   type InboundMessageInput,
   type InboundMessageResult,
+  type OperationReport,
   type OperationView,
   type ReplyStatus,
   type ReviewInput,
@@ -35,7 +46,10 @@ import {
  * stored unencrypted; an edited text in a reviewer's payload is the one exception, documented).
  */
 
-/** Only answers that prove a bug or a permanent refusal stop retrying; everything else backs off and retries. */
+/**
+ * Only answers that prove a bug or a permanent refusal stop retrying; everything else backs off
+ * and retries with the same operation key. Bounded by RETRY_FOR below (each proxy's schedule-to-close).
+ */
 const retry: RetryPolicy = {
   initialInterval: '1 second',
   backoffCoefficient: 2,
@@ -44,12 +58,22 @@ const retry: RetryPolicy = {
 };
 
 /**
+ * How long one step keeps retrying an answer that may pass (AgentMail or Postgres down, a model
+ * rate-limiting us) before the message fails visibly (ReplyStatus=failed). Longer than
+ * AgentMail's own ~27.5 h of webhook retries and than the send's reconcile-after (~23 h), so an
+ * outage of a day heals by itself; past it a person looks, and a replay of the message (the
+ * workflow may be started again once failed) resumes it with the same keys, so nothing repeats.
+ */
+const RETRY_FOR = '2 days';
+
+/**
  * The effects behind operation keys. They heartbeat while they hold their lease, so a crashed
  * worker is noticed after the heartbeat timeout instead of the whole start-to-close timeout,
  * and the retry takes the effect over once the lease has run out.
  */
 const effects = proxyActivities<Activities>({
   startToCloseTimeout: '2 minutes',
+  scheduleToCloseTimeout: RETRY_FOR,
   heartbeatTimeout: '10 seconds',
   retry,
 });
@@ -57,6 +81,7 @@ const effects = proxyActivities<Activities>({
 /** Reads and effects idempotent by nature: quick, no lease. */
 const quick = proxyActivities<Activities>({
   startToCloseTimeout: '30 seconds',
+  scheduleToCloseTimeout: RETRY_FOR,
   retry,
 });
 
@@ -72,6 +97,7 @@ const quick = proxyActivities<Activities>({
  */
 const local = proxyLocalActivities<Activities>({
   startToCloseTimeout: '30 seconds',
+  scheduleToCloseTimeout: RETRY_FOR,
   localRetryThreshold: '10 seconds',
   retry,
 });
@@ -85,14 +111,27 @@ const release = proxyLocalActivities<Activities>({
   retry: { ...retry, maximumAttempts: 5 },
 });
 
+type DraftVersion = 1 | 2;
+
 export async function inboundMessageWorkflow(input: InboundMessageInput): Promise<InboundMessageResult> {
   const ref: MessageRef = { inboxId: input.inboxId, messageId: input.messageId };
-  const operations = new Map<string, OperationView>();
-  const track = (view: OperationView) => operations.set(view.key, view);
-  setHandler(operationsQuery, () => [...operations.values()]);
+  const operations = operationsBoard();
   const setStatus = (status: ReplyStatus, more: SearchAttributeUpdatePair[] = []) =>
     upsertSearchAttributes([{ key: SearchAttributes.ReplyStatus, value: status }, ...more]);
   const review = reviewInbox();
+  // Every operation key of this message, derived here once and handed to the activity that runs
+  // it. Version 2 is an approver's edit: a changed intent, so new draft, AgentMail draft and reply keys.
+  const ofVersion = (version: DraftVersion) => ({
+    draft: draftKey(ref, version),
+    providerDraft: providerDraftKey(ref, version),
+    reply: replyKey(ref, version),
+  });
+  const keys = {
+    decision: decisionKey(ref),
+    ticket: ticketKey(ref),
+    review: reviewKey(ref),
+    versions: { 1: ofVersion(1), 2: ofVersion(2) } satisfies Record<DraftVersion, unknown>,
+  };
   // A reply decided on holds a budget reservation until it is sent; one that never reaches the
   // send (rejected, or the run failed before it) gives it back. Once the send has started the
   // reservation stays: the email may have gone out.
@@ -110,31 +149,27 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
         { key: SearchAttributes.MessageId, value: ref.messageId },
       ]);
     }
-    track({ key: decisionKey(ref), kind: 'decision', status: 'pending' });
-    const decision = await local.decideReply(ref);
+    const decision = await operations.run(
+      keys.decision,
+      'decision',
+      local.decideReply({ ...ref, key: keys.decision, budgetKey: keys.versions[1].reply }),
+      (d) => (d.reply ? 'reply owed' : `skip: ${d.reason}`),
+    );
     reserved = decision.reply;
     const thread: SearchAttributeUpdatePair[] =
       started.get(SearchAttributes.ThreadId) === decision.threadId
         ? []
         : [{ key: SearchAttributes.ThreadId, value: decision.threadId }];
-    track({
-      key: decisionKey(ref),
-      kind: 'decision',
-      status: 'complete',
-      summary: decision.reply ? 'reply owed' : `skip: ${decision.reason}`,
-    });
 
-    const openTicket = async (note: string) => {
-      track({ key: ticketKey(ref), kind: 'ticket', status: 'pending' });
-      const ticket = await effects.openTicket({ ...ref, threadId: decision.threadId, note });
-      track({
-        key: ticketKey(ref),
-        kind: 'ticket',
-        status: ticket.replayed ? 'replayed' : 'complete',
-        summary: ticket.ticketId,
-      });
-      return ticket.ticketId;
-    };
+    const openTicket = async (note: string) =>
+      (
+        await operations.run(
+          keys.ticket,
+          'ticket',
+          effects.openTicket({ ...ref, key: keys.ticket, threadId: decision.threadId, note }),
+          (t) => t.ticketId,
+        )
+      ).ticketId;
 
     if (!decision.reply) {
       const ticketId = decision.ticket ? await openTicket(`not answered automatically: ${decision.reason}`) : null;
@@ -146,43 +181,50 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     // before a failure of the other is raised, so a message whose draft fails (a refusal, say)
     // still has its ticket for the person who answers it instead.
     setStatus('drafting', thread);
-    track({ key: draftKey(ref), kind: 'draft', status: 'pending' });
-    const drafting = effects.draftReply(ref).then((draft) => {
-      track({
-        key: draft.draftKey,
-        kind: 'draft',
-        status: draft.replayed ? 'replayed' : 'complete',
-        summary: `${draft.characters} characters`,
-      });
-      return draft;
-    });
+    const drafting = operations.run(
+      keys.versions[1].draft,
+      'draft',
+      effects.draftReply({ ...ref, key: keys.versions[1].draft }),
+      (d) => `${d.characters} characters`,
+    );
     const ticketing = openTicket(
       decision.approval.required ? 'drafted by the support agent, awaiting approval' : 'answered by the support agent',
     );
     const [, ticketId] = await bothSettled(drafting, ticketing);
 
-    let version = 1;
+    let version: DraftVersion = 1;
     let providerDraftId: string | null = null;
     if (decision.approval.required) {
       // The reviewer sees the draft at AgentMail; created once per draft version (client_id).
-      track({ key: providerDraftKey(ref), kind: 'provider-draft', status: 'pending' });
-      const shown = await effects.createProviderDraft({ ...ref, version: 1 });
-      track({ key: providerDraftKey(ref), kind: 'provider-draft', status: 'complete', summary: shown.draftId });
+      const showDraft = (v: DraftVersion) =>
+        operations.run(
+          keys.versions[v].providerDraft,
+          'provider-draft',
+          effects.createProviderDraft({
+            ...ref,
+            key: keys.versions[v].providerDraft,
+            draftKey: keys.versions[v].draft,
+          }),
+          (d) => d.draftId,
+        );
+      const shown = await showDraft(1);
 
-      track({ key: reviewKey(ref), kind: 'review', status: 'pending' });
-      const verdict =
-        (await quick.recallReview(ref)) ??
-        (await effects.recordReview({ ...ref, review: await review.wait(decision.approval.timeoutMs, setStatus) }));
-      track({
-        key: reviewKey(ref),
-        kind: 'review',
-        status: 'complete',
-        summary: `${verdict.verdict}${verdict.text !== null ? ' with edits' : ''}${verdict.reviewer ? ` by ${verdict.reviewer}` : ''}`,
-      });
+      const verdict = await operations.run(
+        keys.review,
+        'review',
+        (async () =>
+          (await quick.recallReview({ key: keys.review })) ??
+          (await effects.recordReview({
+            ...ref,
+            key: keys.review,
+            review: await review.wait(decision.approval.timeoutMs, setStatus),
+          })))(),
+        (v) => `${v.verdict}${v.text !== null ? ' with edits' : ''}${v.reviewer ? ` by ${v.reviewer}` : ''}`,
+      );
 
       if (verdict.verdict === 'reject') {
-        track({ key: replyKey(ref), kind: 'reply', status: 'skipped', summary: 'rejected by the reviewer' });
-        await local.releaseReplyBudget(ref);
+        operations.skip(keys.versions[1].reply, 'reply', 'rejected by the reviewer');
+        await local.releaseReplyBudget({ budgetKey: keys.versions[1].reply });
         reserved = false;
         setStatus('rejected');
         return { status: 'rejected', ticketId };
@@ -191,27 +233,27 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
       if (verdict.text !== null) {
         // A changed intent: the edited text is the next draft version and goes out under the next reply key.
         version = 2;
-        const revised = await effects.reviseDraft({ ...ref, version });
-        track({ key: revised.draftKey, kind: 'draft', status: 'complete', summary: 'edited by the reviewer' });
-        providerDraftId = (await effects.createProviderDraft({ ...ref, version })).draftId;
+        await operations.run(
+          keys.versions[version].draft,
+          'draft',
+          effects.reviseDraft({ ...ref, key: keys.versions[version].draft, reviewKey: keys.review }),
+          () => 'edited by the reviewer',
+        );
+        providerDraftId = (await showDraft(version)).draftId;
       }
     }
 
     setStatus('sending');
     sendStarted = true;
-    const key = replyKey(ref, version);
-    track({ key, kind: 'reply', status: 'pending' });
-    const sendInput = { ...ref, draftKey: draftKey(ref, version), replyKey: key };
-    const sent =
+    const sendInput = { ...ref, draftKey: keys.versions[version].draft, replyKey: keys.versions[version].reply };
+    const sent = await operations.run(
+      keys.versions[version].reply,
+      'reply',
       providerDraftId === null
-        ? await effects.sendReply(sendInput)
-        : await effects.sendApprovedDraft({ ...sendInput, draftId: providerDraftId });
-    track({
-      key,
-      kind: 'reply',
-      status: sent.replayed ? 'replayed' : 'complete',
-      summary: `${sent.reconciled ? 'reconciled ' : ''}${sent.messageId}`,
-    });
+        ? effects.sendReply(sendInput)
+        : effects.sendApprovedDraft({ ...sendInput, draftId: providerDraftId }),
+      (s) => `${s.reconciled ? 'reconciled ' : ''}${s.messageId}`,
+    );
 
     await local.labelMessage(ref);
     setStatus('sent');
@@ -226,14 +268,51 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
   } catch (error) {
     if (reserved && !sendStarted) {
       // Even when the run is being cancelled; a failure here must not hide the run's own.
-      await CancellationScope.nonCancellable(() => release.releaseReplyBudget(ref)).catch(() => undefined);
+      await CancellationScope.nonCancellable(() =>
+        release.releaseReplyBudget({ budgetKey: keys.versions[1].reply }),
+      ).catch(() => undefined);
     }
     setStatus('failed');
-    for (const view of operations.values()) {
-      if (view.status === 'pending') track({ ...view, status: 'failed', summary: failureSummary(error) });
-    }
+    operations.failPending(failureSummary(error));
     throw error;
   }
+}
+
+/**
+ * The `operations` query. Each line is what the activity that ran the operation reported
+ * (executed, or replayed from the store), or `pending` while its report is not in; the
+ * workflow adds only what no activity can say: that an operation failed, or will not run.
+ */
+function operationsBoard() {
+  const views = new Map<string, OperationView>();
+  setHandler(operationsQuery, () => [...views.values()]);
+  return {
+    /** Shows `key` as pending until `activity` reports its operation, then shows that report. */
+    async run<R extends { operation: OperationReport }>(
+      key: string,
+      kind: OperationKind,
+      activity: Promise<R>,
+      summary: (result: R) => string,
+    ): Promise<R> {
+      views.set(key, { key, kind, status: 'pending' });
+      const result = await activity;
+      const { operation } = result;
+      views.set(operation.key, {
+        key: operation.key,
+        kind: operation.kind,
+        status: operation.state,
+        summary: summary(result),
+      });
+      return result;
+    },
+    skip(key: string, kind: OperationKind, summary: string) {
+      views.set(key, { key, kind, status: 'skipped', summary });
+    },
+    failPending(summary: string) {
+      for (const view of views.values())
+        if (view.status === 'pending') views.set(view.key, { ...view, status: 'failed', summary });
+    },
+  };
 }
 
 /**
@@ -281,9 +360,13 @@ function reviewInbox() {
 function reviewProblem(input: ReviewInput | undefined): string | null {
   if (!input || (input.verdict !== 'approve' && input.verdict !== 'reject'))
     return 'verdict must be "approve" or "reject"';
-  if (input.text !== undefined && (typeof input.text !== 'string' || input.text.trim() === ''))
-    return 'text, when given, must be non-empty';
   if (input.text !== undefined && input.verdict === 'reject') return 'a rejection carries no text';
+  if (input.text !== undefined) {
+    if (typeof input.text !== 'string') return 'text, when given, must be a string';
+    // The rule the activity applies to the stored edit (lib/draft-text.ts): accepted here, accepted there.
+    const problem = draftProblem(input.text);
+    if (problem !== null) return `text ${problem}`;
+  }
   return null;
 }
 

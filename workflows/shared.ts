@@ -46,10 +46,25 @@ export const reviewUpdate = defineUpdate<{ accepted: true }, [ReviewInput]>('rev
 /** The same, fire and forget (what the Web UI's "Send a Signal" and `temporal workflow signal` do). */
 export const reviewSignal = defineSignal<[ReviewInput]>('review');
 
+/**
+ * What an effect activity reports about its own operation, from the operation store's answer:
+ * `executed` by this attempt, or `replayed` from the stored result of an earlier one.
+ */
+export interface OperationReport {
+  key: string;
+  kind: string;
+  state: 'executed' | 'replayed';
+}
+
+/**
+ * One line of the `operations` query: the activities' own reports, plus the operations the
+ * workflow has asked for whose report is not in (`pending`), which failed, or which it will
+ * not run (`skipped`: the reply after a rejection).
+ */
 export interface OperationView {
   key: string;
   kind: string;
-  status: 'pending' | 'complete' | 'replayed' | 'failed' | 'skipped';
+  status: OperationReport['state'] | 'pending' | 'failed' | 'skipped';
   summary?: string;
 }
 
@@ -83,5 +98,11 @@ export const FailureType = {
   InvalidReview: 'InvalidReview',
   /** A reply was about to go out without a single valid recipient (activities/recipients.ts): a bug, never guessed. */
   NoValidRecipient: 'NoValidRecipient',
+  /** An effect activity was called without its operation key (a task scheduled by an older workflow version). */
+  OperationKeyMissing: 'OperationKeyMissing',
+  /** Postgres refused a statement for good: a constraint or data error (SQLSTATE 22xxx, 23xxx). */
+  DatabaseRejected: 'DatabaseRejected',
+  /** AgentMail refused a request that retrying cannot fix (a 4xx other than 404, 408, 409, 429). */
+  AgentMailRejected: 'AgentMailRejected',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];

@@ -8,7 +8,7 @@ import type { DisabledWebhook, InboxCatchUp } from '../activities/webhook-watchd
  * inbox up from its cursor, so the mail that arrived while it was off is answered too.
  */
 
-/** A quick read; the next scheduled run is the further retry. */
+/** A quick read, five attempts; the next scheduled run is the further retry. */
 const { checkWebhooks } = proxyActivities<Activities>({
   startToCloseTimeout: '1 minute',
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '30 seconds', maximumAttempts: 5 },
@@ -24,7 +24,12 @@ const { reenableWebhook } = proxyActivities<Activities>({
   retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '5 minutes' },
 });
 
-/** The catch-up heartbeats every page and message. */
+/**
+ * The catch-up heartbeats every page and message. No attempt limit, for the reason above: the
+ * webhook is back on, so only this run can still hand over what arrived while it was off. What no
+ * retry can fix ends it anyway (an inbox AgentMail no longer has is "not run"; an AgentMail 4xx or a
+ * Postgres constraint error is a final failure, activities/activity-boundary.ts).
+ */
 const { catchUpInbox } = proxyActivities<Activities>({
   startToCloseTimeout: '1 hour',
   heartbeatTimeout: '1 minute',

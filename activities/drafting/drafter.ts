@@ -30,6 +30,3 @@ export interface Drafter {
   readonly name: string;
   draft(request: DraftRequest, options?: DraftOptions): Promise<string>;
 }
-
-/** Model output is checked before it is stored: non-empty plain text of a sane length. */
-export const MAX_DRAFT_CHARACTERS = 10_000;

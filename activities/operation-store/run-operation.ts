@@ -1,9 +1,10 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
-import { failpoint, type Failpoint } from '../../lib/failpoints';
+import { effectFailpoint, failpoint } from '../../lib/failpoints';
 import { requestHash } from '../../lib/hashing';
 import type { OperationKind } from '../../lib/keys';
 import * as metrics from '../../lib/metrics';
-import { FailureType } from '../../workflows/shared';
+import { FailureType, type OperationReport } from '../../workflows/shared';
+import { databaseRejection, rethrowDatabaseRejection } from '../database-errors';
 import { LeaseLostError, OperationConflictError, OperationFailedError, OperationInProgressError } from './errors';
 import type { OperationStore } from './store';
 
@@ -11,6 +12,8 @@ import type { OperationStore } from './store';
  * Runs one business effect at most once per operation key, from inside an activity:
  * claim → effect → store the result, with the lease renewed (and Temporal heartbeated) while
  * the effect runs. Every effectful activity goes through here; none hand-rolls its own dedupe.
+ * Postgres's constraint and data errors (SQLSTATE 22xxx, 23xxx) end it as a final
+ * `DatabaseRejected` (database-errors.ts): no retry makes a row fit.
  */
 
 export interface OperationSpec {
@@ -34,6 +37,8 @@ export interface OperationOutcome<T> {
   result: T;
   /** True when the result came from the store (the effect happened before), not from this attempt. */
   replayed: boolean;
+  /** The same, as the activity reports it to the workflow (its `operations` query shows these). */
+  operation: OperationReport;
 }
 
 /** Identifies the activity attempt that holds a lease: a slower, older attempt cannot overwrite a newer one. */
@@ -47,34 +52,62 @@ export async function runOperation<T>(
   spec: OperationSpec,
   effect: (attempt: OwnedAttempt) => Promise<T>,
 ): Promise<OperationOutcome<T>> {
+  if (typeof spec.key !== 'string' || spec.key === '') {
+    // Keys come from the workflow. An activity task scheduled by an older workflow version (before a
+    // deploy) carries none: say so, rather than let Postgres refuse a null key.
+    throw ApplicationFailure.create({
+      type: FailureType.OperationKeyMissing,
+      message: `the ${spec.kind} activity got no operation key from its workflow; start the message's workflow again (its keys keep its effects single)`,
+      nonRetryable: true,
+    });
+  }
   const ownerToken = attemptOwnerToken();
+  const report = (replayed: boolean): OperationOutcome<T>['operation'] => ({
+    key: spec.key,
+    kind: spec.kind,
+    state: replayed ? 'replayed' : 'executed',
+  });
   const claim = await claimAsTemporalFailure(store, spec, ownerToken);
   if (claim.state === 'complete') {
     metrics.operations.inc({ kind: spec.kind, status: 'replayed' });
-    return { result: claim.result as T, replayed: true };
+    return { result: claim.result as T, replayed: true, operation: report(true) };
   }
 
   const stopRenewing = keepLeaseAlive(store, spec, ownerToken);
   let result: T;
   try {
     result = await effect(claim);
-  } catch (error) {
+  } catch (thrown) {
     stopRenewing();
+    // A constraint or data error inside the effect is as final as any other refusal: stored, so a replay repeats it.
+    const error = databaseRejection(thrown) ?? thrown;
     if (error instanceof ApplicationFailure && error.nonRetryable) {
       metrics.operations.inc({ kind: spec.kind, status: 'failed' });
-      await store.fail(spec.key, ownerToken, { type: error.type ?? 'Error', message: error.message });
+      await store
+        .fail(spec.key, ownerToken, { type: error.type ?? 'Error', message: error.message })
+        .catch(rethrowDatabaseRejection);
     } else {
       await store.release(spec.key, ownerToken).catch(() => undefined);
     }
     throw error;
   }
   stopRenewing();
-  failpoint(`${spec.kind}.after-effect` as Failpoint);
+  failpoint(effectFailpoint(spec.kind, 'after-effect'));
   // A lost lease is retryable: the next attempt replays whatever the newer owner stored.
-  await store.complete(spec.key, ownerToken, result);
-  failpoint(`${spec.kind}.after-store` as Failpoint);
+  await store.complete(spec.key, ownerToken, result).catch(async (thrown: unknown) => {
+    const rejected = databaseRejection(thrown);
+    if (!rejected) throw thrown;
+    // The result cannot be stored (e.g. U+0000 in jsonb): record that as the effect's final
+    // failure, so no retry or replay runs the effect a second time.
+    metrics.operations.inc({ kind: spec.kind, status: 'failed' });
+    await store
+      .fail(spec.key, ownerToken, { type: rejected.type ?? FailureType.DatabaseRejected, message: rejected.message })
+      .catch(() => undefined);
+    throw rejected;
+  });
+  failpoint(effectFailpoint(spec.kind, 'after-store'));
   metrics.operations.inc({ kind: spec.kind, status: 'executed' });
-  return { result, replayed: false };
+  return { result, replayed: false, operation: report(false) };
 }
 
 async function claimAsTemporalFailure(store: OperationStore, spec: OperationSpec, ownerToken: string) {
@@ -106,7 +139,8 @@ async function claimAsTemporalFailure(store: OperationStore, spec: OperationSpec
       metrics.operations.inc({ kind: spec.kind, status: 'in_progress' });
       throw ApplicationFailure.create({ type: error.name, message: error.message, nonRetryable: false });
     }
-    throw error;
+    // A key or request Postgres refuses (a CHECK, a value too long) will be refused again.
+    return rethrowDatabaseRejection(error);
   }
 }
 

@@ -149,6 +149,20 @@ export class OperationStore {
     return renewed.rowCount === 1;
   }
 
+  /**
+   * The stored result of a completed operation of this kind, or undefined while it has none (no
+   * row, still processing, failed). A row of another kind under the key is a programming error.
+   * T is the result type its effect stored (runOperation<T>); the store cannot check it, so
+   * each kind's result type has one owner that reads it (drafts.ts for drafts, review.ts for reviews).
+   */
+  async completed<T>(key: string, kind: string): Promise<T | undefined> {
+    const row = await this.get(key);
+    if (row === undefined || row.status !== OperationStatus.complete) return undefined;
+    if (row.kind !== kind)
+      throw new OperationConflictError(`operation key ${key} holds a ${row.kind} operation, not a ${kind}`, key);
+    return row.result as T;
+  }
+
   async get(key: string): Promise<OperationRow | undefined> {
     const found = await this.db.query<OperationRow>('SELECT * FROM operations WHERE operation_key = $1', [key]);
     return found.rows[0];

@@ -3,7 +3,9 @@ import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/cl
 import { AgentMailError } from 'agentmail';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
+import { draftProblem } from '../../lib/draft-text';
 import { inboundWorkflowId } from '../../lib/hashing';
+import { isAgentMailError, providerErrorText } from '../../lib/provider-errors';
 import { reviewUpdate } from '../../workflows/shared';
 import {
   catchUpInbox,
@@ -35,7 +37,14 @@ const reviewBody = z.object({
   inbox_id: z.string().min(1),
   message_id: z.string().min(1),
   verdict: z.enum(['approve', 'reject']),
-  text: z.string().min(1).optional(),
+  /** The edited reply: the one rule for a reply's text (lib/draft-text.ts), as the workflow's Update applies it. */
+  text: z
+    .string()
+    .superRefine((text, ctx) => {
+      const problem = draftProblem(text);
+      if (problem !== null) ctx.addIssue({ code: 'custom', message: `the text ${problem}` });
+    })
+    .optional(),
   reviewer: z.string().min(1).max(200).optional(),
 });
 
@@ -96,6 +105,12 @@ export const adminRoutes: FastifyPluginAsync<AdminRouteOptions> = async (app: Fa
         return reply
           .code(404)
           .send({ error: 'inbox_not_found', message: `AgentMail has no inbox ${inboxIds[summaries.length]}` });
+      }
+      // What AgentMail said, as status and name: its body (which the SDK copies into the message) stays here.
+      if (isAgentMailError(error)) {
+        const answer = providerErrorText(error);
+        request.log.error({ admin: 'replay', agentmail: answer }, 'catch-up replay failed at AgentMail');
+        return reply.code(502).send({ error: 'agentmail_error', message: `${answer}; the replay can be run again` });
       }
       throw error;
     }
