@@ -114,6 +114,16 @@ describe('one message, end to end', () => {
     const description = await handle.describe();
     assert.deepEqual(description.searchAttributes.ReplyStatus, ['sent']);
     assert.deepEqual(description.searchAttributes.ThreadId, [inbound.message.thread_id]);
+    // The Web UI's "current details" on the workflow's page: the status and each effect, no content.
+    const metadata = await handle.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
+    const details = metadata.currentDetails ?? '';
+    assert.match(details, /\*\*ReplyStatus\*\*: sent/);
+    for (const row of ['decision/v1 | executed', 'draft/v1 | executed', 'ticket/v1 | executed', 'reply/v1 | executed'])
+      assert.ok(details.includes(`| ${row} |`), `${row} in ${details}`);
+    assert.ok(
+      !details.includes('SECRET-BODY-MARKER') && !details.includes('@customer.example'),
+      'no content in the details',
+    );
   });
 });
 

@@ -6,6 +6,7 @@ import {
   log,
   proxyActivities,
   proxyLocalActivities,
+  setCurrentDetails,
   setHandler,
   upsertSearchAttributes,
   workflowInfo,
@@ -116,8 +117,10 @@ type DraftVersion = 1 | 2;
 export async function inboundMessageWorkflow(input: InboundMessageInput): Promise<InboundMessageResult> {
   const ref: MessageRef = { inboxId: input.inboxId, messageId: input.messageId };
   const operations = operationsBoard();
-  const setStatus = (status: ReplyStatus, more: SearchAttributeUpdatePair[] = []) =>
+  const setStatus = (status: ReplyStatus, more: SearchAttributeUpdatePair[] = []) => {
     upsertSearchAttributes([{ key: SearchAttributes.ReplyStatus, value: status }, ...more]);
+    operations.status(status);
+  };
   const review = reviewInbox();
   // Every operation key of this message, derived here once and handed to the activity that runs
   // it. Version 2 is an approver's edit: a changed intent, so new draft, AgentMail draft and reply keys.
@@ -285,8 +288,20 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
  */
 function operationsBoard() {
   const views = new Map<string, OperationView>();
+  let replyStatus: ReplyStatus = 'deciding';
   setHandler(operationsQuery, () => [...views.values()]);
+  // The same picture on the workflow's page in the Web UI ("current details"), so a person sees
+  // where a message stands without running the query: ids, kinds and states only, never content.
+  const show = () => setCurrentDetails(currentDetails(replyStatus, [...views.values()]));
+  const set = (view: OperationView) => {
+    views.set(view.key, view);
+    show();
+  };
   return {
+    status(status: ReplyStatus) {
+      replyStatus = status;
+      show();
+    },
     /** Shows `key` as pending until `activity` reports its operation, then shows that report. */
     async run<R extends { operation: OperationReport }>(
       key: string,
@@ -294,10 +309,10 @@ function operationsBoard() {
       activity: Promise<R>,
       summary: (result: R) => string,
     ): Promise<R> {
-      views.set(key, { key, kind, status: 'pending' });
+      set({ key, kind, status: 'pending' });
       const result = await activity;
       const { operation } = result;
-      views.set(operation.key, {
+      set({
         key: operation.key,
         kind: operation.kind,
         status: operation.state,
@@ -306,13 +321,24 @@ function operationsBoard() {
       return result;
     },
     skip(key: string, kind: OperationKind, summary: string) {
-      views.set(key, { key, kind, status: 'skipped', summary });
+      set({ key, kind, status: 'skipped', summary });
     },
     failPending(summary: string) {
       for (const view of views.values())
         if (view.status === 'pending') views.set(view.key, { ...view, status: 'failed', summary });
+      show();
     },
   };
+}
+
+/** Markdown for the Web UI: the reply status, then one row per operation (`kind/vN`, its state). */
+export function currentDetails(status: ReplyStatus, views: OperationView[]): string {
+  const cell = (text: string) => text.replace(/[|\r\n]/g, ' ');
+  const rows = views.map((view) => {
+    const version = /\/(v\d+)$/.exec(view.key)?.[1] ?? '';
+    return `| ${view.kind}/${version} | ${view.status} | ${cell(view.summary ?? '')} |`;
+  });
+  return [`**ReplyStatus**: ${status}`, '', '| operation | state | |', '|---|---|---|', ...rows].join('\n');
 }
 
 /**
