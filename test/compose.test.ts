@@ -80,7 +80,7 @@ test("the api's and worker's environments pass the processes' own start-up valid
   const api = loadApiConfig(resolved(service('api').environment));
   const worker = loadWorkerConfig(resolved(service('worker').environment));
   for (const config of [api, worker]) {
-    assert.equal(config.TEMPORAL_ADDRESS, 'temporal:7233');
+    assert.equal(config.temporal.address, 'temporal:7233');
     assert.equal(config.TEMPORAL_NAMESPACE, 'replyonce');
     assert.equal(new URL(config.DATABASE_URL).hostname, 'postgresql');
   }

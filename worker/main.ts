@@ -1,11 +1,12 @@
 import { Client } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime, type LogLevel } from '@temporalio/worker';
+import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
 import { createDrafter } from '../activities/drafting/create-drafter';
 import { createTicketProvider } from '../activities/tickets/create-ticket-provider';
 import { createAgentMailClient } from '../lib/agentmail';
 import { ConfigError, loadWorkerConfig } from '../lib/config';
 import { createDb } from '../lib/db';
 import { createLogger } from '../lib/logger';
+import { connectTemporalWorker, describeTemporal } from '../lib/temporal-connection';
 import { createReplyonceWorker } from './create-worker';
 import { ensureSchedules } from './schedules';
 import { startMetricsServer } from './metrics-server';
@@ -23,11 +24,7 @@ async function main(): Promise<void> {
   const db = createDb(config.DATABASE_URL);
   const drafter = createDrafter(config);
   const tickets = createTicketProvider(config, db);
-  const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS }).catch((error: unknown) => {
-    throw new Error(
-      `cannot reach Temporal at TEMPORAL_ADDRESS=${config.TEMPORAL_ADDRESS}: ${String(error)}. Is the server running?`,
-    );
-  });
+  const connection = await connectTemporalWorker(config.temporal);
   try {
     await db.query('SELECT 1').catch((error: unknown) => {
       throw new Error(
@@ -73,6 +70,7 @@ async function main(): Promise<void> {
     const metricsServer = await startMetricsServer(config.METRICS_PORT, config.METRICS_HOST);
     log.info(
       {
+        temporal: describeTemporal(config.temporal),
         namespace: config.TEMPORAL_NAMESPACE,
         taskQueue: config.TEMPORAL_TASK_QUEUE,
         agentmail: config.AGENTMAIL_BASE_URL ?? 'production',
