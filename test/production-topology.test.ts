@@ -87,10 +87,18 @@ const draftCalls = (ref: MessageRef) =>
   [...workers, ...extra].reduce((n, w) => n + w.logs('drafting reply', { operationKey: draftKey(ref) }).length, 0);
 
 describe('the production topology (Temporal server, Postgres, mTLS, 2 APIs, 2 workers)', () => {
-  test('every process reached Temporal over mTLS through envconfig', () => {
+  test("every process reached Temporal over mTLS through envconfig; each worker's /readyz says it polls", async () => {
     for (const p of [...apis, ...workers]) {
       const started = p.logLines.find((line) => line.msg === 'api listening' || line.msg === 'worker polling');
       assert.match(String(started?.temporal), /mTLS/);
+    }
+    for (const worker of workers) {
+      const metrics = String(worker.logs('worker polling')[0]?.metrics);
+      const ready = await eventually(async () => {
+        const response = await fetch(metrics.replace(/\/metrics$/, '/readyz'));
+        return response.ok ? ((await response.json()) as { status: string }) : undefined;
+      }, 'the worker to report that it polls');
+      assert.equal(ready.status, 'polling');
     }
     assert.ok(setupSeconds > 0);
   });
@@ -182,7 +190,7 @@ describe('the production topology (Temporal server, Postgres, mTLS, 2 APIs, 2 wo
     await assert.rejects(attempt({ TEMPORAL_ADDRESS: stack.address }), 'plaintext');
     const otherCa = mkdtempSync(path.join(tmpdir(), 'replyonce-other-ca-'));
     try {
-      execFileSync('bash', [path.join(ROOT, 'deploy', 'tls', 'generate-certs.sh'), otherCa]);
+      execFileSync('sh', [path.join(ROOT, 'deploy', 'tls', 'generate-certs.sh'), otherCa]);
       await assert.rejects(
         attempt({
           ...serverOnly,

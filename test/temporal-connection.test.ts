@@ -14,7 +14,7 @@ let dir: string;
 let certs: (name: string) => string;
 before(() => {
   dir = mkdtempSync(path.join(tmpdir(), 'replyonce-tls-'));
-  execFileSync('bash', [path.join(__dirname, '..', 'deploy', 'tls', 'generate-certs.sh'), dir]);
+  execFileSync('sh', [path.join(__dirname, '..', 'deploy', 'tls', 'generate-certs.sh'), dir]);
   certs = (name) => path.join(dir, name);
 });
 after(() => rmSync(dir, { recursive: true, force: true }));

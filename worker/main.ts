@@ -67,7 +67,11 @@ async function main(): Promise<void> {
           'could not create or update the watchdog and retention schedules; they run only once a worker start succeeds',
         ),
     );
-    const metricsServer = await startMetricsServer(config.METRICS_PORT, config.METRICS_HOST);
+    const metricsServer = await startMetricsServer(
+      config.METRICS_PORT,
+      config.METRICS_HOST,
+      () => worker.getState() === 'RUNNING',
+    );
     log.info(
       {
         temporal: describeTemporal(config.temporal),

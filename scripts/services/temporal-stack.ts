@@ -79,7 +79,7 @@ export async function startTemporalStack(options: TemporalStackOptions): Promise
   mkdirSync(logDir, { recursive: true });
 
   const binaries = await ensureTemporalBinaries((line) => log(line));
-  await run('bash', [path.join(DEPLOY, 'tls', 'generate-certs.sh'), certsDir]);
+  await run('sh', [path.join(DEPLOY, 'tls', 'generate-certs.sh'), certsDir]);
 
   if (options.fresh) await dropDatabasesAsSuperuser(Object.values(databases));
   await runSqlFileAsSuperuser(path.join(DEPLOY, 'postgres', 'create-roles.sql'), {
