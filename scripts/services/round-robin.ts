@@ -5,11 +5,15 @@ import { LOOPBACK } from './ports';
 
 export interface RoundRobin {
   port: number;
+  /** Resets every open connection and refuses new ones until restore(): a backend's restart, as clients see it. */
+  cut(): void;
+  restore(): void;
   close(): Promise<void>;
 }
 
 export async function startRoundRobin(port: number, backends: number[]): Promise<RoundRobin> {
   let next = 0;
+  let cut = false;
   const sockets = new Set<net.Socket>();
   const connect = (client: net.Socket, tries: number) => {
     const backend = backends[next++ % backends.length] ?? 0;
@@ -29,6 +33,10 @@ export async function startRoundRobin(port: number, backends: number[]): Promise
     });
   };
   const server = net.createServer((client) => {
+    if (cut) {
+      client.resetAndDestroy();
+      return;
+    }
     sockets.add(client);
     client.on('error', () => undefined);
     client.once('close', () => sockets.delete(client));
@@ -40,6 +48,13 @@ export async function startRoundRobin(port: number, backends: number[]): Promise
   });
   return {
     port: (server.address() as net.AddressInfo).port,
+    cut() {
+      cut = true;
+      for (const socket of sockets) socket.resetAndDestroy();
+    },
+    restore() {
+      cut = false;
+    },
     async close() {
       for (const socket of sockets) socket.destroy();
       await new Promise((resolve) => server.close(resolve));
