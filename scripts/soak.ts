@@ -296,12 +296,12 @@ async function main(): Promise<number> {
         modelCalls.set(String(line.operationKey), calls);
       }
     }
-    const STORE_WINDOW_MS = 5_000;
-    const explained = (call: { at: number; worker: string }) => {
+    // The earlier call's worker died before the next call was made: the kill is why the draft was not stored.
+    const explained = (call: { at: number; worker: string }, next: { at: number }) => {
       const killed = killedAt.get(call.worker);
-      if (killed !== undefined && killed >= call.at && killed - call.at < STORE_WINDOW_MS)
+      if (killed !== undefined && killed >= call.at && killed <= next.at)
         return 'its worker was SIGKILLed before the draft was stored';
-      if (outage && call.at >= outage[0] - STORE_WINDOW_MS && call.at <= outage[1])
+      if (outage && call.at <= outage[1] && next.at >= outage[0])
         return 'Postgres went away before the draft was stored';
       return undefined;
     };
@@ -313,14 +313,15 @@ async function main(): Promise<number> {
       const k = key(ref.inboxId, ref.messageId);
       const calls = (modelCalls.get(draftKey(ref)) ?? []).sort((a, b) => a.at - b.at);
       const counts = { replies: replyCount.get(k) ?? 0, tickets: tickets.get(k) ?? 0, modelCalls: calls.length };
-      const reasons = calls.slice(0, -1).map(explained);
+      const reasons = calls.slice(0, -1).map((call, i) => explained(call, calls[i + 1]!));
       if (
         counts.replies !== 1 ||
         counts.tickets !== 1 ||
         counts.modelCalls < 1 ||
         reasons.some((r) => r === undefined)
       ) {
-        problems.push(`${k}: ${JSON.stringify(counts)}`);
+        const detail = calls.map((c) => `${c.worker}@${((c.at - started) / 1000).toFixed(1)}s`).join(' ');
+        problems.push(`${k}: ${JSON.stringify(counts)} calls ${detail}`);
       }
       for (const reason of reasons) if (reason) explanations.set(reason, (explanations.get(reason) ?? 0) + 1);
       const at = repliedAt.get(k);
@@ -356,6 +357,11 @@ async function main(): Promise<number> {
   } finally {
     for (const p of [...procs].reverse()) p.child.kill('SIGKILL');
     await Promise.all(procs.map((p) => p.exited));
+    // Each process's JSON log, to look at what happened (the app's logs carry ids, never bodies or addresses).
+    mkdirSync(path.join(DATA, 'logs'), { recursive: true });
+    for (const p of procs) {
+      writeFileSync(path.join(DATA, 'logs', `${p.name}.log`), p.lines.map((line) => JSON.stringify(line)).join('\n'));
+    }
     await balancer?.close();
     await postgres?.close();
     await stack?.stop();

@@ -37,32 +37,36 @@ let workers: AppProcess[] = [];
 const extra: AppProcess[] = [];
 let setupSeconds = 0;
 
-before(async () => {
-  const t0 = Date.now();
-  stack = await startTemporalStack({
-    dataDir: path.join(ROOT, '.data', 'test', `stack-${process.pid}`),
-    name: NAME,
-    fresh: true,
-    uiPort: 0,
-    namespace: 'replyonce-test',
-    log: (line) => console.error(`[production-topology] ${line}`),
-  });
-  console.error(
-    `[production-topology] server binaries: ${stack.binaries.buildSeconds} s (0 when cached); stack ready in ${Math.round((Date.now() - t0) / 100) / 10} s`,
-  );
-  await migrateDatabase(stack.appDatabaseUrl, { log: () => undefined });
-  // Everything below (the harness's clients, the processes it spawns) reads these, as the processes would.
-  Object.assign(process.env, stack.clientEnv, { DATABASE_URL: stack.appDatabaseUrl });
-  h = await Harness.start({ worker: false });
-  workers = await Promise.all([AppProcess.startWorker(h), AppProcess.startWorker(h)]);
-  apis = await Promise.all([AppProcess.startApi(h), AppProcess.startApi(h)]);
-  balancer = await startRoundRobin(
-    0,
-    apis.map((api) => Number(new URL(api.url).port)),
-  );
-  await h.sandbox.setWebhook({ url: `http://127.0.0.1:${balancer.port}/webhooks/agentmail` });
-  setupSeconds = (Date.now() - t0) / 1000;
-});
+before(
+  async () => {
+    const t0 = Date.now();
+    stack = await startTemporalStack({
+      dataDir: path.join(ROOT, '.data', 'test', `stack-${process.pid}`),
+      name: NAME,
+      fresh: true,
+      uiPort: 0,
+      namespace: 'replyonce-test',
+      log: (line) => console.error(`[production-topology] ${line}`),
+    });
+    console.error(
+      `[production-topology] server binaries: ${stack.binaries.buildSeconds} s (0 when cached); stack ready in ${Math.round((Date.now() - t0) / 100) / 10} s`,
+    );
+    await migrateDatabase(stack.appDatabaseUrl, { log: () => undefined });
+    // Everything below (the harness's clients, the processes it spawns) reads these, as the processes would.
+    Object.assign(process.env, stack.clientEnv, { DATABASE_URL: stack.appDatabaseUrl });
+    h = await Harness.start({ worker: false });
+    workers = await Promise.all([AppProcess.startWorker(h), AppProcess.startWorker(h)]);
+    apis = await Promise.all([AppProcess.startApi(h), AppProcess.startApi(h)]);
+    balancer = await startRoundRobin(
+      0,
+      apis.map((api) => Number(new URL(api.url).port)),
+    );
+    await h.sandbox.setWebhook({ url: `http://127.0.0.1:${balancer.port}/webhooks/agentmail` });
+    setupSeconds = (Date.now() - t0) / 1000;
+    // Long enough to build the three binaries on a machine that has never built them (minutes).
+  },
+  { timeout: 30 * 60_000 },
+);
 
 after(async () => {
   await Promise.all([...apis, ...workers, ...extra].map((p) => p.stop()));
