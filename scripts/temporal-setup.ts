@@ -6,7 +6,8 @@
 // cannot create anything: namespaces and search attributes are made with Cloud's own tooling. There
 // it checks that the namespace and the search attributes exist and prints what to do when they do not.
 //
-//   npm run temporal:setup        Temporal's connection variables: TEMPORAL_ADDRESS (localhost:7233),
+//   npm run temporal:setup [-- --check]   (--check: create nothing, only check)
+//                                 Temporal's connection variables: TEMPORAL_ADDRESS (localhost:7233),
 //                                 TEMPORAL_NAMESPACE (replyonce), TEMPORAL_TLS_*, TEMPORAL_API_KEY, TEMPORAL_PROFILE
 import { Connection, isGrpcServiceError } from '@temporalio/client';
 import { msToTs, tsToMs } from '@temporalio/common/lib/time';
@@ -31,6 +32,8 @@ export interface TemporalSetupOptions {
   retentionDays?: number;
   /** How long to try reaching the server before giving up. */
   connectTimeoutMs?: number;
+  /** Only check, create nothing (`--check`); always so on Temporal Cloud. */
+  checkOnly?: boolean;
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -59,6 +62,7 @@ export async function setupTemporal({
   namespace,
   retentionDays = 7,
   connectTimeoutMs = 5_000,
+  checkOnly: onlyCheck = false,
 }: TemporalSetupOptions): Promise<'created-or-updated' | 'checked'> {
   const target: TemporalConnectionSettings = settings ?? {
     address: address ?? 'localhost:7233',
@@ -68,9 +72,11 @@ export async function setupTemporal({
   };
   const connection = await connect(target, connectTimeoutMs);
   try {
-    if (isTemporalCloud(target.address)) {
+    if (onlyCheck || isTemporalCloud(target.address)) {
       log(
-        `${target.address} is Temporal Cloud: namespaces and search attributes are created with Cloud's tooling, not here; checking them`,
+        onlyCheck
+          ? 'checking only (--check): nothing is created'
+          : `${target.address} is Temporal Cloud: namespaces and search attributes are created with Cloud's tooling, not here; checking them`,
       );
       await checkOnly(connection, namespace, retentionDays);
       return 'checked';
@@ -127,6 +133,7 @@ async function checkOnly(connection: Connection, namespace: string, retentionDay
         `raise it in the Cloud UI or with \`tcld namespace retention set --namespace ${namespace} --retention-days ${retentionDays}\``,
     );
   }
+  await waitUntilUsable(connection, namespace, 'namespace'); // a namespace created a moment ago may not be served yet
   const missing: string[] = [];
   for (const name of SEARCH_ATTRIBUTES) {
     try {
@@ -256,7 +263,11 @@ if (require.main === module) {
       if (error instanceof ConfigError) throw new SetupError(error.message);
       throw error;
     }
-    const outcome = await setupTemporal({ connection: config.temporal, namespace: config.TEMPORAL_NAMESPACE });
+    const outcome = await setupTemporal({
+      connection: config.temporal,
+      namespace: config.TEMPORAL_NAMESPACE,
+      checkOnly: process.argv.includes('--check'),
+    });
     console.error(
       `[temporal] namespace ${config.TEMPORAL_NAMESPACE} on ${describeTemporal(config.temporal)} is ready${outcome === 'checked' ? ' (checked, nothing created)' : ''}`,
     );
