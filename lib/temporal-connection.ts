@@ -73,6 +73,16 @@ export function loadTemporalConnection(rawEnv: Env = process.env): TemporalConne
     profile = loadClientConfigProfile({ overrideEnvVars: env, configFileStrict: true });
   } catch (error) {
     const message = error instanceof Error ? error.message : String(error);
+    const both = /Cannot specify both (\w+)_path and \w+_data/.exec(message)?.[1];
+    if (both !== undefined) {
+      const envName = `TEMPORAL_TLS_${both.toUpperCase()}`;
+      return {
+        ok: false,
+        problems: [
+          `${envName}_PATH and ${envName}_DATA (or tls.${both}_path and _data in ${file}) are both set: keep one`,
+        ],
+      };
+    }
     const culprit = /Profile '.*' not found/.test(message) ? 'TEMPORAL_PROFILE' : `the Temporal profile file ${file}`;
     return { ok: false, problems: [`${culprit}: ${message}`] };
   }

@@ -93,6 +93,17 @@ describe('the Temporal connection', () => {
     );
   });
 
+  test('a path and the data for the same certificate are refused, naming both variables', () => {
+    refused(
+      {
+        TEMPORAL_TLS_CLIENT_CERT_PATH: certs('client.pem'),
+        TEMPORAL_TLS_CLIENT_CERT_DATA: readFileSync(certs('client.pem'), 'utf8'),
+        TEMPORAL_TLS_CLIENT_KEY_PATH: certs('client.key'),
+      },
+      /TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_CERT_DATA .* are both set/,
+    );
+  });
+
   test('a key without a certificate, or a certificate without its key, is refused', () => {
     refused({ TEMPORAL_TLS_CLIENT_KEY_PATH: certs('client.key') }, /client key is set .* without a client certificate/);
     refused({ TEMPORAL_TLS_CLIENT_CERT_PATH: certs('client.pem') }, /client certificate is set .* without its key/);
