@@ -13,6 +13,7 @@ import { after, before, describe, test } from 'node:test';
 import { Connection } from '@temporalio/client';
 import { chromium } from 'playwright-core';
 import { inboundWorkflowId } from '../lib/hashing';
+import type { Failpoint } from '../lib/failpoints';
 import { draftKey, type MessageRef } from '../lib/keys';
 import { loadTemporalConnection } from '../lib/temporal-connection';
 import type { InboundResult } from '../sandbox/control-client';
@@ -86,6 +87,15 @@ const customerMail = (inboxId: string, extraFields: Record<string, string> = {})
   text: 'Where is it?',
   ...extraFields,
 });
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
 
 const draftCalls = (ref: MessageRef) =>
   [...workers, ...extra].reduce((n, w) => n + w.logs('drafting reply', { operationKey: draftKey(ref) }).length, 0);
@@ -247,22 +257,42 @@ describe('the production topology (Temporal server, Postgres, mTLS, 2 APIs, 2 wo
     },
   );
 
-  // Last: it replaces the workers.
-  test('a worker SIGKILLed after AgentMail accepted the send, before the record → a fresh worker resumes: one email', async () => {
-    await Promise.all(workers.map((w) => w.stop())); // the crashing worker must be the one that takes the task
-    const crashing = await AppProcess.startWorker(h, { failpoints: ['reply.after-effect'] });
-    extra.push(crashing);
+  test('the Temporal server restarted under the running APIs and workers → they reconnect; the next message is answered once', async () => {
+    await stack.restartServer();
     const inboxId = h.newInbox();
     const inbound = await h.sandbox.inbound(customerMail(inboxId));
     const ref = { inboxId, messageId: inbound.message.message_id };
-    const died = await crashing.exited;
-    assert.equal(died.signal, 'SIGKILL');
-    assert.equal((await h.sandbox.outbox({ inbox_id: inboxId })).length, 1, 'the crash came after the send');
-    workers = await Promise.all([AppProcess.startWorker(h), AppProcess.startWorker(h)]);
-    const result = await h.resultOf(ref, 90_000);
-    assert.equal(result.status, 'sent');
-    const outbox = await h.sandbox.outbox({ inbox_id: inboxId });
-    assert.equal(outbox.length, 1, 'one email despite the crash');
-    assert.equal(result.status === 'sent' && result.replyMessageId, outbox[0]!.message.message_id);
+    assert.equal((await h.resultOf(ref, 90_000)).status, 'sent');
+    assert.equal((await h.sandbox.outbox({ inbox_id: inboxId })).length, 1);
+    for (const p of [...apis, ...workers]) assert.equal(p.pid !== undefined && isAlive(p.pid), true, 'no process died');
   });
+
+  // Last: they replace the workers. Each crash has a worker of its own take the task (the others are stopped).
+  const crashes: Array<[Failpoint, string]> = [
+    ['reply.after-effect', 'after AgentMail accepted the send, before its record'],
+    ['ticket.after-effect', 'after the ticket was created, before its record'],
+    ['draft.after-store', 'after the draft was stored, before the activity returned'],
+  ];
+  for (const [failpoint, when] of crashes) {
+    test(`a worker SIGKILLed ${when} → a fresh worker resumes: one email, one ticket`, async () => {
+      await Promise.all(workers.map((w) => w.stop()));
+      const crashing = await AppProcess.startWorker(h, { failpoints: [failpoint] });
+      extra.push(crashing);
+      const inboxId = h.newInbox();
+      const inbound = await h.sandbox.inbound(customerMail(inboxId));
+      const ref = { inboxId, messageId: inbound.message.message_id };
+      const died = await crashing.exited;
+      assert.equal(died.signal, 'SIGKILL', `the worker died at ${failpoint}`);
+      if (failpoint === 'reply.after-effect') {
+        assert.equal((await h.sandbox.outbox({ inbox_id: inboxId })).length, 1, 'the crash came after the send');
+      }
+      workers = await Promise.all([AppProcess.startWorker(h), AppProcess.startWorker(h)]);
+      const result = await h.resultOf(ref, 90_000);
+      assert.equal(result.status, 'sent');
+      const outbox = await h.sandbox.outbox({ inbox_id: inboxId });
+      assert.equal(outbox.length, 1, 'one email despite the crash');
+      assert.equal(result.status === 'sent' && result.replyMessageId, outbox[0]!.message.message_id);
+      assert.equal((await h.ticketsFor(ref)).length, 1, 'one ticket despite the crash');
+    });
+  }
 });
