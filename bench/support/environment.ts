@@ -66,7 +66,8 @@ export async function prepareTemporal(cleanups: Cleanup[], kind: 'dev' | 'stack'
   if (kind === 'stack') {
     const stack = await startTemporalStack({
       dataDir: path.join(DATA, 'stack'),
-      name: 'bench',
+      // Not `bench`: replyonce_bench is the bench's own database (prepareDatabase), made in parallel.
+      name: 'benchstack',
       fresh: true,
       uiPort: null,
       namespace: NAMESPACE,
