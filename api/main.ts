@@ -1,8 +1,9 @@
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { createAgentMailClient } from '../lib/agentmail';
 import { ConfigError, loadApiConfig } from '../lib/config';
 import { createDb } from '../lib/db';
 import { createLogger } from '../lib/logger';
+import { connectTemporalClient, describeTemporal } from '../lib/temporal-connection';
 import { buildApp } from './app';
 
 /**
@@ -16,7 +17,10 @@ async function main(): Promise<void> {
     queryTimeoutMs: config.INGRESS_DEADLINE_MS,
     connectTimeoutMs: config.INGRESS_DEADLINE_MS,
   });
-  const connection = Connection.lazy({ address: config.TEMPORAL_ADDRESS, connectTimeout: config.INGRESS_DEADLINE_MS });
+  const connection = await connectTemporalClient(config.temporal, {
+    lazy: true,
+    connectTimeoutMs: config.INGRESS_DEADLINE_MS,
+  });
   const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
   const app = buildApp({
     db,
@@ -52,7 +56,12 @@ async function main(): Promise<void> {
 
   const address = await app.listen({ port: config.PORT, host: config.HOST });
   logger.info(
-    { address, namespace: config.TEMPORAL_NAMESPACE, taskQueue: config.TEMPORAL_TASK_QUEUE },
+    {
+      address,
+      temporal: describeTemporal(config.temporal),
+      namespace: config.TEMPORAL_NAMESPACE,
+      taskQueue: config.TEMPORAL_TASK_QUEUE,
+    },
     'api listening',
   );
 }

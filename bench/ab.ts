@@ -50,6 +50,7 @@ async function main(): Promise<void> {
     ]);
     const base: Environment = {
       temporalAddress: temporal.address,
+      temporalEnv: temporal.env,
       databaseUrl,
       workflowBundle,
       codeRoot: after,

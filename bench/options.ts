@@ -9,6 +9,9 @@
  *   --profile          also write V8 CPU profiles (node --cpu-prof) of the API, the worker and the
  *                      baseline for one extra run of each, and summarize them in the report
  *   --runtime tsx      run the servers from TypeScript with tsx instead of the compiled JavaScript
+ *   --temporal stack   run against Temporal's own server on Postgres with mTLS (`npm run stack`'s,
+ *                      scripts/services/temporal-stack.ts) instead of the dev server; its state is
+ *                      kept across repeats (a fresh one per repeat would rebuild the databases)
  */
 
 export const SCENARIOS = ['ingress', 'storm', 'e2e', 'store'] as const;
@@ -21,6 +24,7 @@ export interface BenchOptions {
   only: Set<Scenario>;
   profile: boolean;
   runtime: 'dist' | 'tsx';
+  temporal: 'dev' | 'stack';
   ingress: {
     /** Webhooks per second at 1×, 4× and 16× load. 4× is the target rate (200/s). */
     rates: [number, number, number];
@@ -65,7 +69,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     if (next === undefined || next.startsWith('--')) throw new Error(`${name} needs a value`);
     return next;
   };
-  const known = new Set(['--quick', '--repeats', '--e2e-repeats', '--only', '--profile', '--runtime']);
+  const known = new Set(['--quick', '--repeats', '--e2e-repeats', '--only', '--profile', '--runtime', '--temporal']);
   for (const arg of argv) {
     if (arg.startsWith('--') && !known.has(arg)) throw new Error(`unknown option ${arg} (see bench/options.ts)`);
   }
@@ -84,6 +88,8 @@ export function parseOptions(argv: string[]): BenchOptions {
       throw new Error(`--only: unknown scenario ${s} (${SCENARIOS.join(', ')})`);
   const runtime = value('--runtime') ?? 'dist';
   if (runtime !== 'dist' && runtime !== 'tsx') throw new Error('--runtime must be dist or tsx');
+  const temporal = value('--temporal') ?? 'dev';
+  if (temporal !== 'dev' && temporal !== 'stack') throw new Error('--temporal must be dev or stack');
 
   return {
     quick,
@@ -92,6 +98,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     only: new Set(scenarios as Scenario[]),
     profile: flag('--profile'),
     runtime,
+    temporal,
     ingress: {
       rates: [50, 200, 800],
       seconds: quick ? 1 : 2.5,

@@ -61,13 +61,14 @@ async function main(): Promise<number> {
   try {
     const setupAt = Date.now();
     const [temporal, databaseUrl, workflowBundle, codeRoot] = await Promise.all([
-      prepareTemporal(cleanups),
+      prepareTemporal(cleanups, options.temporal),
       prepareDatabase(cleanups),
       bundleWorkflows(),
       options.runtime === 'dist' ? compileApp() : Promise.resolve(ROOT),
     ]);
     const env: Environment = {
       temporalAddress: temporal.address,
+      temporalEnv: temporal.env,
       databaseUrl,
       workflowBundle,
       codeRoot,
@@ -76,6 +77,7 @@ async function main(): Promise<number> {
       freshTemporal: async () => {
         await temporal.restart();
         env.temporalAddress = temporal.address;
+        env.temporalEnv = temporal.env;
         env.temporalPid = temporal.pid;
       },
     };
@@ -210,7 +212,9 @@ function machineInfo(env: Environment, options: BenchOptions, loadAtStart: [numb
     node: process.version,
     temporal: process.env.TEMPORAL_ADDRESS
       ? `at ${env.temporalAddress}`
-      : run(temporalCliPath(), ['--version']).replace(/^temporal version /, ''),
+      : options.temporal === 'stack'
+        ? `Temporal's own server on PostgreSQL with SQL visibility and mTLS (npm run stack's) at ${env.temporalAddress}`
+        : run(temporalCliPath(), ['--version']).replace(/^temporal version /, ''),
     postgres: 'unknown',
     commit: `${run('git', ['rev-parse', '--short', 'HEAD'])}${dirty}`,
     runtime:

@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { checkProviderSettings, draftingVars, ticketVars } from './provider-config';
+import { loadTemporalConnection, type TemporalConnectionSettings } from './temporal-connection';
 
 /**
  * Configuration comes from the environment and is validated once at start-up, so a
@@ -42,14 +43,12 @@ export function webhookSecretProblem(value: string): string | null {
   return null;
 }
 
+/**
+ * The connection itself (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS*,
+ * TEMPORAL_PROFILE, TEMPORAL_CONFIG_FILE) is Temporal's environment configuration, loaded and checked
+ * by lib/temporal-connection.ts; only the task queue is ours.
+ */
 const temporalVars = {
-  TEMPORAL_ADDRESS: z
-    .string()
-    .trim()
-    .min(1)
-    .default('localhost:7233')
-    .refine((v) => /^[^\s:/]+:\d{1,5}$/.test(v), 'must be host:port, e.g. localhost:7233'),
-  TEMPORAL_NAMESPACE: z.string().trim().min(1).default('replyonce'),
   TEMPORAL_TASK_QUEUE: z.string().trim().min(1).default('replyonce'),
 };
 
@@ -197,22 +196,44 @@ const workerSchema = z
 /** `npm run replay`: Temporal to start workflows, Postgres for the cursors, AgentMail to list the inbox. */
 const replaySchema = z.object({ ...commonVars, ...agentmailVars, OPERATION_RETENTION_DAYS });
 
-export type ApiConfig = z.infer<typeof apiSchema>;
-export type ReplayConfig = z.infer<typeof replaySchema>;
-export type WorkerConfig = z.infer<typeof workerSchema>;
+/** Every process that talks to Temporal gets the checked connection beside its variables. */
+interface WithTemporal {
+  temporal: TemporalConnectionSettings;
+  /** The namespace the connection names (TEMPORAL_NAMESPACE or the profile's), kept under its variable's name. */
+  TEMPORAL_NAMESPACE: string;
+}
+
+export type ApiConfig = z.infer<typeof apiSchema> & WithTemporal;
+export type ReplayConfig = z.infer<typeof replaySchema> & WithTemporal;
+export type WorkerConfig = z.infer<typeof workerSchema> & WithTemporal;
+export type TemporalConfig = z.infer<z.ZodObject<typeof temporalVars>> & WithTemporal;
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
 }
 
-function parseEnv<S extends z.ZodType>(schema: S, env: NodeJS.ProcessEnv, processName: string): z.infer<S> {
+function parseEnv<S extends z.ZodType>(
+  schema: S,
+  env: NodeJS.ProcessEnv,
+  processName: string,
+): z.infer<S> & WithTemporal {
   // Empty strings mean "unset": shells and .env files often export VAR= for defaults.
   const cleaned = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
   const parsed = schema.safeParse(cleaned);
-  if (parsed.success) return parsed.data;
-  const problems = parsed.error.issues.map(
-    (issue) => `  - ${issue.path.join('.') || '(environment)'} ${issue.message}`,
-  );
+  const temporal = loadTemporalConnection(cleaned);
+  const problems = [
+    ...(temporal.ok ? [] : temporal.problems.map((problem) => `  - ${problem}`)),
+    ...(parsed.success
+      ? []
+      : parsed.error.issues.map((issue) => `  - ${issue.path.join('.') || '(environment)'} ${issue.message}`)),
+  ];
+  if (parsed.success && temporal.ok) {
+    return {
+      ...(parsed.data as object),
+      temporal: temporal.settings,
+      TEMPORAL_NAMESPACE: temporal.settings.namespace,
+    } as z.infer<S> & WithTemporal;
+  }
   throw new ConfigError(
     `The ${processName} cannot start: its configuration is invalid.\n${problems.join('\n')}\n` +
       'Set these environment variables (see the configuration table in README.md) and start it again.',
@@ -224,3 +245,6 @@ export const loadWorkerConfig = (env: NodeJS.ProcessEnv = process.env): WorkerCo
   parseEnv(workerSchema, env, 'worker');
 export const loadReplayConfig = (env: NodeJS.ProcessEnv = process.env): ReplayConfig =>
   parseEnv(replaySchema, env, 'replay');
+/** The connection alone: `npm run temporal:setup`, the dev and test runners, the compose check. */
+export const loadTemporalConfig = (env: NodeJS.ProcessEnv = process.env): TemporalConfig =>
+  parseEnv(z.object(temporalVars), env, 'Temporal set-up');

@@ -7,6 +7,7 @@
 //
 // Ctrl-C stops everything it started, the API first and Temporal last.
 import path from 'node:path';
+import { loadTemporalConfig } from '../lib/config';
 import { migrateDatabase } from './db-migrate';
 import { setupTemporal } from './temporal-setup';
 import { loadDevSecrets } from './services/dev-secrets';
@@ -66,7 +67,9 @@ async function main(): Promise<number> {
     const temporalAddress =
       env.TEMPORAL_ADDRESS || (await startTemporal((server) => (temporal = server), record)).address;
     if (signalled) return 130;
-    await setupTemporal({ address: temporalAddress, namespace, retentionDays: 7 });
+    // A server of yours (TEMPORAL_ADDRESS) is reached with your TLS settings, as the processes reach it.
+    const connection = env.TEMPORAL_ADDRESS ? loadTemporalConfig(env).temporal : undefined;
+    await setupTemporal({ address: temporalAddress, connection, namespace, retentionDays: 7 });
 
     const databaseUrl = env.DATABASE_URL || (await localDatabase());
     await migrateDatabase(databaseUrl);

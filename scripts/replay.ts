@@ -7,10 +7,11 @@
 //   npm run replay -- --inbox support@example.com                 (resume from the last processed message)
 //   npm run replay -- --all                                       (resume every inbox we have processed mail for)
 //
-// Reads TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TASK_QUEUE, DATABASE_URL, AGENTMAIL_API_KEY,
-// AGENTMAIL_BASE_URL and OPERATION_RETENTION_DAYS, like the worker.
+// Reads Temporal's connection variables (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TLS_*, TEMPORAL_API_KEY,
+// TEMPORAL_PROFILE), TEMPORAL_TASK_QUEUE, DATABASE_URL, AGENTMAIL_API_KEY, AGENTMAIL_BASE_URL and
+// OPERATION_RETENTION_DAYS, like the worker.
 import { parseArgs } from 'node:util';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { AgentMailError } from 'agentmail';
 import { Presets, SingleBar } from 'cli-progress';
 import {
@@ -25,7 +26,8 @@ import { createAgentMailClient } from '../lib/agentmail';
 import { ConfigError, loadReplayConfig } from '../lib/config';
 import { createDb } from '../lib/db';
 import { isAgentMailError, providerErrorText } from '../lib/provider-errors';
-import { runMain, SetupError } from './services/main';
+import { connectTemporalClient } from '../lib/temporal-connection';
+import { messageOf, runMain, SetupError } from './services/main';
 
 const USAGE = 'usage: npm run replay -- (--inbox <inbox id> [--inbox …] | --all) [--since <ISO time | 36h | 6d>]';
 
@@ -51,9 +53,9 @@ async function main(): Promise<number> {
 
   const db = createDb(config.DATABASE_URL);
   const cursors = new InboxCursors(db);
-  const connection = await Connection.connect({ address: config.TEMPORAL_ADDRESS, connectTimeout: 5_000 }).catch(
+  const connection = await connectTemporalClient(config.temporal, { connectTimeoutMs: 5_000 }).catch(
     (error: unknown) => {
-      throw new SetupError(`cannot reach Temporal at TEMPORAL_ADDRESS=${config.TEMPORAL_ADDRESS}: ${String(error)}`);
+      throw new SetupError(messageOf(error));
     },
   );
   const stop = new AbortController();

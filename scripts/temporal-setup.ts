@@ -2,21 +2,38 @@
 // ~27.5 h webhook retries (the dev server's default namespace keeps closed workflows only 24 h),
 // and the workflows' custom search attributes. Idempotent; starts no server.
 //
-//   npm run temporal:setup        TEMPORAL_ADDRESS (localhost:7233), TEMPORAL_NAMESPACE (replyonce)
+// On Temporal Cloud (and on a cluster that does not let this client administer namespaces) it
+// cannot create anything: namespaces and search attributes are made with Cloud's own tooling. There
+// it checks that the namespace and the search attributes exist and prints what to do when they do not.
+//
+//   npm run temporal:setup [-- --check]   (--check: create nothing, only check)
+//                                 Temporal's connection variables: TEMPORAL_ADDRESS (localhost:7233),
+//                                 TEMPORAL_NAMESPACE (replyonce), TEMPORAL_TLS_*, TEMPORAL_API_KEY, TEMPORAL_PROFILE
 import { Connection, isGrpcServiceError } from '@temporalio/client';
 import { msToTs, tsToMs } from '@temporalio/common/lib/time';
 import { encodeSearchAttributeIndexedValueType } from '@temporalio/common/lib/search-attributes';
+import { ConfigError, loadTemporalConfig } from '../lib/config';
+import {
+  connectionFailure,
+  describeTemporal,
+  type TemporalConnectionOptions,
+  type TemporalConnectionSettings,
+} from '../lib/temporal-connection';
 import { SEARCH_ATTRIBUTES } from './services/temporal-dev-server';
 import { SetupError, messageOf, runMain, sleep } from './services/main';
 
 export { SEARCH_ATTRIBUTES };
 
 export interface TemporalSetupOptions {
-  address: string;
+  /** A plaintext server's host:port (the dev server); or `connection` for TLS, mTLS, API keys. */
+  address?: string;
+  connection?: TemporalConnectionSettings;
   namespace: string;
   retentionDays?: number;
   /** How long to try reaching the server before giving up. */
   connectTimeoutMs?: number;
+  /** Only check, create nothing (`--check`); always so on Temporal Cloud. */
+  checkOnly?: boolean;
 }
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -30,31 +47,118 @@ const NOT_FOUND = 5;
  * namespace refresh interval (10 s by default); this leaves room for a loaded machine.
  */
 const USABLE_TIMEOUT_MS = 30_000;
+const PERMISSION_DENIED = 7;
+const UNIMPLEMENTED = 12;
+const INVALID_ARGUMENT = 3;
+
+/** Temporal Cloud's endpoints: namespace endpoints (…tmprl.cloud) and regional API-key endpoints (…api.temporal.io). */
+export function isTemporalCloud(address: string): boolean {
+  return /\.(tmprl\.cloud|api\.temporal\.io):\d+$/.test(address);
+}
 
 export async function setupTemporal({
   address,
+  connection: settings,
   namespace,
   retentionDays = 7,
   connectTimeoutMs = 5_000,
-}: TemporalSetupOptions): Promise<void> {
-  const connection = await connect(address, connectTimeoutMs);
+  checkOnly: onlyCheck = false,
+}: TemporalSetupOptions): Promise<'created-or-updated' | 'checked'> {
+  const target: TemporalConnectionSettings = settings ?? {
+    address: address ?? 'localhost:7233',
+    namespace,
+    connectionOptions: { address: address ?? 'localhost:7233' },
+    security: 'plaintext',
+  };
+  const connection = await connect(target, connectTimeoutMs);
   try {
-    await ensureNamespace(connection, namespace, retentionDays * DAY_MS);
+    if (onlyCheck || isTemporalCloud(target.address)) {
+      log(
+        onlyCheck
+          ? 'checking only (--check): nothing is created'
+          : `${target.address} is Temporal Cloud: namespaces and search attributes are created with Cloud's tooling, not here; checking them`,
+      );
+      await checkOnly(connection, namespace, retentionDays);
+      return 'checked';
+    }
+    try {
+      await ensureNamespace(connection, namespace, retentionDays * DAY_MS);
+    } catch (error) {
+      if (!isGrpcServiceError(error) || ![PERMISSION_DENIED, UNIMPLEMENTED].includes(error.code)) throw error;
+      log(`this client may not administer namespaces on ${target.address} (${messageOf(error)}); checking instead`);
+      await checkOnly(connection, namespace, retentionDays);
+      return 'checked';
+    }
     await waitUntilUsable(connection, namespace, 'namespace');
     if (await ensureSearchAttributes(connection, namespace)) {
       await waitUntilUsable(connection, namespace, 'search attributes');
     }
+    return 'created-or-updated';
   } finally {
     await connection.close();
   }
 }
 
-async function connect(address: string, connectTimeoutMs: number): Promise<Connection> {
+async function connect(settings: TemporalConnectionSettings, connectTimeoutMs: number): Promise<Connection> {
+  const options: TemporalConnectionOptions & { connectTimeout: number } = {
+    ...settings.connectionOptions,
+    connectTimeout: connectTimeoutMs,
+  };
   try {
-    return await Connection.connect({ address, connectTimeout: connectTimeoutMs });
+    return await Connection.connect(options);
   } catch (error) {
-    throw new SetupError(`cannot reach the Temporal server at ${address} (TEMPORAL_ADDRESS): ${messageOf(error)}`);
+    throw new SetupError(connectionFailure(settings, error));
   }
+}
+
+/**
+ * Where this client cannot create things (Temporal Cloud): the namespace must exist, keep closed
+ * workflows long enough, and know the search attributes. Says what to do for each one missing.
+ */
+async function checkOnly(connection: Connection, namespace: string, retentionDays: number): Promise<void> {
+  const problems: string[] = [];
+  const described = await describe(connection, namespace).catch((error: unknown) => {
+    throw new SetupError(`cannot describe namespace ${namespace}: ${messageOf(error)}`);
+  });
+  if (described === undefined) {
+    throw new SetupError(
+      `namespace ${namespace} does not exist. Create it in Temporal Cloud's UI (Namespaces → Create) or with ` +
+        `\`tcld namespace create --namespace ${namespace} --region <region> --retention-days ${retentionDays}\`, then run this again.`,
+    );
+  }
+  const currentMs = tsToMs(described.config?.workflowExecutionRetentionTtl);
+  if (currentMs < retentionDays * DAY_MS) {
+    problems.push(
+      `its retention is ${formatDays(currentMs)}; replyonce needs at least ${retentionDays} days (longer than AgentMail's ~27.5 h of webhook retries): ` +
+        `raise it in the Cloud UI or with \`tcld namespace retention set --namespace ${namespace} --retention-days ${retentionDays}\``,
+    );
+  }
+  await waitUntilUsable(connection, namespace, 'namespace'); // a namespace created a moment ago may not be served yet
+  const missing: string[] = [];
+  for (const name of SEARCH_ATTRIBUTES) {
+    try {
+      await connection.workflowService.listWorkflowExecutions({
+        namespace,
+        pageSize: 1,
+        query: `${name} = 'setup-probe'`,
+      });
+    } catch (error) {
+      if (isGrpcServiceError(error) && (error.code as number) === INVALID_ARGUMENT) missing.push(name);
+      else throw error;
+    }
+  }
+  if (missing.length > 0) {
+    problems.push(
+      `it lacks the search attributes ${missing.join(', ')} (type Keyword): add them in the Cloud UI (Namespace → Search Attributes) or with ` +
+        `\`tcld namespace search-attributes add --namespace ${namespace} ${missing.map((n) => `--search-attribute ${n}=Keyword`).join(' ')}\``,
+    );
+  }
+  if (problems.length > 0) {
+    throw new SetupError(`namespace ${namespace} is not ready for replyonce:\n  - ${problems.join('\n  - ')}`);
+  }
+  log(
+    `namespace ${namespace}: exists, retention ${formatDays(currentMs)}, search attributes ${SEARCH_ATTRIBUTES.join(', ')} present`,
+  );
 }
 
 async function ensureNamespace(connection: Connection, namespace: string, retentionMs: number): Promise<void> {
@@ -152,9 +256,20 @@ function log(message: string): void {
 
 if (require.main === module) {
   runMain(async () => {
-    const address = process.env.TEMPORAL_ADDRESS || 'localhost:7233';
-    const namespace = process.env.TEMPORAL_NAMESPACE || 'replyonce';
-    await setupTemporal({ address, namespace });
-    console.error(`[temporal] namespace ${namespace} on ${address} is ready`);
+    let config;
+    try {
+      config = loadTemporalConfig();
+    } catch (error) {
+      if (error instanceof ConfigError) throw new SetupError(error.message);
+      throw error;
+    }
+    const outcome = await setupTemporal({
+      connection: config.temporal,
+      namespace: config.TEMPORAL_NAMESPACE,
+      checkOnly: process.argv.includes('--check'),
+    });
+    console.error(
+      `[temporal] namespace ${config.TEMPORAL_NAMESPACE} on ${describeTemporal(config.temporal)} is ready${outcome === 'checked' ? ' (checked, nothing created)' : ''}`,
+    );
   });
 }

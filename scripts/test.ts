@@ -9,6 +9,7 @@ import { mkdirSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Client } from 'pg';
 import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
+import { loadTemporalConfig } from '../lib/config';
 import { migrateDatabase } from './db-migrate';
 import { setupTemporal } from './temporal-setup';
 import { runMain, SetupError, messageOf } from './services/main';
@@ -128,7 +129,10 @@ async function prepareTemporal(cleanups: Cleanup[]): Promise<{ address: string; 
     address = server.address;
     uiUrl = server.uiUrl;
   }
-  await setupTemporal({ address, namespace: NAMESPACE, retentionDays: 7 });
+  // A server of yours is reached the way the processes reach it (Temporal's environment
+  // configuration: TLS, mTLS, an API key); the suite's own dev server is plaintext.
+  const connection = process.env.TEMPORAL_ADDRESS ? loadTemporalConfig().temporal : undefined;
+  await setupTemporal({ address, connection, namespace: NAMESPACE, retentionDays: 7 });
   return { address, uiUrl };
 }
 

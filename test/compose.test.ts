@@ -1,10 +1,12 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
 import path from 'node:path';
-import { test } from 'node:test';
+import { after, before, describe, test } from 'node:test';
 import { parse } from 'yaml';
-import { loadApiConfig, loadWorkerConfig } from '../lib/config';
+import { loadApiConfig, loadTemporalConfig, loadWorkerConfig } from '../lib/config';
+import { TEMPORAL_SERVER_VERSION } from '../scripts/services/temporal-binaries';
 
 // docker-compose.yml cannot be run here (no Docker engine), so this checks it against what the
 // app actually reads: every service present, wired to each other, and each app process's
@@ -19,9 +21,10 @@ interface Service {
   ports?: string[];
   healthcheck?: { test: string[] };
   volumes?: string[];
+  restart?: string;
   depends_on?: Record<string, { condition: string }>;
 }
-const compose = parse(readFileSync(file, 'utf8')) as { services: Record<string, Service> };
+const compose = parse(readFileSync(file, 'utf8'), { merge: true }) as { services: Record<string, Service> };
 const service = (name: string): Service => {
   const found = compose.services[name];
   assert.ok(found, `service ${name} exists`);
@@ -33,6 +36,9 @@ function resolved(environment: Record<string, string> = {}): NodeJS.ProcessEnv {
   const given: Record<string, string> = {
     AGENTMAIL_API_KEY: 'am_test',
     AGENTMAIL_WEBHOOK_SECRET: 'whsec_dGVzdHNlY3JldC10ZXN0c2VjcmV0LTI0',
+    POSTGRES_PASSWORD: 'pg-test',
+    TEMPORAL_DB_PASSWORD: 'temporal-test',
+    APP_DB_PASSWORD: 'app-test',
   };
   return Object.fromEntries(
     Object.entries(environment).map(([key, value]) => [
@@ -45,63 +51,176 @@ function resolved(environment: Record<string, string> = {}): NodeJS.ProcessEnv {
   );
 }
 
-test('compose has Postgres, a Postgres-backed Temporal, its Web UI, a one-shot set-up, the api and the worker', () => {
+const LONG_RUNNING = ['postgresql', 'temporal', 'temporal-ui', 'api', 'worker'];
+const ONE_SHOT = ['certs', 'temporal-schema', 'setup'];
+
+/** A bind mount `./x:/y[:ro]` of the service whose target is `target`: the host path, resolved. */
+function mountSource(name: string, target: string): string | undefined {
+  const mount = (service(name).volumes ?? []).map((v) => v.split(':')).find(([, to]) => to === target);
+  return mount?.[0]?.startsWith('.') ? path.join(root, mount[0]) : mount?.[0];
+}
+
+test("compose has Postgres, Temporal's own server after a one-shot schema job, its Web UI, certificates, set-up, api and worker", () => {
   assert.match(String(service('postgresql').image), /^postgres:/);
-  assert.match(String(service('temporal').image), /^temporalio\/auto-setup:1\.29/);
-  assert.equal(service('temporal').environment?.DB, 'postgres12');
-  assert.equal(service('temporal').environment?.POSTGRES_SEEDS, 'postgresql');
+  assert.match(String(service('temporal').image), /^temporalio\/server:1\.29\./);
+  assert.doesNotMatch(readFileSync(file, 'utf8'), /auto-setup/, 'the deprecated auto-setup image is gone');
+  assert.match(String(service('temporal-schema').image), /^temporalio\/admin-tools:1\.29\./);
   assert.match(String(service('temporal-ui').image), /^temporalio\/ui:/);
-  assert.equal(service('temporal-ui').environment?.TEMPORAL_ADDRESS, 'temporal:7233');
   for (const name of ['setup', 'api', 'worker']) assert.ok(service(name).build, `${name} is built from the Dockerfile`);
   assert.deepEqual(service('setup').command, ['sh', '-c', 'npm run temporal:setup && npm run db:migrate']);
+  assert.equal(service('temporal-schema').depends_on?.postgresql?.condition, 'service_healthy');
+  assert.equal(service('temporal').depends_on?.['temporal-schema']?.condition, 'service_completed_successfully');
+  assert.equal(service('temporal').depends_on?.certs?.condition, 'service_completed_successfully');
+  assert.equal(service('setup').depends_on?.temporal?.condition, 'service_healthy');
   assert.equal(service('api').depends_on?.setup?.condition, 'service_completed_successfully');
   assert.equal(service('worker').depends_on?.setup?.condition, 'service_completed_successfully');
 });
 
-test("Temporal reads the repository's dynamic config: eager activity dispatch on", () => {
+test("the server runs deploy/'s configuration, dynamic config and schema steps — the files `npm run stack` uses — mounted, not copied", () => {
   const temporal = service('temporal');
-  const mount = (temporal.volumes ?? [])
-    .map((v) => v.split(':'))
-    .find(([, target]) => target === '/etc/temporal/config/dynamicconfig');
-  assert.ok(mount, 'the dynamic config folder is mounted where the image looks');
-  const file = path.join(root, mount[0]!, path.basename(String(temporal.environment?.DYNAMIC_CONFIG_FILE_PATH)));
-  assert.equal(path.dirname(String(temporal.environment?.DYNAMIC_CONFIG_FILE_PATH)), 'config/dynamicconfig');
-  const config = parse(readFileSync(file, 'utf8')) as Record<string, Array<{ value: unknown }>>;
+  const args = temporal.command ?? [];
+  const configDir = args[args.indexOf('--config') + 1] ?? '';
+  assert.equal(mountSource('temporal', configDir), path.join(root, 'deploy', 'temporal'));
+  assert.ok(existsSync(path.join(root, 'deploy', 'temporal', `${args[args.indexOf('--env') + 1]}.yaml`)));
+  const dynamic = String(temporal.environment?.TEMPORAL_DYNAMIC_CONFIG_FILE);
+  const dynamicSource = mountSource('temporal', path.dirname(dynamic));
+  assert.equal(dynamicSource, path.join(root, 'deploy', 'temporal-dynamicconfig'));
+  const config = parse(readFileSync(path.join(dynamicSource, path.basename(dynamic)), 'utf8')) as Record<
+    string,
+    Array<{ value: unknown }>
+  >;
   assert.deepEqual(config['system.enableActivityEagerExecution'], [{ value: true }]);
+  const schema = service('temporal-schema');
+  const script = schema.command?.[1] ?? '';
+  assert.equal(
+    path.join(String(mountSource('temporal-schema', path.dirname(script))), path.basename(script)),
+    path.join(root, 'deploy', 'temporal', 'setup-schema.sh'),
+  );
+  assert.equal(
+    mountSource('temporal-ui', '/home/ui-server/config/docker.yaml'),
+    path.join(root, 'deploy', 'temporal-ui', 'replyonce.yaml'),
+  );
+  assert.equal(mountSource('certs', '/deploy/tls'), path.join(root, 'deploy', 'tls'));
+  // The stack starts the same files.
+  const stack = readFileSync(path.join(root, 'scripts', 'services', 'temporal-stack.ts'), 'utf8');
+  for (const used of [
+    "'deploy/temporal'",
+    "'setup-schema.sh'",
+    "'temporal-dynamicconfig'",
+    "'temporal-ui'",
+    "'generate-certs.sh'",
+    "'create-roles.sql'",
+  ])
+    assert.ok(stack.includes(used), `the stack uses ${used}`);
 });
 
-test('every long-running service has a health check', () => {
-  for (const name of ['postgresql', 'temporal', 'api', 'worker'])
-    assert.ok(service(name).healthcheck?.test.length, name);
+test('every published port is bound to 127.0.0.1', () => {
+  for (const [name, definition] of Object.entries(compose.services)) {
+    for (const port of definition.ports ?? []) assert.match(port, /^127\.0\.0\.1:\d+:\d+$/, `${name}: ${port}`);
+  }
+  assert.equal(service('postgresql').ports, undefined, 'Postgres is not published at all');
+});
+
+test('Temporal and the app have their own database roles, neither of them the superuser', () => {
+  const app = new URL(resolved(service('api').environment).DATABASE_URL ?? '');
+  assert.equal(app.username, 'replyonce_app');
+  assert.equal(service('temporal').environment?.TEMPORAL_DB_USER, 'temporal');
+  assert.equal(service('temporal-schema').environment?.SQL_USER, 'temporal');
+  assert.equal(service('postgresql').environment?.POSTGRES_USER, 'postgres');
+  assert.equal(mountSource('postgresql', '/deploy/postgres'), path.join(root, 'deploy', 'postgres'));
+  assert.ok(mountSource('postgresql', '/docker-entrypoint-initdb.d/10-roles.sh'));
+  const roles = readFileSync(path.join(root, 'deploy', 'postgres', 'create-roles.sql'), 'utf8');
+  assert.match(roles, /ALTER ROLE temporal LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE/);
+  assert.match(roles, /ALTER ROLE replyonce_app LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE/);
+  for (const name of ['api', 'worker', 'setup']) {
+    assert.doesNotMatch(String(service(name).environment?.DATABASE_URL), /postgres:\/\/(postgres|temporal):/, name);
+  }
+});
+
+test('restart policies: the long-running services come back, the one-shots retry until they succeed', () => {
+  for (const name of LONG_RUNNING) assert.equal(service(name).restart, 'unless-stopped', name);
+  for (const name of ONE_SHOT) assert.equal(service(name).restart, 'on-failure', name);
+});
+
+test('every long-running service has a health check that means something', () => {
+  for (const name of LONG_RUNNING) assert.ok(service(name).healthcheck?.test.length, name);
   assert.match(service('api').healthcheck!.test.join(' '), /\/readyz/);
+  assert.match(service('worker').healthcheck!.test.join(' '), /:9464\/readyz/, 'the worker is healthy while it polls');
+  assert.match(service('temporal-ui').healthcheck!.test.join(' '), /\/api\/v1\/namespaces\/replyonce/);
+  assert.match(service('postgresql').healthcheck!.test.join(' '), /-h 127\.0\.0\.1 .*-d replyonce/);
 });
 
-test("the api's and worker's environments pass the processes' own start-up validation and point at the compose services", () => {
-  const api = loadApiConfig(resolved(service('api').environment));
-  const worker = loadWorkerConfig(resolved(service('worker').environment));
-  for (const config of [api, worker]) {
-    assert.equal(config.TEMPORAL_ADDRESS, 'temporal:7233');
-    assert.equal(config.TEMPORAL_NAMESPACE, 'replyonce');
-    assert.equal(new URL(config.DATABASE_URL).hostname, 'postgresql');
-  }
-  assert.equal(api.HOST, '0.0.0.0', 'reachable from outside its container');
-  assert.ok(service('api').ports?.includes(`${api.PORT}:${api.PORT}`));
-  assert.equal(worker.METRICS_HOST, '0.0.0.0');
-  assert.ok(service('worker').ports?.includes(`${worker.METRICS_PORT}:${worker.METRICS_PORT}`));
-  assert.equal(worker.AGENTMAIL_BASE_URL, undefined, 'unset means AgentMail production');
-  assert.equal(service('setup').environment?.DATABASE_URL, service('api').environment?.DATABASE_URL);
+describe('mTLS between the services, with the certificates of deploy/tls/generate-certs.sh', () => {
+  let certs: string;
+  before(() => {
+    certs = mkdtempSync(path.join(tmpdir(), 'replyonce-compose-tls-'));
+    execFileSync('sh', [path.join(root, 'deploy', 'tls', 'generate-certs.sh'), certs]);
+  });
+  after(() => rmSync(certs, { recursive: true, force: true }));
+
+  /** The environment as the container sees it, with the `tls` volume's files where the service mounts it. */
+  const inContainer = (name: string): NodeJS.ProcessEnv => {
+    const target = (service(name).volumes ?? []).map((v) => v.split(':')).find(([from]) => from === 'tls')?.[1];
+    assert.ok(target, `${name} mounts the tls volume`);
+    return Object.fromEntries(
+      Object.entries(resolved(service(name).environment)).map(([k, v]) => [k, v?.replaceAll(target, certs)]),
+    );
+  };
+
+  test("the api's and worker's environments pass the processes' own start-up validation: mTLS to the compose services", () => {
+    const api = loadApiConfig(inContainer('api'));
+    const worker = loadWorkerConfig(inContainer('worker'));
+    for (const config of [api, worker]) {
+      assert.equal(config.temporal.address, 'temporal:7233');
+      assert.equal(config.temporal.security, 'mTLS');
+      assert.equal(config.TEMPORAL_NAMESPACE, 'replyonce');
+      assert.equal(new URL(config.DATABASE_URL).hostname, 'postgresql');
+    }
+    assert.equal(api.HOST, '0.0.0.0', 'reachable from outside its container');
+    assert.ok(service('api').ports?.includes(`127.0.0.1:${api.PORT}:${api.PORT}`));
+    assert.equal(worker.METRICS_HOST, '0.0.0.0');
+    assert.ok(service('worker').ports?.includes(`127.0.0.1:${worker.METRICS_PORT}:${worker.METRICS_PORT}`));
+    assert.equal(worker.AGENTMAIL_BASE_URL, undefined, 'unset means AgentMail production');
+    const apiEnv = inContainer('api');
+    for (const [name, value] of Object.entries(inContainer('setup')))
+      assert.equal(value, apiEnv[name], `setup's ${name} is the api's: it prepares what the app connects to`);
+    assert.equal(loadTemporalConfig(inContainer('setup')).temporal.security, 'mTLS');
+  });
+
+  test('the server requires client certificates; the UI server presents its own and checks the server', () => {
+    const server = readFileSync(path.join(root, 'deploy', 'temporal', 'replyonce.yaml'), 'utf8');
+    assert.match(server, /requireClientAuth: true/);
+    for (const name of ['temporal', 'temporal-ui']) inContainer(name);
+    const ui = readFileSync(path.join(root, 'deploy', 'temporal-ui', 'replyonce.yaml'), 'utf8');
+    assert.match(ui, /certFile: \{\{ \$tls \}\}\/ui\.pem/);
+    assert.match(ui, /enableHostVerification: true/);
+  });
 });
 
-test('the commands run files the build produces', () => {
-  const build = JSON.parse(readFileSync(path.join(root, 'tsconfig.build.json'), 'utf8')) as { include: string[] };
-  for (const name of ['api', 'worker']) {
-    const entry = service(name).command?.[1] ?? '';
-    assert.match(entry, /^dist\/(api|worker)\/main\.js$/);
-    assert.ok(build.include.includes(entry.split('/')[1]!), `${entry} is compiled by npm run build`);
-  }
-  const dockerfile = readFileSync(path.join(root, 'Dockerfile'), 'utf8');
-  assert.match(dockerfile, /RUN npm run build/);
-});
+const serverBinary = path.join(
+  process.env.REPLYONCE_CACHE ?? path.join(homedir(), '.cache', 'replyonce'),
+  'bin',
+  `temporal-server-${TEMPORAL_SERVER_VERSION}`,
+);
+test(
+  "the server renders and accepts deploy/temporal/replyonce.yaml with the compose service's environment",
+  {
+    skip: existsSync(serverBinary)
+      ? false
+      : `the server binary is not built yet (npm run temporal:build; the production-topology group builds it and runs this configuration for real)`,
+  },
+  () => {
+    const env = { ...resolved(service('temporal').environment), PATH: process.env.PATH };
+    const args = service('temporal').command ?? [];
+    const rendered = execFileSync(
+      serverBinary,
+      ['--root', root, '--config', 'deploy/temporal', '--env', args[args.indexOf('--env') + 1] ?? '', 'render-config'],
+      { env, encoding: 'utf8' },
+    );
+    assert.match(rendered, /postgresql:5432/);
+    assert.match(rendered, /RequireClientAuth:true|requireclientauth: true/i);
+  },
+);
 
 const composeCli = (() => {
   try {
@@ -121,6 +240,9 @@ test(
         ...process.env,
         AGENTMAIL_API_KEY: 'x',
         AGENTMAIL_WEBHOOK_SECRET: 'whsec_dGVzdHNlY3JldC10ZXN0c2VjcmV0LTI0',
+        POSTGRES_PASSWORD: 'x',
+        TEMPORAL_DB_PASSWORD: 'x',
+        APP_DB_PASSWORD: 'x',
       },
     });
   },

@@ -83,6 +83,35 @@ describe('setupTemporal', () => {
     assert.equal(await retentionMs(namespace), 7 * DAY_MS);
   });
 
+  test('--check (always so on Temporal Cloud) creates nothing: it passes a ready namespace and says what to do for the rest', async () => {
+    // Prepare
+    const ready = `setup-test-${randomUUID()}`;
+    await setupTemporal({ address, namespace: ready });
+    const missing = `setup-test-${randomUUID()}`;
+    const bare = `setup-test-${randomUUID()}`;
+    await connection.workflowService.registerNamespace({
+      namespace: bare,
+      workflowExecutionRetentionPeriod: msToTs(DAY_MS),
+    });
+
+    // Act, Assess
+    assert.equal(await setupTemporal({ address, namespace: ready, checkOnly: true }), 'checked');
+    await assert.rejects(
+      setupTemporal({ address, namespace: missing, checkOnly: true }),
+      /namespace .* does not exist\. Create it in Temporal Cloud's UI .*tcld namespace create --namespace setup-test-/,
+    );
+    await assert.rejects(connection.workflowService.describeNamespace({ namespace: missing }), 'nothing was created');
+    await assert.rejects(
+      setupTemporal({ address, namespace: bare, checkOnly: true }),
+      (error: Error) =>
+        /its retention is 1 day; replyonce needs at least 7 days/.test(error.message) &&
+        /lacks the search attributes InboxId, MessageId, ThreadId, ReplyStatus/.test(error.message) &&
+        /--search-attribute InboxId=Keyword/.test(error.message),
+    );
+    assert.equal(await retentionMs(bare), DAY_MS, 'the retention was left alone');
+    assert.equal((await customAttributes(bare)).InboxId, undefined, 'no search attribute was added');
+  });
+
   test('names TEMPORAL_ADDRESS when the server is unreachable', async () => {
     await assert.rejects(
       setupTemporal({ address: '127.0.0.1:1', namespace: 'unreachable', connectTimeoutMs: 300 }),

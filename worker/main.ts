@@ -1,11 +1,12 @@
 import { Client } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime, type LogLevel } from '@temporalio/worker';
+import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
 import { createDrafter } from '../activities/drafting/create-drafter';
 import { createTicketProvider } from '../activities/tickets/create-ticket-provider';
 import { createAgentMailClient } from '../lib/agentmail';
 import { ConfigError, loadWorkerConfig } from '../lib/config';
 import { createDb } from '../lib/db';
 import { createLogger } from '../lib/logger';
+import { connectTemporalWorker, describeTemporal } from '../lib/temporal-connection';
 import { createReplyonceWorker } from './create-worker';
 import { ensureSchedules } from './schedules';
 import { DEFAULT_METRICS_PORT, MetricsPortInUseError, startMetricsServer } from './metrics-server';
@@ -28,17 +29,17 @@ async function main(): Promise<void> {
   const db = createDb(config.DATABASE_URL);
   const drafter = createDrafter(config);
   const tickets = createTicketProvider(config, db);
-  const connection = await NativeConnection.connect({ address: config.TEMPORAL_ADDRESS }).catch((error: unknown) => {
-    throw new StartupError(
-      `cannot reach Temporal at TEMPORAL_ADDRESS=${config.TEMPORAL_ADDRESS}: ${String(error)}. Is the server running?`,
-    );
+  const connection = await connectTemporalWorker(config.temporal).catch((error: unknown) => {
+    throw new StartupError(error instanceof Error ? error.message : String(error));
   });
   // Before the Worker exists: a start-up failure here (the port taken) is reported as itself, not
   // as "Cannot close connection while Workers hold a reference to it" from the clean-up.
+  let worker: Awaited<ReturnType<typeof createReplyonceWorker>> | undefined;
   const metricsServer = await startMetricsServer({
     port: config.METRICS_PORT ?? DEFAULT_METRICS_PORT,
     host: config.METRICS_HOST,
     fallbackToFreePort: config.METRICS_PORT === undefined,
+    polling: () => worker?.getState() === 'RUNNING',
   }).catch(async (error: unknown) => {
     await Promise.allSettled([connection.close(), db.end()]);
     throw error;
@@ -55,7 +56,7 @@ async function main(): Promise<void> {
         `cannot reach Postgres at DATABASE_URL: ${String(error)}. Is it running, and migrated (npm run db:migrate)?`,
       );
     });
-    const worker = await createReplyonceWorker({
+    worker = await createReplyonceWorker({
       connection,
       namespace: config.TEMPORAL_NAMESPACE,
       taskQueue: config.TEMPORAL_TASK_QUEUE,
@@ -96,6 +97,7 @@ async function main(): Promise<void> {
     );
     log.info(
       {
+        temporal: describeTemporal(config.temporal),
         namespace: config.TEMPORAL_NAMESPACE,
         taskQueue: config.TEMPORAL_TASK_QUEUE,
         agentmail: config.AGENTMAIL_BASE_URL ?? 'production',

@@ -14,17 +14,28 @@ export interface MetricsServerOptions {
    * False when METRICS_PORT was chosen: a port someone configured a scraper for is not silently moved.
    */
   fallbackToFreePort: boolean;
+  /** Whether the worker polls its task queue: /readyz answers 200 while it does, 503 otherwise. */
+  polling?: () => boolean;
 }
 
 export class MetricsPortInUseError extends Error {
   override name = 'MetricsPortInUseError';
 }
 
-/** The worker has no HTTP API of its own: a minimal server exposes /metrics for Prometheus. */
+/**
+ * The worker has no HTTP API of its own: a minimal server exposes /metrics for Prometheus, and
+ * /readyz for health checks: 200 while the worker polls its task queue, 503 otherwise.
+ */
 export async function startMetricsServer(
   options: MetricsServerOptions,
 ): Promise<{ url: string; movedFrom?: number; close: () => Promise<void> }> {
   const server = http.createServer((request, response) => {
+    if (request.method === 'GET' && request.url === '/readyz') {
+      const ready = options.polling?.() ?? true;
+      response.writeHead(ready ? 200 : 503, { 'content-type': 'application/json' });
+      response.end(JSON.stringify({ status: ready ? 'polling' : 'not polling' }));
+      return;
+    }
     if (request.method !== 'GET' || request.url !== '/metrics') {
       response.writeHead(404).end();
       return;

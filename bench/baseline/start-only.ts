@@ -1,5 +1,6 @@
 import { createServer } from 'node:http';
 import { Client, Connection } from '@temporalio/client';
+import { loadTemporalConnection } from '../../lib/temporal-connection';
 import { startInboundWorkflow } from '../../api/start-inbound-workflow';
 import { closeOnSignal } from './close-on-signal';
 
@@ -15,7 +16,10 @@ async function main(): Promise<void> {
   const { PORT = '3200', HOST = '127.0.0.1', TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TASK_QUEUE } = process.env;
   if (!TEMPORAL_ADDRESS || !TEMPORAL_NAMESPACE || !TEMPORAL_TASK_QUEUE)
     throw new Error('TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE and TEMPORAL_TASK_QUEUE are required');
-  const connection = await Connection.connect({ address: TEMPORAL_ADDRESS });
+  // Temporal's environment configuration, as our processes read it (mTLS on the stack).
+  const loaded = loadTemporalConnection(process.env);
+  if (!loaded.ok) throw new Error(loaded.problems.join('; '));
+  const connection = await Connection.connect(loaded.settings.connectionOptions);
   const client = new Client({ connection, namespace: TEMPORAL_NAMESPACE });
   const server = createServer((request, response) => {
     const chunks: Buffer[] = [];

@@ -9,6 +9,7 @@ import { migrateDatabase } from '../../scripts/db-migrate';
 import { setupTemporal } from '../../scripts/temporal-setup';
 import { databaseUrlFor, ensureLocalPostgres, recreateDatabase, withClient } from '../../scripts/services/postgres';
 import { startTemporalDevServer } from '../../scripts/services/temporal-dev-server';
+import { startTemporalStack } from '../../scripts/services/temporal-stack';
 
 /**
  * The services a bench run needs, started the way scripts/test.ts starts them for the suite:
@@ -29,6 +30,8 @@ export type Cleanup = () => Promise<void>;
 
 export interface Environment {
   temporalAddress: string;
+  /** Temporal's connection variables for the servers the bench starts (envconfig: mTLS on the stack). */
+  temporalEnv: Record<string, string>;
   databaseUrl: string;
   workflowBundle: string;
   /** Where the compiled app lives (runtime dist), or the repository root (runtime tsx). */
@@ -41,6 +44,8 @@ export interface Environment {
 
 export interface TemporalService {
   address: string;
+  /** Temporal's connection variables (TEMPORAL_ADDRESS, and the TLS ones on the stack). */
+  env: Record<string, string>;
   pid: number | undefined;
   /**
    * A fresh dev server (in memory) in place of this one, or nothing when TEMPORAL_ADDRESS names a
@@ -51,11 +56,31 @@ export interface TemporalService {
   restart(): Promise<void>;
 }
 
-export async function prepareTemporal(cleanups: Cleanup[]): Promise<TemporalService> {
+export async function prepareTemporal(cleanups: Cleanup[], kind: 'dev' | 'stack' = 'dev'): Promise<TemporalService> {
   const external = process.env.TEMPORAL_ADDRESS;
   if (external) {
     await setupTemporal({ address: external, namespace: NAMESPACE, retentionDays: 7 });
-    return { address: external, pid: undefined, restart: async () => undefined };
+    const env = { TEMPORAL_ADDRESS: external };
+    return { address: external, env, pid: undefined, restart: async () => undefined };
+  }
+  if (kind === 'stack') {
+    const stack = await startTemporalStack({
+      dataDir: path.join(DATA, 'stack'),
+      // Not `bench`: replyonce_bench is the bench's own database (prepareDatabase), made in parallel.
+      name: 'benchstack',
+      fresh: true,
+      uiPort: null,
+      namespace: NAMESPACE,
+      log: (line) => console.error(`[bench] ${line}`),
+    });
+    cleanups.push(() => stack.stop());
+    const { TEMPORAL_NAMESPACE: _namespace, ...env } = stack.clientEnv;
+    return {
+      address: stack.address,
+      env,
+      pid: undefined,
+      restart: async () => undefined,
+    };
   }
   const start = async () => {
     const server = await startTemporalDevServer({
@@ -72,11 +97,13 @@ export async function prepareTemporal(cleanups: Cleanup[]): Promise<TemporalServ
   cleanups.push(() => server.stop());
   const service: TemporalService = {
     address: server.address,
+    env: { TEMPORAL_ADDRESS: server.address },
     pid: server.pid,
     restart: async () => {
       await server.stop();
       server = await start();
       service.address = server.address;
+      service.env = { TEMPORAL_ADDRESS: server.address };
       service.pid = server.pid;
     },
   };

@@ -89,7 +89,7 @@ export async function startOurs(
   const taskQueue = `bench-${randomUUID().slice(0, 8)}`;
   const common = {
     PATH: process.env.PATH,
-    TEMPORAL_ADDRESS: env.temporalAddress,
+    ...env.temporalEnv,
     TEMPORAL_NAMESPACE: NAMESPACE,
     TEMPORAL_TASK_QUEUE: taskQueue,
     DATABASE_URL: env.databaseUrl,
@@ -168,7 +168,7 @@ export async function startBaseline(
 /** The start-only reference (bench/baseline/start-only.ts) on a fresh task queue no worker polls. */
 export async function startStartOnly(env: Environment): Promise<BaselineServer> {
   return startReference(env, 'start-only', 'bench/baseline/start-only', {
-    TEMPORAL_ADDRESS: env.temporalAddress,
+    ...env.temporalEnv,
     TEMPORAL_NAMESPACE: NAMESPACE,
     TEMPORAL_TASK_QUEUE: `bench-start-only-${randomUUID().slice(0, 8)}`,
   });

@@ -249,8 +249,13 @@ async function ensureRole(cluster: Cluster): Promise<void> {
       ALTER ROLE ${ROLE} LOGIN CREATEDB PASSWORD '${PASSWORD}';
     END IF;
   END $$;`;
+  await psqlAsSuperuser(cluster, ['-c', sql]);
+}
+
+/** psql over the Unix socket as the cluster's superuser (the server trusts local connections). */
+async function psqlAsSuperuser(cluster: Cluster, args: string[]): Promise<void> {
   const psql = `/usr/lib/postgresql/${cluster.version}/bin/psql`;
-  const args = [
+  const common = [
     '-X',
     '-q',
     '-v',
@@ -261,15 +266,37 @@ async function ensureRole(cluster: Cluster): Promise<void> {
     String(PORT),
     '-d',
     'postgres',
-    '-c',
-    sql,
   ];
   if (process.getuid?.() === 0) {
-    await tool('runuser', ['-u', 'postgres', '--', psql, ...args]);
+    await tool('runuser', ['-u', 'postgres', '--', psql, ...common, ...args]);
   } else {
-    await tool(psql, ['-U', 'postgres', ...args]);
+    await tool(psql, ['-U', 'postgres', ...common, ...args]);
   }
 }
+
+/**
+ * Runs a SQL file as the local cluster's superuser, with psql variables: what only a superuser may
+ * do, such as creating the production stack's separate roles (deploy/postgres/create-roles.sql).
+ */
+export async function runSqlFileAsSuperuser(file: string, variables: Record<string, string>): Promise<void> {
+  await ensureLocalPostgres();
+  const cluster = await findCluster();
+  if (!cluster) throw new Error(`the PostgreSQL cluster "${CLUSTER}" is missing`);
+  const vars = Object.entries(variables).flatMap(([name, value]) => ['-v', `${name}=${value}`]);
+  await psqlAsSuperuser(cluster, [...vars, '-f', file]);
+}
+
+/** Drops databases (disconnecting their sessions) as the local cluster's superuser: whoever owns them. */
+export async function dropDatabasesAsSuperuser(names: string[]): Promise<void> {
+  await ensureLocalPostgres();
+  const cluster = await findCluster();
+  if (!cluster) throw new Error(`the PostgreSQL cluster "${CLUSTER}" is missing`);
+  for (const name of names) {
+    await psqlAsSuperuser(cluster, ['-c', `DROP DATABASE IF EXISTS "${name.replaceAll('"', '""')}" WITH (FORCE)`]);
+  }
+}
+
+export const LOCAL_POSTGRES = { host: '127.0.0.1', port: PORT } as const;
 
 async function tool(file: string, args: string[]): Promise<{ stdout: string; stderr: string }> {
   try {

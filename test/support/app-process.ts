@@ -85,6 +85,7 @@ export class AppProcess {
       stdio: ['ignore', 'pipe', 'pipe'],
       env: {
         PATH: process.env.PATH,
+        ...testEnv.temporalVars,
         TEMPORAL_ADDRESS: testEnv.temporalAddress,
         TEMPORAL_NAMESPACE: testEnv.namespace,
         TEMPORAL_TASK_QUEUE: h.taskQueue,

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import type { Client } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime, type Worker } from '@temporalio/worker';
+import { DefaultLogger, Runtime, type Worker } from '@temporalio/worker';
 import type { FastifyInstance } from 'fastify';
 import type { Drafter, DraftOptions, DraftRequest } from '../../activities/drafting/drafter';
 import { OfflineDrafter } from '../../activities/drafting/offline-drafter';
@@ -13,6 +13,7 @@ import { createDb, type Db } from '../../lib/db';
 import { inboundWorkflowId } from '../../lib/hashing';
 import type { MessageRef } from '../../lib/keys';
 import { createLogger } from '../../lib/logger';
+import { connectTemporalWorker } from '../../lib/temporal-connection';
 import { buildSandbox } from '../../sandbox/app';
 import { SandboxControl } from '../../sandbox/control-client';
 import type { InboundMessageResult } from '../../workflows/shared';
@@ -143,7 +144,7 @@ export class Harness {
         closers,
       );
     }
-    const workerConnection = await NativeConnection.connect({ address: testEnv.temporalAddress });
+    const workerConnection = await connectTemporalWorker(testEnv.temporal);
     const worker: Worker = await createReplyonceWorker({
       connection: workerConnection,
       namespace: testEnv.namespace,

@@ -1,8 +1,9 @@
-import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
+import { Client, type Connection, WorkflowNotFoundError } from '@temporalio/client';
+import { connectTemporalClient } from '../../lib/temporal-connection';
 import { testEnv } from './env';
 
 export async function connectClient(): Promise<{ client: Client; connection: Connection }> {
-  const connection = await Connection.connect({ address: testEnv.temporalAddress });
+  const connection = await connectTemporalClient(testEnv.temporal);
   return { client: new Client({ connection, namespace: testEnv.namespace }), connection };
 }
 

@@ -1,0 +1,416 @@
+// `npm run soak [-- --messages 1000 --rate 20 --minutes 15]`: the production topology (Temporal's own
+// server with mTLS on Postgres, two API replicas behind a balancer, two workers) under faults, bounded
+// in time. Each message is delivered three times (its event twice, once more under a new event id,
+// in a random order); workers are SIGKILLed every few seconds and replaced; one API replica is killed
+// for good; the Temporal server is restarted once; Postgres goes away once (every connection reset
+// and refused for a few seconds at a proxy: the local cluster is shared, so it is not restarted
+// itself); 5 % of AgentMail sends are answered by a dropped connection after they were committed.
+//
+// It passes when every message has exactly one reply, one ticket and one model call, and reports the
+// drain time and webhook → reply p50/p99. Exit code 0 on a pass, 1 otherwise.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
+import { Webhook } from 'svix';
+import { draftKey } from '../lib/keys';
+import { SandboxControl, type InboundResult } from '../sandbox/control-client';
+import { migrateDatabase } from './db-migrate';
+import { SetupError, messageOf, runMain, sleep } from './services/main';
+import { freePort, waitForPort } from './services/ports';
+import { LOCAL_POSTGRES, withClient } from './services/postgres';
+import { startRoundRobin, type RoundRobin } from './services/round-robin';
+import { startTemporalStack, type TemporalStack } from './services/temporal-stack';
+
+const ROOT = path.resolve(__dirname, '..');
+const DATA = path.join(ROOT, '.data', 'soak');
+const TASK_QUEUE = 'replyonce-soak';
+const WEBHOOK_SECRET = `whsec_${Buffer.alloc(32, 7).toString('base64')}`;
+const API_KEY = `am_soak_${randomUUID()}`;
+/** A worker is SIGKILLed this often (then replaced at once). */
+const KILL_EVERY_MS = 5_000;
+/** How long Postgres stays away. */
+const POSTGRES_OUTAGE_MS = 5_000;
+
+interface Proc {
+  name: string;
+  child: ChildProcess;
+  lines: Array<Record<string, unknown>>;
+  exited: Promise<void>;
+}
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({
+    options: {
+      messages: { type: 'string', default: '1000' },
+      rate: { type: 'string', default: '20' },
+      minutes: { type: 'string', default: '15' },
+    },
+  });
+  const total = Number(values.messages);
+  const rate = Number(values.rate);
+  const deadline = Date.now() + Number(values.minutes) * 60_000;
+  if (!(total > 0 && rate > 0)) throw new SetupError('--messages and --rate must be positive numbers');
+  mkdirSync(DATA, { recursive: true });
+  const say = (line: string) => console.error(`[soak ${new Date().toISOString().slice(11, 19)}] ${line}`);
+
+  const procs: Proc[] = [];
+  let stack: TemporalStack | undefined;
+  let balancer: RoundRobin | undefined;
+  let postgres: RoundRobin | undefined;
+  try {
+    stack = await startTemporalStack({ dataDir: DATA, name: 'soak', fresh: true, uiPort: null, log: say });
+    await migrateDatabase(stack.appDatabaseUrl, { log: () => undefined });
+    // The app reaches Postgres through a proxy that can take it away.
+    postgres = await startRoundRobin(0, [LOCAL_POSTGRES.port]);
+    const appDb = new URL(stack.appDatabaseUrl);
+    appDb.port = String(postgres.port);
+    const bundle = await bundle_();
+
+    const sandboxPort = await freePort();
+    const sandboxUrl = `http://127.0.0.1:${sandboxPort}`;
+    procs.push(
+      spawnApp('sandbox', 'sandbox/main.ts', {
+        SANDBOX_PORT: String(sandboxPort),
+        AGENTMAIL_API_KEY: API_KEY,
+        AGENTMAIL_WEBHOOK_SECRET: WEBHOOK_SECRET,
+        LOG_LEVEL: 'warn',
+      }),
+    );
+    const appEnv = {
+      ...stack.clientEnv,
+      TEMPORAL_TASK_QUEUE: TASK_QUEUE,
+      DATABASE_URL: appDb.toString(),
+      AGENTMAIL_API_KEY: API_KEY,
+      AGENTMAIL_BASE_URL: sandboxUrl,
+      AGENTMAIL_WEBHOOK_SECRET: WEBHOOK_SECRET,
+      REPLYONCE_WORKFLOW_BUNDLE: bundle,
+      OPERATION_LEASE_MS: '3000',
+      METRICS_PORT: '0',
+      // Every message has its own sender; the budget is not what this measures.
+      REPLY_BUDGET_PER_SENDER: '1000',
+      LOG_LEVEL: 'info',
+    };
+    let workerSeq = 0;
+    const startWorker = () => {
+      const worker = spawnApp(`worker-${++workerSeq}`, 'worker/main.ts', appEnv);
+      procs.push(worker);
+      return worker;
+    };
+    let workers = [startWorker(), startWorker()];
+    const apiPorts = [await freePort(), await freePort()];
+    const apis = apiPorts.map((port, i) =>
+      spawnApp(`api-${i + 1}`, 'api/main.ts', { ...appEnv, PORT: String(port), HOST: '127.0.0.1' }),
+    );
+    procs.push(...apis);
+    for (const port of [sandboxPort, ...apiPorts]) {
+      if (!(await waitForPort(port, 90_000))) throw new SetupError(`nothing listens on :${port} after 90 s`);
+    }
+    balancer = await startRoundRobin(0, apiPorts);
+    const sandbox = new SandboxControl(sandboxUrl);
+
+    // The messages: stored at the sandbox, delivered by this script (three times each).
+    const dropEvery = 20; // 5 %
+    const messages: Array<{ inbound: InboundResult; firstDeliveryAt?: number }> = [];
+    for (let i = 0; i < total; i++) {
+      const inboxId =
+        i % dropEvery === 0 ? `drop-${i}@sandbox.agentmail.local` : `soak-${i % 10}@sandbox.agentmail.local`;
+      const inbound = await sandbox.inbound({
+        inbox_id: inboxId,
+        from: `customer-${i}-${randomUUID().slice(0, 6)}@customer.example`,
+        subject: `Order ${i}`,
+        text: 'Where is my order?',
+        deliver: false,
+      });
+      messages.push({ inbound });
+    }
+    const drops = Math.ceil(total / dropEvery);
+    await sandbox.setFaults({
+      match: { method: 'POST', path: /\/inboxes\/drop-[^/]*\/messages\/.*\/reply$/, count: drops },
+      action: 'drop-after-commit',
+    });
+    say(`${total} messages stored; ${drops} of their sends will be dropped after commit`);
+
+    // Three deliveries per message, out of order: the event, a re-send under a new event id, the event again.
+    interface Delivery {
+      at: number;
+      message: number;
+      body: string;
+      svixId: string;
+      tries: number;
+    }
+    const started = Date.now();
+    const spreadMs = (total / rate) * 1000;
+    const queue: Delivery[] = [];
+    messages.forEach(({ inbound }, i) => {
+      const base = started + (i / rate) * 1000;
+      const event = (eventId: string) =>
+        JSON.stringify({
+          type: 'event',
+          event_type: 'message.received',
+          event_id: eventId,
+          message: inbound.message,
+          thread: inbound.thread,
+        });
+      const original = event(inbound.event_id);
+      const resent = event(`evt_${randomUUID().replaceAll('-', '')}`);
+      for (const [body, svixId] of [
+        [original, inbound.svix_id],
+        [resent, `msg_${randomUUID()}`],
+        [original, inbound.svix_id],
+      ] as const) {
+        queue.push({ at: base + Math.random() * 3_000, message: i, body, svixId, tries: 0 });
+      }
+    });
+    queue.sort((a, b) => a.at - b.at);
+
+    const signer = new Webhook(WEBHOOK_SECRET);
+    let inFlight = 0;
+    let accepted = 0;
+    let retried = 0;
+    const failures = new Map<string, number>();
+    const post = async (delivery: Delivery) => {
+      inFlight++;
+      const now = new Date();
+      const record = messages[delivery.message]!;
+      record.firstDeliveryAt ??= Date.now();
+      try {
+        const response = await fetch(`http://127.0.0.1:${balancer!.port}/webhooks/agentmail`, {
+          method: 'POST',
+          body: delivery.body,
+          headers: {
+            'content-type': 'application/json',
+            'svix-id': delivery.svixId,
+            'svix-timestamp': String(Math.floor(now.getTime() / 1000)),
+            'svix-signature': signer.sign(delivery.svixId, now, delivery.body),
+          },
+          signal: AbortSignal.timeout(15_000),
+        });
+        if (response.status >= 200 && response.status < 300) accepted++;
+        else throw new Error(`status ${response.status}`);
+      } catch (error) {
+        // As Svix does: try again later.
+        const reason = messageOf(error).startsWith('status') ? messageOf(error) : 'connection failed';
+        failures.set(reason, (failures.get(reason) ?? 0) + 1);
+        retried++;
+        delivery.tries++;
+        delivery.at = Date.now() + Math.min(30_000, 1_000 * 2 ** Math.min(delivery.tries, 5));
+        queue.push(delivery);
+        queue.sort((a, b) => a.at - b.at);
+      } finally {
+        inFlight--;
+      }
+    };
+
+    // The faults, on a timeline over the delivery spread.
+    const events: string[] = [];
+    const note = (line: string) => {
+      events.push(`${((Date.now() - started) / 1000).toFixed(1)} s: ${line}`);
+      say(line);
+    };
+    let chaos = true;
+    let kills = 0;
+    const killedAt = new Map<string, number>();
+    let outage: [number, number] | undefined;
+    const killer = (async () => {
+      while (chaos) {
+        await sleep(KILL_EVERY_MS);
+        if (!chaos) break;
+        const victim = workers[Math.floor(Math.random() * workers.length)]!;
+        victim.child.kill('SIGKILL');
+        killedAt.set(victim.name, Date.now());
+        kills++;
+        workers = [...workers.filter((w) => w !== victim), startWorker()];
+      }
+    })();
+    const timeline = (async () => {
+      await sleep(spreadMs * 0.3);
+      note('restarting the Temporal server');
+      await stack.restartServer();
+      note('Temporal server back');
+      await sleep(spreadMs * 0.2);
+      note('SIGKILL api-1 (it stays down; the balancer sends everything to api-2)');
+      apis[0]!.child.kill('SIGKILL');
+      await sleep(spreadMs * 0.2);
+      note(`Postgres away for ${POSTGRES_OUTAGE_MS / 1000} s (connections reset and refused)`);
+      const cutAt = Date.now();
+      postgres.cut();
+      await sleep(POSTGRES_OUTAGE_MS);
+      postgres.restore();
+      outage = [cutAt, Date.now()];
+      note('Postgres back');
+    })();
+
+    // Deliver until every delivery was accepted.
+    while ((queue.length > 0 || inFlight > 0) && Date.now() < deadline) {
+      const now = Date.now();
+      while (queue.length > 0 && queue[0]!.at <= now && inFlight < 64) void post(queue.shift()!);
+      await sleep(20);
+    }
+    await timeline;
+    const deliveredAt = Date.now();
+    say(
+      `all ${accepted} deliveries accepted (${retried} retried) after ${((deliveredAt - started) / 1000).toFixed(1)} s; waiting for the replies`,
+    );
+
+    // Drain: every message answered (or the time is up).
+    let replies: Awaited<ReturnType<SandboxControl['outbox']>> = [];
+    while (Date.now() < deadline) {
+      replies = await sandbox.outbox();
+      if (new Set(replies.map((r) => `${r.message.inbox_id} ${r.message.in_reply_to}`)).size >= total) break;
+      await sleep(1_000);
+    }
+    const drainedAt = Date.now();
+    chaos = false;
+    await killer;
+    await sleep(2_000); // late duplicates, if any, would land now
+    replies = await sandbox.outbox();
+
+    // Verify.
+    const key = (inboxId: string, messageId: string) => `${inboxId} ${messageId}`;
+    const replyCount = new Map<string, number>();
+    const repliedAt = new Map<string, number>();
+    for (const r of replies) {
+      const k = key(r.message.inbox_id, String(r.message.in_reply_to));
+      replyCount.set(k, (replyCount.get(k) ?? 0) + 1);
+      repliedAt.set(k, Math.min(repliedAt.get(k) ?? Infinity, Date.parse(r.sent_at)));
+    }
+    const tickets = await withClient(stack.appDatabaseUrl, async (client) => {
+      const { rows } = await client.query<{ inbox_id: string; message_id: string; n: string }>(
+        'SELECT inbox_id, message_id, count(*) AS n FROM tickets GROUP BY inbox_id, message_id',
+      );
+      return new Map(rows.map((row) => [key(row.inbox_id, row.message_id), Number(row.n)]));
+    });
+    // Model calls, one log line each ('drafting reply'). A second call for one message is what the
+    // design accepts when the first call's draft never reached Postgres: its worker was SIGKILLed
+    // between the call and the store, or Postgres was away when the draft was to be stored. Those
+    // are counted as explained; any other second call fails the soak.
+    const modelCalls = new Map<string, Array<{ at: number; worker: string }>>();
+    for (const p of procs) {
+      for (const line of p.lines) {
+        if (line.msg !== 'drafting reply') continue;
+        const calls = modelCalls.get(String(line.operationKey)) ?? [];
+        calls.push({ at: Number(line.time), worker: p.name });
+        modelCalls.set(String(line.operationKey), calls);
+      }
+    }
+    // The earlier call's worker died before the next call was made: the kill is why the draft was not stored.
+    const explained = (call: { at: number; worker: string }, next: { at: number }) => {
+      const killed = killedAt.get(call.worker);
+      if (killed !== undefined && killed >= call.at && killed <= next.at)
+        return 'its worker was SIGKILLed before the draft was stored';
+      if (outage && call.at <= outage[1] && next.at >= outage[0])
+        return 'Postgres went away before the draft was stored';
+      return undefined;
+    };
+    const problems: string[] = [];
+    const explanations = new Map<string, number>();
+    const latencies: number[] = [];
+    for (const { inbound, firstDeliveryAt } of messages) {
+      const ref = { inboxId: inbound.message.inbox_id, messageId: inbound.message.message_id };
+      const k = key(ref.inboxId, ref.messageId);
+      const calls = (modelCalls.get(draftKey(ref)) ?? []).sort((a, b) => a.at - b.at);
+      const counts = { replies: replyCount.get(k) ?? 0, tickets: tickets.get(k) ?? 0, modelCalls: calls.length };
+      const reasons = calls.slice(0, -1).map((call, i) => explained(call, calls[i + 1]!));
+      if (
+        counts.replies !== 1 ||
+        counts.tickets !== 1 ||
+        counts.modelCalls < 1 ||
+        reasons.some((r) => r === undefined)
+      ) {
+        const detail = calls.map((c) => `${c.worker}@${((c.at - started) / 1000).toFixed(1)}s`).join(' ');
+        problems.push(`${k}: ${JSON.stringify(counts)} calls ${detail}`);
+      }
+      for (const reason of reasons) if (reason) explanations.set(reason, (explanations.get(reason) ?? 0) + 1);
+      const at = repliedAt.get(k);
+      if (at !== undefined && firstDeliveryAt !== undefined) latencies.push(at - firstDeliveryAt);
+    }
+    latencies.sort((a, b) => a - b);
+    const pct = (p: number) =>
+      latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? NaN;
+    const lines = [
+      '',
+      `soak: ${total} messages × 3 deliveries at ${rate}/s over 2 API replicas, Temporal ${stack.binaries.server.split('-').at(-1)} on Postgres with mTLS`,
+      `  faults: ${kills} worker SIGKILLs (every ${KILL_EVERY_MS / 1000} s), ${events.length} timeline events:`,
+      ...events.map((e) => `    ${e}`),
+      `  deliveries: ${accepted} accepted, ${retried} retried after a failure (${[...failures].map(([r, n]) => `${r}: ${n}`).join(', ') || 'none'})`,
+      `  drain: ${((drainedAt - started) / 1000).toFixed(1)} s from the first delivery (${((drainedAt - deliveredAt) / 1000).toFixed(1)} s after the last was accepted)`,
+      `  webhook → reply: p50 ${(pct(50) / 1000).toFixed(2)} s, p99 ${(pct(99) / 1000).toFixed(2)} s (${latencies.length} replies)`,
+      `  replies ${replies.length}, tickets ${[...tickets.values()].reduce((a, b) => a + b, 0)}, model calls ${[...modelCalls.values()].reduce((a, b) => a + b.length, 0)}`,
+      ...[...explanations].map(
+        ([reason, n]) =>
+          `  ${n} second model call${n === 1 ? '' : 's'}: ${reason} (the draft is stored after the call; see DESIGN.md)`,
+      ),
+      problems.length === 0
+        ? `  PASS: every message has exactly one reply and one ticket, and one model call unless a fault struck between the call and its store`
+        : `  FAIL: ${problems.length} messages off:\n${problems
+            .slice(0, 20)
+            .map((p) => `    ${p}`)
+            .join('\n')}`,
+      '',
+    ];
+    console.log(lines.join('\n'));
+    writeFileSync(path.join(DATA, 'last-report.txt'), lines.join('\n'));
+    return problems.length === 0 ? 0 : 1;
+  } finally {
+    for (const p of [...procs].reverse()) p.child.kill('SIGKILL');
+    await Promise.all(procs.map((p) => p.exited));
+    // Each process's JSON log, to look at what happened (the app's logs carry ids, never bodies or addresses).
+    mkdirSync(path.join(DATA, 'logs'), { recursive: true });
+    for (const p of procs) {
+      writeFileSync(path.join(DATA, 'logs', `${p.name}.log`), p.lines.map((line) => JSON.stringify(line)).join('\n'));
+    }
+    await balancer?.close();
+    await postgres?.close();
+    await stack?.stop();
+  }
+}
+
+function spawnApp(name: string, file: string, env: Record<string, string>): Proc {
+  const child = spawn(process.execPath, ['--import', 'tsx', file], {
+    cwd: ROOT,
+    env: { PATH: process.env.PATH, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const lines: Array<Record<string, unknown>> = [];
+  let pending = '';
+  child.stdout?.setEncoding('utf8').on('data', (chunk: string) => {
+    pending += chunk;
+    const parts = pending.split('\n');
+    pending = parts.pop() ?? '';
+    for (const part of parts) {
+      try {
+        lines.push(JSON.parse(part) as Record<string, unknown>);
+      } catch {
+        // not a log line
+      }
+    }
+  });
+  child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+    if (process.env.SOAK_VERBOSE) process.stderr.write(`[${name}] ${chunk}`);
+  });
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  return { name, child, lines, exited };
+}
+
+/** The workflow code, bundled once: a replaced worker then starts polling in seconds, not after a rebuild. */
+async function bundle_(): Promise<string> {
+  const file = path.join(DATA, 'workflow-bundle.js');
+  try {
+    const { code } = await bundleWorkflowCode({
+      workflowsPath: require.resolve('../workflows'),
+      logger: new DefaultLogger('WARN'),
+    });
+    writeFileSync(`${file}.tmp`, code);
+    renameSync(`${file}.tmp`, file);
+    return file;
+  } catch (error) {
+    throw new SetupError(`bundling workflows/ failed: ${messageOf(error)}`);
+  }
+}
+
+if (require.main === module) {
+  runMain(main);
+}
