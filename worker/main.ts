@@ -1,3 +1,4 @@
+import './instrumentation'; // first: tracing patches http and pg as they load
 import { Client } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, type LogLevel } from '@temporalio/worker';
 import { createDrafter } from '../activities/drafting/create-drafter';
@@ -6,6 +7,7 @@ import { createAgentMailClient } from '../lib/agentmail';
 import { ConfigError, loadWorkerConfig } from '../lib/config';
 import { createDb } from '../lib/db';
 import { createLogger } from '../lib/logger';
+import { activeTracing } from '../lib/tracing';
 import { createReplyonceWorker } from './create-worker';
 import { ensureSchedules } from './schedules';
 import { startMetricsServer } from './metrics-server';
@@ -91,6 +93,7 @@ async function main(): Promise<void> {
   } finally {
     await connection.close();
     await db.end();
+    await activeTracing()?.shutdown(); // flushes the last spans
   }
 }
 
