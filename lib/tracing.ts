@@ -162,8 +162,11 @@ export async function traceWorkflowStart<T extends { started: boolean }>(
 // ---------------------------------------------------------------------------------------------
 // Redaction: the last line of defence before a span leaves the process.
 
-/** A token with an `@` (raw or percent-encoded) in it: an address, or a Message-ID naming a host. */
-const ADDRESS_LIKE = /[^\s/?&=#"'<>,;:()[\]]*(?:@|%40)[^\s/?&=#"'<>,;:()[\]]*/gi;
+/**
+ * A token with an `@` (raw or percent-encoded) after at least one character: an address, or a
+ * Message-ID naming a host. A leading `@` (a package scope such as `@fastify/otel`) is left alone.
+ */
+const ADDRESS_LIKE = /[^\s/?&=#"'<>,;:()[\]@]+(?:@|%40)[^\s/?&=#"'<>,;:()[\]]*/gi;
 /** Attribute names that may hold credentials, whatever their value looks like. */
 const SECRET_KEY = /authorization|api[-_.]?key|secret|password|passwd|token|cookie/i;
 

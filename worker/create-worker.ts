@@ -5,7 +5,9 @@ import {
 } from '@temporalio/interceptors-opentelemetry/lib/worker';
 import { type NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
 import { createActivities, type ActivityDeps } from '../activities';
+import { workflowOutcomes } from '../lib/metrics';
 import { activeTracing, annotateActiveSpan, type Tracing } from '../lib/tracing';
+import type { EndedStatus } from './workflow-outcomes';
 
 export interface ReplyonceWorkerOptions {
   connection: NativeConnection;
@@ -22,7 +24,13 @@ export async function createReplyonceWorker(options: ReplyonceWorkerOptions): Pr
   const workflows: Pick<WorkerOptions, 'workflowBundle' | 'workflowsPath'> = options.workflowBundlePath
     ? { workflowBundle: { codePath: options.workflowBundlePath } }
     : { workflowsPath: require.resolve('../workflows') };
-  const tracing = activeTracing();
+  const active = activeTracing();
+  const tracing = active && tracedWorkerOptions(active);
+  // A prebuilt bundle has its interceptor modules built in (see WORKFLOW_INTERCEPTOR_MODULES); naming them
+  // again would only make Temporal warn that it ignores them.
+  const workflowModules = options.workflowBundlePath
+    ? []
+    : [...WORKFLOW_INTERCEPTOR_MODULES, ...(tracing ? TRACING_WORKFLOW_MODULES : [])];
   return Worker.create({
     connection: options.connection,
     namespace: options.namespace,
@@ -30,21 +38,29 @@ export async function createReplyonceWorker(options: ReplyonceWorkerOptions): Pr
     activities: createActivities(options.deps),
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivityTaskExecutions ?? 50,
     ...workflows,
-    ...(tracing ? tracedWorkerOptions(tracing) : {}),
+    interceptors: { workflowModules, ...tracing?.interceptors },
+    sinks: {
+      outcomes: { ended: { fn: (_info, status: EndedStatus) => workflowOutcomes.inc({ status }) } },
+      ...tracing?.sinks,
+    },
   });
 }
 
 /**
+ * The workflow interceptor modules every worker's bundle holds (a bundle built ahead, e.g. by the
+ * tests, passes these as `workflowInterceptorModules`): how each message's run ended, for /metrics.
+ */
+export const WORKFLOW_INTERCEPTOR_MODULES = [require.resolve('./workflow-outcomes')];
+
+/**
  * Tracing's interceptors, only when tracing is on (off, the worker has none). The workflow side is
  * bundled into the workflow code and exports its spans through a sink, so workflow code stays
- * deterministic; a prebuilt bundle (REPLYONCE_WORKFLOW_BUNDLE) must have been built with
- * {@link TRACING_WORKFLOW_MODULES} as `workflowInterceptorModules`, or Temporal warns and the
- * workflow's spans are missing.
+ * deterministic. A prebuilt bundle (REPLYONCE_WORKFLOW_BUNDLE) has no workflow spans unless it was
+ * built with {@link TRACING_WORKFLOW_MODULES} too; the activities' spans then start new traces.
  */
-function tracedWorkerOptions(tracing: Tracing): Pick<WorkerOptions, 'interceptors' | 'sinks'> {
+function tracedWorkerOptions(tracing: Tracing) {
   return {
     interceptors: {
-      workflowModules: TRACING_WORKFLOW_MODULES,
       activity: [
         (ctx) => ({
           inbound: new OpenTelemetryActivityInboundInterceptor(ctx),
@@ -64,7 +80,7 @@ function tracedWorkerOptions(tracing: Tracing): Pick<WorkerOptions, 'interceptor
           },
         }),
       ],
-    },
+    } satisfies WorkerOptions['interceptors'],
     sinks: { exporter: makeWorkflowExporter(tracing.spanProcessor, tracing.resource) },
   };
 }
