@@ -109,7 +109,7 @@ export const workflowOutcomes = new Counter({
 
 export const unansweredMessages = new Gauge({
   name: 'replyonce_unanswered_messages',
-  help: 'Inbound-message workflows still running (not waiting for a reviewer) that started longer ago than UNANSWERED_AFTER_MINUTES; read from Temporal at each scrape.',
+  help: 'Inbound-message workflows still running (not waiting for a reviewer) that started more than 15 minutes ago (worker/unanswered.ts); read from Temporal at each scrape.',
   registers: [registry],
 });
 
@@ -135,10 +135,12 @@ export const providerErrors = new Counter({
  * that answers 4xx/5xx or fails on the network, by provider (matched on the request's origin).
  * Node's fetch publishes these on diagnostics channels, so no client needs wrapping.
  */
-export function countProviderErrors(origins: Partial<Record<Exclude<Provider, 'other'>, string | undefined>>): void {
+export function countProviderErrors(
+  origins: Partial<Record<Exclude<Provider, 'other'>, Array<string | undefined>>>,
+): void {
   const byOrigin = new Map<string, Provider>();
-  for (const [provider, url] of Object.entries(origins))
-    if (url) byOrigin.set(new URL(url).origin, provider as Provider);
+  for (const [provider, urls] of Object.entries(origins))
+    for (const url of urls) if (url) byOrigin.set(new URL(url).origin, provider as Provider);
   const providerOf = (request: { origin?: unknown }): Provider => {
     try {
       return byOrigin.get(new URL(String(request.origin)).origin) ?? 'other';

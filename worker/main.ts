@@ -7,8 +7,10 @@ import { createAgentMailClient } from '../lib/agentmail';
 import { ConfigError, loadWorkerConfig } from '../lib/config';
 import { createDb } from '../lib/db';
 import { createLogger } from '../lib/logger';
+import { countProviderErrors, countUnansweredOnScrape } from '../lib/metrics';
 import { activeTracing } from '../lib/tracing';
 import { createReplyonceWorker } from './create-worker';
+import { unansweredQuery } from './unanswered';
 import { ensureSchedules } from './schedules';
 import { startMetricsServer } from './metrics-server';
 
@@ -59,12 +61,17 @@ async function main(): Promise<void> {
         watchdogWebhookIds: config.WATCHDOG_WEBHOOK_IDS,
       },
     });
+    const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+    // For the dashboard: provider calls that failed, and messages still unanswered (read at each scrape).
+    countProviderErrors({
+      agentmail: [config.AGENTMAIL_BASE_URL ?? 'https://api.agentmail.to'],
+      model: [config.DRAFT_BASE_URL, 'https://api.openai.com', 'https://api.anthropic.com'],
+      helpdesk: [config.ZENDESK_URL],
+    });
+    countUnansweredOnScrape(async () => (await client.workflow.count(unansweredQuery(new Date()))).count);
     // The watchdog and retention schedules (created if missing, brought up to date if not).
     // A failure here must not keep the worker from answering mail: it is logged, and the next start tries again.
-    await ensureSchedules(
-      new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }),
-      config.TEMPORAL_TASK_QUEUE,
-    ).then(
+    await ensureSchedules(client, config.TEMPORAL_TASK_QUEUE).then(
       (schedules) => log.info({ ...schedules, watchdogReenable: config.WATCHDOG_REENABLE }, 'schedules ready'),
       (error: unknown) =>
         log.error(
