@@ -1,20 +1,16 @@
 import { SpanKind, SpanStatusCode, trace, type Attributes, type AttributeValue } from '@opentelemetry/api';
-import { FastifyOtelInstrumentation } from '@fastify/otel';
-import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { registerInstrumentations } from '@opentelemetry/instrumentation';
-import { HttpInstrumentation } from '@opentelemetry/instrumentation-http';
-import { PgInstrumentation } from '@opentelemetry/instrumentation-pg';
-import { UndiciInstrumentation } from '@opentelemetry/instrumentation-undici';
-import { detectResourcesSync, envDetectorSync, Resource } from '@opentelemetry/resources';
-import {
-  BatchSpanProcessor,
-  type ReadableSpan,
-  type Span,
-  type SpanProcessor,
-  type TimedEvent,
-} from '@opentelemetry/sdk-trace-base';
-import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
-import { ATTR_SERVICE_NAME } from '@opentelemetry/semantic-conventions';
+import type * as FastifyOtel from '@fastify/otel';
+import type * as OtlpHttp from '@opentelemetry/exporter-trace-otlp-http';
+import type * as Instrumentation from '@opentelemetry/instrumentation';
+import type * as HttpInstrumentation from '@opentelemetry/instrumentation-http';
+import type * as PgInstrumentation from '@opentelemetry/instrumentation-pg';
+import type * as UndiciInstrumentation from '@opentelemetry/instrumentation-undici';
+import type * as Resources from '@opentelemetry/resources';
+import type { Resource } from '@opentelemetry/resources';
+import type * as TraceBase from '@opentelemetry/sdk-trace-base';
+import type { ReadableSpan, Span, SpanProcessor, TimedEvent } from '@opentelemetry/sdk-trace-base';
+import type * as TraceNode from '@opentelemetry/sdk-trace-node';
+import type * as Semconv from '@opentelemetry/semantic-conventions';
 // The helpers alone: the package's index also loads its worker plugin, which the API has no use for.
 import { headersWithContext, WORKFLOW_ID_ATTR_KEY } from '@temporalio/interceptors-opentelemetry/lib/instrumentation';
 import type { Payload } from '@temporalio/common';
@@ -64,6 +60,20 @@ export function tracingRequested(env: NodeJS.ProcessEnv = process.env): boolean 
  */
 export function startTracing(defaultServiceName: string, env: NodeJS.ProcessEnv = process.env): Tracing | undefined {
   if (active || !tracingRequested(env)) return active;
+  // The SDK is loaded only now: with tracing off, none of its modules is even read.
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  const { detectResourcesSync, envDetectorSync, Resource } = require('@opentelemetry/resources') as typeof Resources;
+  const { BatchSpanProcessor } = require('@opentelemetry/sdk-trace-base') as typeof TraceBase;
+  const { NodeTracerProvider } = require('@opentelemetry/sdk-trace-node') as typeof TraceNode;
+  const { OTLPTraceExporter } = require('@opentelemetry/exporter-trace-otlp-http') as typeof OtlpHttp;
+  const { registerInstrumentations } = require('@opentelemetry/instrumentation') as typeof Instrumentation;
+  const http = require('@opentelemetry/instrumentation-http') as typeof HttpInstrumentation;
+  const undici = require('@opentelemetry/instrumentation-undici') as typeof UndiciInstrumentation;
+  const pg = require('@opentelemetry/instrumentation-pg') as typeof PgInstrumentation;
+  const { FastifyOtelInstrumentation } = require('@fastify/otel') as typeof FastifyOtel;
+  const { ATTR_SERVICE_NAME } = require('@opentelemetry/semantic-conventions') as typeof Semconv;
+  /* eslint-enable @typescript-eslint/no-require-imports */
+
   // OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES (the env detector) win over the process's own name.
   const resource = Resource.default()
     .merge(new Resource({ [ATTR_SERVICE_NAME]: defaultServiceName }))
@@ -75,11 +85,11 @@ export function startTracing(defaultServiceName: string, env: NodeJS.ProcessEnv 
   const unregister = registerInstrumentations({
     tracerProvider: provider,
     instrumentations: [
-      new HttpInstrumentation({
+      new http.HttpInstrumentation({
         ignoreIncomingRequestHook: (request) => PROBES.test(request.url ?? ''),
       }),
-      new UndiciInstrumentation(), // fetch: the AgentMail SDK, the model provider, the helpdesk
-      new PgInstrumentation({ requireParentSpan: true }), // the operation store, inside a message's trace
+      new undici.UndiciInstrumentation(), // fetch: the AgentMail SDK, the model provider, the helpdesk
+      new pg.PgInstrumentation({ requireParentSpan: true }), // the operation store, inside a message's trace
     ],
   });
   // Fastify's own instrumentation registers itself on every Fastify instance as it initialises (a
@@ -88,8 +98,8 @@ export function startTracing(defaultServiceName: string, env: NodeJS.ProcessEnv 
   const fastify = new FastifyOtelInstrumentation({
     registerOnInitialization: true,
     ignorePaths: (route) => PROBES.test(route.url),
-    // The request and handler spans, not one per lifecycle hook: on the duplicate path the hook
-    // spans were a third of tracing's cost, and say nothing the request span does not.
+    // The request and handler spans, not one per lifecycle hook (they say nothing the request span
+    // does not); the route's onResponse then runs in the request's root span, which gets the outcome.
     instrumentHooks: false,
   });
   fastify.setTracerProvider(provider);
