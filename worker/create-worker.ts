@@ -26,8 +26,8 @@ export async function createReplyonceWorker(options: ReplyonceWorkerOptions): Pr
     : { workflowsPath: require.resolve('../workflows') };
   const active = activeTracing();
   const tracing = active && tracedWorkerOptions(active);
-  // A prebuilt bundle has its interceptor modules built in (see WORKFLOW_INTERCEPTOR_MODULES); naming them
-  // again would only make Temporal warn that it ignores them.
+  // A prebuilt bundle holds the interceptor modules it was built with (WORKFLOW_INTERCEPTOR_MODULES);
+  // naming them here would only make Temporal warn that it ignores them.
   const workflowModules = options.workflowBundlePath
     ? []
     : [...WORKFLOW_INTERCEPTOR_MODULES, ...(tracing ? TRACING_WORKFLOW_MODULES : [])];
