@@ -170,6 +170,60 @@ describe('tracing (OTEL_EXPORTER_OTLP_ENDPOINT set)', () => {
     },
   );
 
+  test(
+    'a send AgentMail answers 503 once: two sendReply attempts in the trace, the first call with its status, counted as a provider error',
+    { timeout: 90_000 },
+    async () => {
+      // Prepare: the first reply call for this inbox fails
+      const inboxId = h.newInbox();
+      await h.sandbox.setFaults({
+        match: { method: 'POST', path: `/inboxes/${inboxId}/messages/`, count: 1 },
+        action: 'status',
+        status: 503,
+      });
+      // Act
+      const inbound = await h.sandbox.inbound({ inbox_id: inboxId, from: SENDER, subject: SUBJECT, text: BODY });
+      const retried = { inboxId, messageId: inbound.message.message_id };
+      assert.equal((await h.resultOf(retried, 60_000)).status, 'sent');
+      await h.sandbox.clearFaults();
+
+      // Assess
+      const workflowId = inboundWorkflowId(retried);
+      const spans = await eventually(
+        async () => {
+          const start = receiver.spans.find((s) => s.attributes.temporalWorkflowId === workflowId);
+          const found = start ? receiver.trace(start.traceId) : [];
+          return named(found, 'RunActivity:sendReply').length === 2 &&
+            found.some((s) => s.name === 'RunActivity:labelMessage')
+            ? found
+            : undefined;
+        },
+        'the retried message trace',
+        30_000,
+      );
+      const attempts = named(spans, 'RunActivity:sendReply').sort(
+        (a, b) => Number(a.attributes['temporal.activity.attempt']) - Number(b.attributes['temporal.activity.attempt']),
+      );
+      assert.deepEqual(
+        attempts.map((a) => a.attributes['temporal.activity.attempt']),
+        [1, 2],
+      );
+      const callsUnder = (attempt: ReceivedSpan) =>
+        spans.filter((s) => s.kind === 3 && s.name === 'POST' && s.parentSpanId === attempt.spanId);
+      assert.deepEqual(
+        callsUnder(attempts[0]!).map((s) => s.attributes['http.response.status_code']),
+        [503],
+      );
+      assert.deepEqual(
+        callsUnder(attempts[1]!).map((s) => s.attributes['http.response.status_code']),
+        [200],
+      );
+      assert.equal(attempts[1]!.attributes['replyonce.send.outcome'], 'sent');
+      const metrics = await (await fetch(String(worker.logs('worker polling')[0]?.metrics))).text();
+      assert.match(metrics, /^replyonce_provider_errors_total\{provider="agentmail",status="503"\} 1$/m);
+    },
+  );
+
   test('no exported span carries a body, a subject, the drafted text, an address or a secret', async () => {
     assert.ok(receiver.spans.length > 20, `spans were exported (${receiver.spans.length})`);
     const drafted = (await h.sandbox.outbox({ inbox_id: ref.inboxId }))[0]?.message.text;
