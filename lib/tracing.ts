@@ -98,9 +98,11 @@ export function startTracing(defaultServiceName: string, env: NodeJS.ProcessEnv 
   const fastify = new FastifyOtelInstrumentation({
     registerOnInitialization: true,
     ignorePaths: (route) => PROBES.test(route.url),
-    // The request and handler spans, not one per lifecycle hook (they say nothing the request span
-    // does not); the route's onResponse then runs in the request's root span, which gets the outcome.
+    // Fastify's request span alone: a span per lifecycle hook and one for the handler say nothing the
+    // request span does not, and the duplicate path would pay for each. The route's onResponse then
+    // runs in the HTTP server span (the trace's root), which gets the outcome.
     instrumentHooks: false,
+    instrumentHandler: false,
   });
   fastify.setTracerProvider(provider);
   active = {
