@@ -1,9 +1,12 @@
+import './instrumentation'; // first: tracing patches http, fastify and pg as they load
 import { Client } from '@temporalio/client';
+import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry/lib/client';
 import { createAgentMailClient } from '../lib/agentmail';
 import { ConfigError, loadApiConfig } from '../lib/config';
 import { createDb } from '../lib/db';
 import { createLogger } from '../lib/logger';
 import { connectTemporalClient, describeTemporal } from '../lib/temporal-connection';
+import { activeTracing } from '../lib/tracing';
 import { buildApp } from './app';
 
 /**
@@ -21,7 +24,12 @@ async function main(): Promise<void> {
     lazy: true,
     connectTimeoutMs: config.INGRESS_DEADLINE_MS,
   });
-  const temporal = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+  const temporal = new Client({
+    connection,
+    namespace: config.TEMPORAL_NAMESPACE,
+    // Traced client calls (signals, queries); the ingress's raw start injects its own trace header.
+    ...(activeTracing() ? { interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] } } : {}),
+  });
   const app = buildApp({
     db,
     temporal,
@@ -42,6 +50,7 @@ async function main(): Promise<void> {
   app.addHook('onClose', async () => {
     await connection.close();
     await db.end();
+    await activeTracing()?.shutdown(); // flushes the last spans
   });
 
   const shutdown = (signal: string) => {

@@ -4,6 +4,7 @@ import { defaultPayloadConverter } from '@temporalio/common';
 import { encodeUnifiedSearchAttributes } from '@temporalio/common/lib/converter/payload-search-attributes';
 import { temporal } from '@temporalio/proto';
 import { inboundWorkflowId } from '../lib/hashing';
+import { traceWorkflowStart } from '../lib/tracing';
 import {
   INBOUND_MESSAGE_WORKFLOW,
   SearchAttributes,
@@ -47,26 +48,30 @@ export async function startInboundWorkflow(
     // Set here, with the start's own visibility record, so the run need not upsert it.
     { key: SearchAttributes.ReplyStatus, value: 'deciding' satisfies ReplyStatus },
   ];
-  try {
-    const response = await client.withDeadline(options.deadline, () =>
-      client.workflowService.startWorkflowExecution({
-        namespace: client.options.namespace,
-        identity: client.options.identity,
-        requestId: randomUUID(),
-        workflowId,
-        workflowType: { name: INBOUND_MESSAGE_WORKFLOW },
-        taskQueue: { name: options.taskQueue, kind: temporal.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
-        input: { payloads: [defaultPayloadConverter.toPayload(args)] },
-        workflowIdConflictPolicy: WorkflowIdConflictPolicy.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-        workflowIdReusePolicy: WorkflowIdReusePolicy.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
-        searchAttributes: { indexedFields: encodeUnifiedSearchAttributes(undefined, searchAttributes) },
-      }),
-    );
-    return { workflowId, started: response.started ?? true };
-  } catch (error) {
-    if (isAlreadyExists(error)) return { workflowId, started: false };
-    throw error;
-  }
+  // Traced (when on) as the client interceptor traces client.workflow.start, with the header it would inject.
+  return traceWorkflowStart({ workflowId, workflowType: INBOUND_MESSAGE_WORKFLOW }, async (header) => {
+    try {
+      const response = await client.withDeadline(options.deadline, () =>
+        client.workflowService.startWorkflowExecution({
+          namespace: client.options.namespace,
+          identity: client.options.identity,
+          requestId: randomUUID(),
+          workflowId,
+          workflowType: { name: INBOUND_MESSAGE_WORKFLOW },
+          taskQueue: { name: options.taskQueue, kind: temporal.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
+          input: { payloads: [defaultPayloadConverter.toPayload(args)] },
+          workflowIdConflictPolicy: WorkflowIdConflictPolicy.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
+          workflowIdReusePolicy: WorkflowIdReusePolicy.WORKFLOW_ID_REUSE_POLICY_ALLOW_DUPLICATE_FAILED_ONLY,
+          searchAttributes: { indexedFields: encodeUnifiedSearchAttributes(undefined, searchAttributes) },
+          header,
+        }),
+      );
+      return { workflowId, started: response.started ?? true };
+    } catch (error) {
+      if (isAlreadyExists(error)) return { workflowId, started: false };
+      throw error;
+    }
+  });
 }
 
 /** gRPC ALREADY_EXISTS: the message's workflow completed earlier and is not redone. */

@@ -3,9 +3,15 @@
 // before/after figures. Build each side with `npx tsc -p bench/tsconfig.build.json` and copy
 // .data/bench/dist away before changing the code.
 //
+// `node --import tsx bench/ab.ts <dist> --traced [--repeats N]`: one build, "before" with tracing
+// off and "after" with OTEL_EXPORTER_OTLP_ENDPOINT pointing at a collector stand-in in this process
+// (it answers every export 200 and counts the bytes): what tracing costs the ingress when on.
+//
 // Per repeat and build: repeats only (closed loop, 32 senders, 4 s: the duplicate path) and new
 // messages at 50/s for 4 s with no worker (the API's own cost per start; the worker's CPU would
 // only add noise to an API change). Reported: medians, and after/before ratios.
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { parseOptions } from './options';
 import { CpuMeter, cpuPer, loadAverage, progress, type BenchContext } from './support/context';
@@ -35,9 +41,13 @@ interface Figures {
 
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
-  const [before, after] = args.filter((a) => !a.startsWith('--') && !/^\d+$/.test(a)).map((d) => path.resolve(d));
+  const traced = args.includes('--traced');
+  const dists = args.filter((a) => !a.startsWith('--') && !/^\d+$/.test(a)).map((d) => path.resolve(d));
+  const [before, after] = traced ? [dists[0], dists[0]] : dists;
   if (!before || !after)
-    throw new Error('usage: node --import tsx bench/ab.ts <before-dist> <after-dist> [--repeats N]');
+    throw new Error(
+      'usage: node --import tsx bench/ab.ts <before-dist> <after-dist> [--repeats N] | <dist> --traced [--repeats N]',
+    );
   const repeatsAt = args.indexOf('--repeats');
   const repeats = repeatsAt >= 0 ? Number(args[repeatsAt + 1]) : 5;
   const cleanups: Cleanup[] = [];
@@ -58,6 +68,10 @@ async function main(): Promise<void> {
       temporalPid: temporal.pid,
       freshTemporal: async () => undefined,
     };
+    const collector = traced ? await startCollector() : undefined;
+    if (collector) cleanups.push(collector.close);
+    /** The "after" side's extra environment: tracing on, exporting to the stand-in. */
+    const afterEnv: Record<string, string> = collector ? { OTEL_EXPORTER_OTLP_ENDPOINT: collector.url } : {};
     const secrets = newSecrets();
     const sandbox = await startSandbox(base, secrets);
     cleanups.push(() => sandbox.process.stop());
@@ -86,7 +100,10 @@ async function main(): Promise<void> {
       for (const [build, codeRoot] of order as Array<[string, string]>) {
         await resetSandbox(context);
         const env = { ...base, codeRoot };
-        const stack = await startOurs(env, sandbox, secrets, { worker: false });
+        const stack = await startOurs(env, sandbox, secrets, {
+          worker: false,
+          ...(build === 'after' ? { env: afterEnv } : {}),
+        });
         try {
           const originals = await seedMessages(sandbox.url, 250);
           // Recorded once (with no worker the workflows wait; the duplicates need only the event rows).
@@ -148,6 +165,7 @@ async function main(): Promise<void> {
   const of = (build: string, key: keyof Omit<Figures, 'build'>) =>
     median(runs.filter((r) => r.build === build).map((r) => r[key]));
   console.log(`\nmedians of ${repeats} repeats (load average now ${loadAverage().join(' / ')})`);
+  if (traced) console.log(`before: tracing off; after: tracing on (${collectorBytes} bytes of OTLP exported)`);
   console.log(['figure', 'before', 'after', 'after/before'].join('\t'));
   for (const key of keys)
     console.log(
@@ -158,6 +176,22 @@ async function main(): Promise<void> {
         (of('after', key) / of('before', key)).toFixed(3),
       ].join('\t'),
     );
+}
+
+let collectorBytes = 0;
+
+/** A collector stand-in for --traced: accepts OTLP/HTTP exports and only counts their bytes. */
+async function startCollector(): Promise<{ url: string; close: () => Promise<void> }> {
+  const server = createServer((request, response) => {
+    request.on('data', (chunk: Buffer) => (collectorBytes += chunk.length));
+    request.on('end', () => response.writeHead(200, { 'content-type': 'application/json' }).end('{}'));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    close: () => new Promise((resolve) => server.close(() => resolve())),
+  };
 }
 
 main().catch((error: unknown) => {

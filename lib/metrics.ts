@@ -1,4 +1,15 @@
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { subscribe } from 'node:diagnostics_channel';
+import {
+  Counter,
+  Gauge,
+  Histogram,
+  Registry,
+  collectDefaultMetrics,
+  type CounterConfiguration,
+  type LabelValues,
+} from 'prom-client';
+import type { Attributes } from '@opentelemetry/api';
+import { annotateActiveSpan } from './tracing';
 
 /**
  * Prometheus metrics, one registry per process, served at /metrics by the API and by the
@@ -7,14 +18,41 @@ import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom
 export const registry = new Registry();
 collectDefaultMetrics({ register: registry, prefix: 'replyonce_' });
 
+/**
+ * A counter whose labels, when counted inside a span, also become that span's attributes
+ * (`replyonce.<prefix>.<label>`): the outcome a dashboard counts is the one a trace shows.
+ * Labels are small closed sets, so they are as safe in a span as in /metrics.
+ */
+class SpanAnnotatingCounter<T extends string> extends Counter<T> {
+  constructor(configuration: CounterConfiguration<T>, spanPrefix: string) {
+    super(configuration);
+    // prom-client assigns `inc` per instance (with or without exemplars), so it is wrapped, not overridden.
+    const inc = this.inc.bind(this) as (labels?: LabelValues<T> | number, value?: number) => void;
+    this.inc = ((labels?: LabelValues<T> | number, value?: number) => {
+      if (typeof labels === 'object') annotateActiveSpan(spanAttributes(spanPrefix, labels));
+      inc(labels, value);
+    }) as Counter<T>['inc'];
+  }
+}
+
+function spanAttributes(prefix: string, labels: Record<string, string | number | undefined>): Attributes {
+  const attributes: Attributes = {};
+  for (const [label, value] of Object.entries(labels))
+    if (value !== undefined) attributes[`replyonce.${prefix}.${label}`] = value;
+  return attributes;
+}
+
 export type WebhookOutcome = 'queued' | 'duplicate' | 'ignored' | 'invalid' | 'error';
 
-export const webhooks = new Counter({
-  name: 'replyonce_webhooks_total',
-  help: 'Webhook deliveries by outcome: queued (new workflow), duplicate, ignored (other event types), invalid (4xx), error (5xx).',
-  labelNames: ['outcome'] as const,
-  registers: [registry],
-});
+export const webhooks = new SpanAnnotatingCounter(
+  {
+    name: 'replyonce_webhooks_total',
+    help: 'Webhook deliveries by outcome: queued (new workflow), duplicate, ignored (other event types), invalid (4xx), error (5xx).',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  },
+  'webhook',
+);
 
 export const webhookAckSeconds = new Histogram({
   name: 'replyonce_webhook_ack_seconds',
@@ -26,19 +64,25 @@ export const webhookAckSeconds = new Histogram({
 
 export type SendOutcome = 'sent' | 'replayed' | 'conflict' | 'reconciled';
 
-export const sends = new Counter({
-  name: 'replyonce_sends_total',
-  help: 'Reply sends by outcome: sent (this attempt sent it), replayed (from the operation store), conflict (refused as a reused key), reconciled (found in the thread after the key may have expired).',
-  labelNames: ['outcome'] as const,
-  registers: [registry],
-});
+export const sends = new SpanAnnotatingCounter(
+  {
+    name: 'replyonce_sends_total',
+    help: 'Reply sends by outcome: sent (this attempt sent it), replayed (from the operation store), conflict (refused as a reused key), reconciled (found in the thread after the key may have expired).',
+    labelNames: ['outcome'] as const,
+    registers: [registry],
+  },
+  'send',
+);
 
-export const operations = new Counter({
-  name: 'replyonce_operations_total',
-  help: 'Operation-store outcomes by operation kind: executed, replayed, failed, in_progress (another attempt held the lease), conflict (same key, different request).',
-  labelNames: ['kind', 'status'] as const,
-  registers: [registry],
-});
+export const operations = new SpanAnnotatingCounter(
+  {
+    name: 'replyonce_operations_total',
+    help: 'Operation-store outcomes by operation kind: executed, replayed, failed, in_progress (another attempt held the lease), conflict (same key, different request).',
+    labelNames: ['kind', 'status'] as const,
+    registers: [registry],
+  },
+  'operation',
+);
 
 export const replays = new Counter({
   name: 'replyonce_replays_total',
@@ -59,3 +103,67 @@ export const decisions = new Counter({
   labelNames: ['outcome'] as const,
   registers: [registry],
 });
+
+/** How an inbound message's workflow ended: its final ReplyStatus, or failed. */
+export type WorkflowOutcome = 'sent' | 'skipped' | 'rejected' | 'failed';
+
+export const workflowOutcomes = new Counter({
+  name: 'replyonce_workflow_outcomes_total',
+  help: 'Inbound-message workflows by how they ended: sent, skipped (no reply owed), rejected (by a reviewer), failed (a non-retryable failure ended the run). Counted by the worker that ran the last workflow task.',
+  labelNames: ['status'] as const,
+  registers: [registry],
+});
+
+export const unansweredMessages = new Gauge({
+  name: 'replyonce_unanswered_messages',
+  help: 'Inbound-message workflows still running (not waiting for a reviewer) that started more than 15 minutes ago (worker/unanswered.ts); read from Temporal at each scrape.',
+  registers: [registry],
+});
+
+/** Keeps `replyonce_unanswered_messages` current: `count` runs at each scrape (an error leaves the last value). */
+export function countUnansweredOnScrape(count: () => Promise<number>): void {
+  (unansweredMessages as Gauge & { collect?: () => Promise<void> }).collect = async () => {
+    unansweredMessages.set(await count().catch(() => Number.NaN));
+  };
+}
+
+/** Which provider a request went to: a closed set, so status codes can be counted per provider. */
+export type Provider = 'agentmail' | 'model' | 'helpdesk' | 'other';
+
+export const providerErrors = new Counter({
+  name: 'replyonce_provider_errors_total',
+  help: 'HTTP calls to providers (AgentMail, the model, the helpdesk) that failed, by provider and status: the HTTP status (4xx/5xx), or "network" for a timeout, reset or refused connection.',
+  labelNames: ['provider', 'status'] as const,
+  registers: [registry],
+});
+
+/**
+ * Counts every fetch (undici, which the AgentMail SDK, the model SDKs and the helpdesk client use)
+ * that answers 4xx/5xx or fails on the network, by provider (matched on the request's origin).
+ * Node's fetch publishes these on diagnostics channels, so no client needs wrapping.
+ */
+export function countProviderErrors(
+  origins: Partial<Record<Exclude<Provider, 'other'>, Array<string | undefined>>>,
+): void {
+  const byOrigin = new Map<string, Provider>();
+  for (const [provider, urls] of Object.entries(origins))
+    for (const url of urls) if (url) byOrigin.set(new URL(url).origin, provider as Provider);
+  const providerOf = (request: { origin?: unknown }): Provider => {
+    try {
+      return byOrigin.get(new URL(String(request.origin)).origin) ?? 'other';
+    } catch {
+      return 'other';
+    }
+  };
+  subscribe('undici:request:headers', (message) => {
+    const { request, response } = message as { request: { origin?: unknown }; response: { statusCode: number } };
+    if (response.statusCode >= 400)
+      providerErrors.inc({ provider: providerOf(request), status: String(response.statusCode) });
+  });
+  subscribe('undici:request:error', (message) => {
+    providerErrors.inc({
+      provider: providerOf((message as { request: { origin?: unknown } }).request),
+      status: 'network',
+    });
+  });
+}

@@ -9,6 +9,7 @@ import { mkdirSync, readdirSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { Client } from 'pg';
 import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
+import { WORKFLOW_INTERCEPTOR_MODULES } from '../worker/create-worker';
 import { loadTemporalConfig } from '../lib/config';
 import { migrateDatabase } from './db-migrate';
 import { setupTemporal } from './temporal-setup';
@@ -175,6 +176,8 @@ async function bundleWorkflows(): Promise<string> {
   try {
     ({ code } = await bundleWorkflowCode({
       workflowsPath: require.resolve('../workflows'),
+      // The workers' own interceptors (how each run ended, for /metrics), as a worker bundles them.
+      workflowInterceptorModules: WORKFLOW_INTERCEPTOR_MODULES,
       logger: new DefaultLogger('WARN'),
     }));
   } catch (error) {

@@ -1,4 +1,9 @@
 import {
+  makeWorkflowExporter,
+  OpenTelemetryActivityInboundInterceptor,
+  OpenTelemetryActivityOutboundInterceptor,
+} from '@temporalio/interceptors-opentelemetry/lib/worker';
+import {
   bundleWorkflowCode,
   DefaultLogger,
   type NativeConnection,
@@ -6,6 +11,9 @@ import {
   type WorkerOptions,
 } from '@temporalio/worker';
 import { createActivities, type ActivityDeps } from '../activities';
+import { workflowOutcomes } from '../lib/metrics';
+import { activeTracing, annotateActiveSpan, type Tracing } from '../lib/tracing';
+import type { EndedStatus } from './workflow-outcomes';
 
 export interface ReplyonceWorkerOptions {
   connection: NativeConnection;
@@ -19,9 +27,18 @@ export interface ReplyonceWorkerOptions {
 
 /** Builds the worker: the same wiring for `npm run start:worker`, `npm run dev` and the tests. */
 export async function createReplyonceWorker(options: ReplyonceWorkerOptions): Promise<Worker> {
+  const active = activeTracing();
+  const tracing = active && tracedWorkerOptions(active);
+  // A bundle holds the workflow interceptor modules it was built with (a prebuilt one, e.g. the
+  // tests', with WORKFLOW_INTERCEPTOR_MODULES); naming them again would only make Temporal warn.
   const workflows: Pick<WorkerOptions, 'workflowBundle'> = options.workflowBundlePath
     ? { workflowBundle: { codePath: options.workflowBundlePath } }
-    : { workflowBundle: await bundleQuietly() };
+    : {
+        workflowBundle: await bundleQuietly([
+          ...WORKFLOW_INTERCEPTOR_MODULES,
+          ...(tracing ? TRACING_WORKFLOW_MODULES : []),
+        ]),
+      };
   return Worker.create({
     connection: options.connection,
     namespace: options.namespace,
@@ -29,6 +46,11 @@ export async function createReplyonceWorker(options: ReplyonceWorkerOptions): Pr
     activities: createActivities(options.deps),
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivityTaskExecutions ?? 50,
     ...workflows,
+    interceptors: { ...tracing?.interceptors },
+    sinks: {
+      outcomes: { ended: { fn: (_info, status: EndedStatus) => workflowOutcomes.inc({ status }) } },
+      ...tracing?.sinks,
+    },
   });
 }
 
@@ -36,10 +58,55 @@ export async function createReplyonceWorker(options: ReplyonceWorkerOptions): Pr
  * Bundled here rather than by Worker.create, whose bundler logs webpack's whole report at info as
  * one log line: only the bundler's warnings and errors reach the process's log.
  */
-async function bundleQuietly(): Promise<{ code: string }> {
+async function bundleQuietly(workflowInterceptorModules: string[]): Promise<{ code: string }> {
   const { code } = await bundleWorkflowCode({
     workflowsPath: require.resolve('../workflows'),
+    workflowInterceptorModules,
     logger: new DefaultLogger('WARN'),
   });
   return { code };
 }
+
+/**
+ * The workflow interceptor modules every worker's bundle holds (a bundle built ahead, e.g. by the
+ * tests, passes these as `workflowInterceptorModules`): how each message's run ended, for /metrics.
+ */
+export const WORKFLOW_INTERCEPTOR_MODULES = [require.resolve('./workflow-outcomes')];
+
+/**
+ * Tracing's interceptors, only when tracing is on (off, the worker has none). The workflow side is
+ * bundled into the workflow code and exports its spans through a sink, so workflow code stays
+ * deterministic. A prebuilt bundle (REPLYONCE_WORKFLOW_BUNDLE) has no workflow spans unless it was
+ * built with {@link TRACING_WORKFLOW_MODULES} too; the activities' spans then start new traces.
+ */
+function tracedWorkerOptions(tracing: Tracing) {
+  return {
+    interceptors: {
+      activity: [
+        (ctx) => ({
+          inbound: new OpenTelemetryActivityInboundInterceptor(ctx),
+          outbound: new OpenTelemetryActivityOutboundInterceptor(ctx),
+        }),
+        // Inside the one above, so the active span is the activity's: which attempt this is.
+        (ctx) => ({
+          inbound: {
+            execute: (input, next) => {
+              annotateActiveSpan({
+                'temporal.activity.type': ctx.info.activityType,
+                'temporal.activity.attempt': ctx.info.attempt,
+                'temporal.activity.local': ctx.info.isLocal,
+              });
+              return next(input);
+            },
+          },
+        }),
+      ],
+    } satisfies WorkerOptions['interceptors'],
+    sinks: { exporter: makeWorkflowExporter(tracing.spanProcessor, tracing.resource) },
+  };
+}
+
+/** The workflow interceptor modules tracing needs in the workflow bundle. */
+export const TRACING_WORKFLOW_MODULES = [
+  require.resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors'),
+];

@@ -1,3 +1,4 @@
+import './instrumentation'; // first: tracing patches http and pg as they load
 import { Client } from '@temporalio/client';
 import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
 import { createDrafter } from '../activities/drafting/create-drafter';
@@ -7,7 +8,10 @@ import { ConfigError, loadWorkerConfig } from '../lib/config';
 import { createDb } from '../lib/db';
 import { createLogger } from '../lib/logger';
 import { connectTemporalWorker, describeTemporal } from '../lib/temporal-connection';
+import { countProviderErrors, countUnansweredOnScrape } from '../lib/metrics';
+import { activeTracing } from '../lib/tracing';
 import { createReplyonceWorker } from './create-worker';
+import { unansweredQuery } from './unanswered';
 import { ensureSchedules } from './schedules';
 import { DEFAULT_METRICS_PORT, MetricsPortInUseError, startMetricsServer } from './metrics-server';
 
@@ -82,12 +86,17 @@ async function main(): Promise<void> {
         watchdogWebhookIds: config.WATCHDOG_WEBHOOK_IDS,
       },
     });
+    const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
+    // For the dashboard: provider calls that failed, and messages still unanswered (read at each scrape).
+    countProviderErrors({
+      agentmail: [config.AGENTMAIL_BASE_URL ?? 'https://api.agentmail.to'],
+      model: [config.DRAFT_BASE_URL, 'https://api.openai.com', 'https://api.anthropic.com'],
+      helpdesk: [config.ZENDESK_URL],
+    });
+    countUnansweredOnScrape(async () => (await client.workflow.count(unansweredQuery(new Date()))).count);
     // The watchdog and retention schedules (created if missing, brought up to date if not).
     // A failure here must not keep the worker from answering mail: it is logged, and the next start tries again.
-    await ensureSchedules(
-      new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }),
-      config.TEMPORAL_TASK_QUEUE,
-    ).then(
+    await ensureSchedules(client, config.TEMPORAL_TASK_QUEUE).then(
       (schedules) => log.info({ ...schedules, watchdogReenable: config.WATCHDOG_REENABLE }, 'schedules ready'),
       (error: unknown) =>
         log.error(
@@ -113,6 +122,7 @@ async function main(): Promise<void> {
     await metricsServer.close();
     await connection.close();
     await db.end();
+    await activeTracing()?.shutdown(); // flushes the last spans
   }
 }
 

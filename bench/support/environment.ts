@@ -3,6 +3,7 @@ import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
+import { WORKFLOW_INTERCEPTOR_MODULES } from '../../worker/create-worker';
 import { Client } from 'pg';
 import { baselineSchemaSql } from '../baseline/app';
 import { migrateDatabase } from '../../scripts/db-migrate';
@@ -131,6 +132,7 @@ export async function bundleWorkflows(): Promise<string> {
   const file = path.join(DATA, 'workflow-bundle.js');
   const { code } = await bundleWorkflowCode({
     workflowsPath: require.resolve('../../workflows'),
+    workflowInterceptorModules: WORKFLOW_INTERCEPTOR_MODULES,
     logger: new DefaultLogger('WARN'),
   });
   mkdirSync(DATA, { recursive: true });

@@ -63,11 +63,15 @@ export class AppProcess {
   }
 
   /** The ingress on a free loopback port; `url` is its base URL once it listens. */
-  static async startApi(h: Harness, options: { failpoints?: Failpoint[] } = {}): Promise<AppProcess & { url: string }> {
+  static async startApi(
+    h: Harness,
+    options: { failpoints?: Failpoint[]; env?: Record<string, string> } = {},
+  ): Promise<AppProcess & { url: string }> {
     const api = AppProcess.spawn('api', h, options.failpoints, {
       AGENTMAIL_WEBHOOK_SECRET: h.webhookSecret,
       PORT: '0',
       HOST: '127.0.0.1',
+      ...options.env,
     });
     await api.waitForLog((line) => line.msg === 'api listening', 'the API to listen', 30_000);
     const url = String(api.logs('api listening')[0]?.address);
