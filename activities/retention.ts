@@ -4,6 +4,8 @@ import type { Db } from '../lib/db';
 /**
  * Retention: rows that have done their job are deleted in bounded batches (short statements, short
  * locks, and a heartbeat between them), oldest first. Tickets are business records and stay.
+ * An inbox cursor older than the operation horizon is pruned too: a resume from it would be moved
+ * up to the horizon anyway, and an inbox nobody writes to any more should not be listed by --all.
  */
 
 /** AgentMail retries a delivery for ~27.5 h; a week keeps every event_id a retry could carry. */
@@ -21,15 +23,23 @@ export interface RetentionDeps {
 
 export interface PruneResult {
   inboundEvents: number;
+  /** Intake rows whose workflow was started that long ago (the record of the hand-over). */
+  intake: number;
   operations: number;
   sentReplies: number;
+  /** Cursors of inboxes with no message for OPERATION_RETENTION_DAYS (a resume could not reach back further). */
+  inboxCursors: number;
 }
 
 /** Each: the table, its key, and the age test (`$1` is the cut-off). */
 const TARGETS = {
   inboundEvents: { table: 'inbound_events', key: 'event_id', age: 'received_at' },
+  // Only started rows: `started_at < cut-off` is never true of an unstarted one (NULL), which stays
+  // until the relay has started it, however old.
+  intake: { table: 'intake', key: 'workflow_id', age: 'started_at' },
   operations: { table: 'operations', key: 'operation_key', age: 'updated_at' },
   sentReplies: { table: 'sent_replies', key: 'operation_key', age: 'sent_at' },
+  inboxCursors: { table: 'inbox_cursors', key: 'inbox_id', age: 'newest_message_at' },
 } as const;
 
 export async function pruneExpiredRecords(
@@ -40,10 +50,14 @@ export async function pruneExpiredRecords(
   const hour = 60 * 60 * 1000;
   const cutoffs: Record<keyof PruneResult, number> = {
     inboundEvents: INBOUND_EVENT_RETENTION_DAYS * 24 * hour,
+    // The events' schedule: a retry that finds its event gone finds its row gone with it, and is
+    // then a new job whose start finds the workflow (or, past Temporal's retention, the store).
+    intake: INBOUND_EVENT_RETENTION_DAYS * 24 * hour,
     operations: deps.operationRetentionDays * 24 * hour,
     sentReplies: SENT_REPLY_RETENTION_HOURS * hour,
+    inboxCursors: deps.operationRetentionDays * 24 * hour,
   };
-  const result: PruneResult = { inboundEvents: 0, operations: 0, sentReplies: 0 };
+  const result: PruneResult = { inboundEvents: 0, intake: 0, operations: 0, sentReplies: 0, inboxCursors: 0 };
   for (const name of Object.keys(TARGETS) as Array<keyof PruneResult>) {
     const { table, key, age } = TARGETS[name];
     // Postgres's clock, like the leases: every worker agrees on the cut-off.

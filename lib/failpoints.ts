@@ -4,6 +4,8 @@
  * failpoints). Off unless REPLYONCE_FAILPOINTS names them, e.g.
  *   REPLYONCE_FAILPOINTS=reply.after-effect   → SIGKILL after AgentMail accepted the send,
  *                                              before the operation row was completed.
+ *   REPLYONCE_FAILPOINTS=intake.after-commit  → SIGKILL after the webhook's intake row committed,
+ *                                              before its answer and its workflow start.
  * Never set in production; an unknown name is a typo and stops the process at start-up.
  */
 
@@ -16,7 +18,7 @@ export const FAILPOINTS = [
   'ticket.after-store',
   'reply.after-effect',
   'reply.after-store',
-  'ingress.after-start',
+  'intake.after-commit',
 ] as const;
 export type Failpoint = (typeof FAILPOINTS)[number];
 

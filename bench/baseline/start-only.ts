@@ -1,6 +1,6 @@
 import { createServer } from 'node:http';
 import { Client, Connection } from '@temporalio/client';
-import { startInboundWorkflow } from '../../api/start-inbound-workflow';
+import { startInboundWorkflow } from '../../intake/start-workflow';
 
 /**
  * A reference, not a product: the thinnest handler that starts our workflow. It reads the

@@ -146,12 +146,10 @@ export function buildHelpdeskStandIn(options: HelpdeskOptions): Helpdesk {
     const header = request.headers['idempotency-key'];
     const key = typeof header === 'string' ? header : null;
     if (key !== null && (key.length === 0 || key.length > MAX_KEY_LENGTH)) {
-      return reply
-        .code(400)
-        .send({
-          error: 'InvalidIdempotencyKey',
-          description: `Idempotency-Key must be 1 to ${MAX_KEY_LENGTH} characters`,
-        });
+      return reply.code(400).send({
+        error: 'InvalidIdempotencyKey',
+        description: `Idempotency-Key must be 1 to ${MAX_KEY_LENGTH} characters`,
+      });
     }
     const fingerprint = createHash('sha256')
       .update(JSON.stringify(request.body ?? null))
@@ -162,20 +160,16 @@ export function buildHelpdeskStandIn(options: HelpdeskOptions): Helpdesk {
       const live = keys.get(key);
       if (live) {
         if (live.fingerprint !== fingerprint) {
-          return reply
-            .code(400)
-            .send({
-              error: 'IdempotentRequestError',
-              description: "Request parameters don't match the given idempotency key",
-            });
+          return reply.code(400).send({
+            error: 'IdempotentRequestError',
+            description: "Request parameters don't match the given idempotency key",
+          });
         }
         if (!live.response)
-          return reply
-            .code(409)
-            .send({
-              error: 'IdempotentRequestInProgress',
-              description: 'A request with this idempotency key is still being processed',
-            });
+          return reply.code(409).send({
+            error: 'IdempotentRequestInProgress',
+            description: 'A request with this idempotency key is still being processed',
+          });
         if (record) record.lookup = 'hit';
         return reply.code(live.response.status).header('x-idempotency-lookup', 'hit').send(live.response.body);
       }
@@ -187,13 +181,11 @@ export function buildHelpdeskStandIn(options: HelpdeskOptions): Helpdesk {
       : undefined;
     if (!parsed.success || !description) {
       if (key !== null) keys.delete(key); // nothing was done: the corrected request may use the key
-      return reply
-        .code(422)
-        .send({
-          error: 'RecordInvalid',
-          description: 'Record validation errors',
-          details: { base: [{ description: 'Description: cannot be blank' }] },
-        });
+      return reply.code(422).send({
+        error: 'RecordInvalid',
+        description: 'Record validation errors',
+        details: { base: [{ description: 'Description: cannot be blank' }] },
+      });
     }
     const id = tickets.length + 1;
     const at = new Date(now()).toISOString();
