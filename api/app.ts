@@ -67,7 +67,11 @@ export function buildApp(options: AppOptions): FastifyInstance {
     ...options.intake,
   });
   app.addHook('onReady', async () => intake.relay?.start());
-  app.addHook('onClose', async () => intake.close());
+  // preClose, not onClose: root onClose hooks run last-added first, so the pool and the Temporal
+  // connection that api/main.ts closes there would be gone before the relay's last pass and the
+  // starter's last marks. A request still in flight then finds the starter closed and leaves its
+  // row to the relay (of another replica, or of this one's next start).
+  app.addHook('preClose', async () => intake.close());
   observeIntakeBacklog(() => intake.store.backlog(options.deadlineMs));
 
   installLoadShedding(app, {
