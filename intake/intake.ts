@@ -31,14 +31,21 @@ export interface IntakeOptions {
 export function createIntake(options: IntakeOptions): Intake {
   const { db, temporal, taskQueue, logger } = options;
   const store = new IntakeStore(db, taskQueue);
-  const starter = new IntakeStarter(
-    { store, temporal, taskQueue, logger },
-    { ...STARTER_DEFAULTS, ...options.starterOptions },
-  );
   const relay =
     options.relay === false
       ? undefined
       : new IntakeRelay({ db, temporal, taskQueue, logger }, { ...RELAY_DEFAULTS, ...options.relayOptions });
+  const starter = new IntakeStarter(
+    {
+      store,
+      temporal,
+      taskQueue,
+      logger,
+      // The starter sees Temporal's return first (webhooks keep coming): the relay then stops waiting out its backoff.
+      onStart: (ok) => (ok ? void relay?.temporalAnswered() : relay?.startFailed()),
+    },
+    { ...STARTER_DEFAULTS, ...options.starterOptions },
+  );
   return {
     store,
     starter,

@@ -41,11 +41,21 @@ SELECT workflow_id, inbox_id, message_id, thread_id, first_event_id FROM intake
 const MARK_STARTED = `UPDATE intake SET started_at = now(), attempts = attempts + 1, last_start_error = NULL
   WHERE workflow_id = ANY($1::text[])`;
 
+/**
+ * Temporal answers again: rows that failed while it was away are due now, not at the end of
+ * their backoff (up to 30 s). Only rows that failed (attempts > 0): a new row's head start
+ * belongs to the starter of the process that accepted it.
+ */
+const DUE_NOW = `UPDATE intake SET next_attempt_at = now()
+  WHERE task_queue = $1 AND started_at IS NULL AND attempts > 0 AND next_attempt_at > now()`;
+
 export class IntakeRelay {
   private stopped = true;
   private loop: Promise<void> | undefined;
   private wakeUp: (() => void) | undefined;
   private sleepTimer: NodeJS.Timeout | undefined;
+  /** A start failed since Temporal last answered: the next success brings the backed-off rows forward. */
+  private sawFailure = false;
 
   constructor(
     private readonly deps: { db: Db; temporal: Client; taskQueue: string; logger: Logger },
@@ -61,6 +71,31 @@ export class IntakeRelay {
   /** Run a pass now (e.g. a catch-up just handed rows over) instead of at the next poll. */
   wake(): void {
     this.wakeUp?.();
+  }
+
+  /**
+   * A start succeeded somewhere in this process (the starter, or this relay): if starts had been
+   * failing, Temporal is back, so the rows backed off meanwhile are made due and a pass runs now.
+   */
+  async temporalAnswered(): Promise<void> {
+    if (!this.sawFailure) return;
+    this.sawFailure = false;
+    try {
+      const { rowCount } = await this.deps.db.query(DUE_NOW, [this.deps.taskQueue]);
+      this.deps.logger.info(
+        { rows: rowCount ?? 0 },
+        'intake relay: Temporal answers again; backed-off rows are due now',
+      );
+    } catch (error) {
+      this.sawFailure = true;
+      this.deps.logger.warn({ err: error }, 'intake relay: could not bring backed-off rows forward');
+    }
+    this.wake();
+  }
+
+  /** A start failed somewhere in this process. */
+  startFailed(): void {
+    this.sawFailure = true;
   }
 
   /** Stops after the pass in flight (its starts finish and its marks commit). */
@@ -127,6 +162,8 @@ export class IntakeRelay {
           START_BACKOFF.maxMs,
         ]);
       await client.query('COMMIT');
+      if (failed.length > 0) this.startFailed();
+      else if (started.length > 0) await this.temporalAnswered();
       return failed.length > 0 ? 0 : claimed;
     } catch (error) {
       await client.query('ROLLBACK').catch(() => undefined);

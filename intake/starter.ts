@@ -47,7 +47,14 @@ export class IntakeStarter {
   private idle: Array<() => void> = [];
 
   constructor(
-    private readonly deps: { store: IntakeStore; temporal: Client; taskQueue: string; logger: Logger },
+    private readonly deps: {
+      store: IntakeStore;
+      temporal: Client;
+      taskQueue: string;
+      logger: Logger;
+      /** Each start's result, for the relay (a success after failures means Temporal is back). */
+      onStart?: (ok: boolean) => void;
+    },
     readonly options: StarterOptions = STARTER_DEFAULTS,
   ) {}
 
@@ -98,8 +105,10 @@ export class IntakeStarter {
       metrics.intakeStarts.inc({ by: 'starter', outcome: started ? 'started' : 'existed' });
       logger.info({ workflowId: job.workflowId, eventId: job.eventId, started }, 'intake: workflow started');
       this.mark(job.workflowId);
+      this.deps.onStart?.(true);
     } catch (error) {
       metrics.intakeStarts.inc({ by: 'starter', outcome: 'failed' });
+      this.deps.onStart?.(false);
       logger.warn(
         { workflowId: job.workflowId, eventId: job.eventId, err: error },
         'intake: workflow start failed; the relay retries it',

@@ -68,7 +68,7 @@ export interface IntakeBacklogReading {
 let readIntakeBacklog: (() => Promise<IntakeBacklogReading>) | undefined;
 let intakeBacklogScrape: Promise<IntakeBacklogReading> | undefined;
 
-/** Both gauges come from one query per scrape (shared while it runs). A failed query reports nothing (absent, not 0). */
+/** Both gauges come from one query per scrape (shared while it runs). A failed query reports NaN, never a reassuring 0. */
 async function scrapeIntakeBacklog(): Promise<IntakeBacklogReading | undefined> {
   if (!readIntakeBacklog) return undefined;
   intakeBacklogScrape ??= readIntakeBacklog().finally(() => (intakeBacklogScrape = undefined));
@@ -90,8 +90,7 @@ export function observeIntakeBacklog(read: () => Promise<IntakeBacklogReading>):
       registers: [registry],
       async collect() {
         const reading = await scrapeIntakeBacklog();
-        if (reading) this.set(reading.unstarted);
-        else this.reset();
+        this.set(reading ? reading.unstarted : Number.NaN);
       },
     }),
     new Gauge({
@@ -100,8 +99,7 @@ export function observeIntakeBacklog(read: () => Promise<IntakeBacklogReading>):
       registers: [registry],
       async collect() {
         const reading = await scrapeIntakeBacklog();
-        if (reading) this.set(reading.oldestSeconds);
-        else this.reset();
+        this.set(reading ? reading.oldestSeconds : Number.NaN);
       },
     }),
   ];

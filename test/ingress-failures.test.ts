@@ -19,6 +19,7 @@ import { Harness } from './support/harness';
 import { signedHeaders } from './support/signing';
 import { TcpProxy } from './support/tcp-proxy';
 import { connectClient, eventually, workflowExists } from './support/temporal';
+import { within } from './support/workflow-watch';
 
 // The ingress when what it depends on fails: Postgres unreachable or slow, Temporal unreachable,
 // the ingress dying between its commit and the workflow's start, relays racing. The answer
@@ -52,8 +53,14 @@ async function undeliveredMessage(): Promise<{ ref: MessageRef; body: string; ev
   return { ref: { inboxId, messageId: inbound.message.message_id }, body, eventId: inbound.event_id };
 }
 
+/** Bounded like a sender's request (Svix gives up after 15 s): a hung ingress fails the test instead of stalling it. */
 const post = (baseUrl: string, body: string) =>
-  fetch(`${baseUrl}/webhooks/agentmail`, { method: 'POST', body, headers: signedHeaders(h.webhookSecret, body) });
+  fetch(`${baseUrl}/webhooks/agentmail`, {
+    method: 'POST',
+    body,
+    headers: signedHeaders(h.webhookSecret, body),
+    signal: AbortSignal.timeout(20_000),
+  });
 
 async function eventRows(eventId: string) {
   return (await h.db.query('SELECT outcome FROM inbound_events WHERE event_id = $1', [eventId])).rows as Array<{
@@ -225,8 +232,12 @@ describe('the ingress dying between its commit and the start', () => {
   test("SIGKILLed after the commit: no answer, the row is accepted and unstarted; another replica's relay starts it: one run, one reply", async () => {
     const { ref, body, eventId } = await undeliveredMessage();
     const dying = await AppProcess.startApi(h, { failpoints: ['intake.after-commit'] });
-    await assert.rejects(post(dying.url, body), 'the connection dies with the process');
-    assert.equal((await dying.exited).signal, 'SIGKILL');
+    await assert.rejects(
+      post(dying.url, body),
+      (error: unknown) => !(error instanceof Error && error.name === 'TimeoutError'),
+      'the connection dies with the process (not a timeout)',
+    );
+    assert.equal((await within(10_000, dying.exited, 'the API to die at its failpoint')).signal, 'SIGKILL');
     assert.deepEqual(await eventRows(eventId), [{ outcome: 'queued' }], 'the commit came before the crash');
     assert.equal((await h.intakeRow(ref))?.started_at, null);
     assert.equal(await workflowExists(h.client, inboundWorkflowId(ref)), false, 'the start never happened');
