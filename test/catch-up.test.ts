@@ -285,6 +285,20 @@ describe('the catch-up module', () => {
     assert.equal((await h.intakeRow(lateRef))?.attempts, 1, 'started once');
   });
 
+  test('an answered message whose intake row was pruned (labelled replied) is counted as already answered: no row, no second run', async () => {
+    const inboxId = h.newInbox();
+    const since = new Date(Date.now() - 60_000);
+    const inbound = await h.sandbox.inbound(mail(inboxId));
+    const ref = { inboxId, messageId: inbound.message.message_id };
+    assert.equal((await h.resultOf(ref)).status, 'sent');
+    await h.db.query('DELETE FROM intake WHERE workflow_id = $1', [inboundWorkflowId(ref)]);
+
+    const summary = await catchUpInbox(deps, { inboxId, since });
+    assert.deepEqual([summary.handedOver, summary.alreadyHandedOver, summary.alreadyAnswered], [0, 0, 1]);
+    assert.equal(await h.intakeRow(ref), undefined, 'no row made for it');
+    assert.equal(await replyCount(inboxId, ref.messageId), 1);
+  });
+
   test('needs no Temporal: with none reachable the rows are handed over and the cursor moves; the relay starts them', async () => {
     const inboxId = h.newInbox();
     const since = new Date(Date.now() - 60_000);
