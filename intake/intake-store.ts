@@ -188,6 +188,13 @@ export class IntakeStore {
     return { unstarted: Number(rows[0]?.unstarted ?? 0), oldestSeconds: Math.max(0, rows[0]?.oldest ?? 0) };
   }
 
+  /** Due for the relay at once (its head start was for a starter that cannot take it). */
+  async dueNow(workflowId: string): Promise<void> {
+    await this.db.query('UPDATE intake SET next_attempt_at = now() WHERE workflow_id = $1 AND started_at IS NULL', [
+      workflowId,
+    ]);
+  }
+
   /** The workflows of these rows exist now (started, or found running or closed): the jobs are done. */
   async markStarted(workflowIds: string[]): Promise<void> {
     if (workflowIds.length === 0) return;

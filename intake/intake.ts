@@ -14,6 +14,8 @@ export interface Intake {
   store: IntakeStore;
   starter: IntakeStarter;
   relay: IntakeRelay | undefined;
+  /** A row the starter could not take after all: due for the relay now, not after its head start. */
+  leaveToRelay(workflowId: string): void;
   close(): Promise<void>;
 }
 
@@ -50,6 +52,12 @@ export function createIntake(options: IntakeOptions): Intake {
     store,
     starter,
     relay,
+    leaveToRelay: (workflowId) => {
+      store.dueNow(workflowId).then(
+        () => relay?.wake(),
+        (error: unknown) => logger.warn({ workflowId, err: error }, 'intake: could not hand a row to the relay early'),
+      );
+    },
     close: async () => {
       await relay?.close();
       await starter.close();

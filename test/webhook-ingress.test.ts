@@ -6,6 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import type { Db } from '../lib/db';
+import { intakeStarts } from '../lib/metrics';
 import { inboundWorkflowId } from '../lib/hashing';
 import { startIngressOnly, type IngressOnly } from './support/ingress-only';
 import { messageReceivedPayload, newWebhookSecret, signedHeaders } from './support/signing';
@@ -172,6 +173,45 @@ describe('webhook delivery', () => {
     const ready = await app.inject('/readyz');
     assert.equal(ready.statusCode, 200);
     assert.deepEqual(ready.json().checks, { postgres: 'ok' });
+  });
+});
+
+describe('the in-process start queue', () => {
+  test('full: the row is due for the relay at once, which starts it within a couple of seconds', async () => {
+    // Prepare: an ingress whose starter takes nothing (capacity 0), as under a burst.
+    const full = await startIngressOnly({ bodyLimitBytes: 64 * 1024, intake: { starterOptions: { capacity: 0 } } });
+    try {
+      const message = newMessage();
+      const payload = messageReceivedPayload(message);
+      const body = JSON.stringify(payload);
+      const before =
+        (await intakeStarts.get()).values.find((v) => v.labels.by === 'relay' && v.labels.outcome === 'started')
+          ?.value ?? 0;
+
+      // Act
+      const response = await full.app.inject({
+        method: 'POST',
+        url: '/webhooks/agentmail',
+        payload: body,
+        headers: signedHeaders(full.secret, body),
+      });
+
+      // Assess
+      assert.equal(response.statusCode, 204);
+      const acceptedAt = Date.now();
+      await eventually(
+        async () => ((await intakeRow(message)).started_at ? true : undefined),
+        'the relay to start it',
+        5_000,
+      );
+      assert.ok(Date.now() - acceptedAt < 3_000, `started ${Date.now() - acceptedAt} ms after the answer`);
+      const after =
+        (await intakeStarts.get()).values.find((v) => v.labels.by === 'relay' && v.labels.outcome === 'started')
+          ?.value ?? 0;
+      assert.equal(after - before, 1, 'the relay started it, not the starter');
+    } finally {
+      await full.close();
+    }
   });
 });
 

@@ -120,7 +120,8 @@ export const webhookRoute: FastifyPluginAsync<WebhookRouteOptions> = async (app:
       left(),
     );
     failpoint('intake.after-commit');
-    if (outcome === 'queued') intake.starter.offer(job);
+    // The queue filled between the check and the commit (a burst): the row is the relay's now.
+    if (outcome === 'queued' && !intake.starter.offer(job) && headStartMs > 0) intake.leaveToRelay(job.workflowId);
     settle(request, outcome);
     request.log.info({ eventId, workflowId: job.workflowId, outcome }, `webhook ${outcome}`);
     return reply.code(204).send();

@@ -22,7 +22,7 @@ export interface IngressOnly {
  */
 export async function startIngressOnly(
   options: { bodyLimitBytes: number } & Partial<
-    Pick<AppOptions, 'requestTimeoutMs' | 'maxConcurrentRequests' | 'taskQueue'>
+    Pick<AppOptions, 'requestTimeoutMs' | 'maxConcurrentRequests' | 'taskQueue' | 'intake'>
   >,
 ): Promise<IngressOnly> {
   const secret = newWebhookSecret();
@@ -37,6 +37,7 @@ export async function startIngressOnly(
     bodyLimitBytes: options.bodyLimitBytes,
     requestTimeoutMs: options.requestTimeoutMs,
     maxConcurrentRequests: options.maxConcurrentRequests,
+    intake: options.intake,
     logger: createLogger('test-api', process.env.TEST_LOG_LEVEL ?? 'silent'),
   });
   await app.ready();
