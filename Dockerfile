@@ -5,6 +5,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY api ./api
+COPY intake ./intake
 COPY activities ./activities
 COPY workflows ./workflows
 COPY worker ./worker
@@ -24,6 +25,7 @@ COPY --from=build /app/dist ./dist
 COPY tsconfig.json ./
 COPY db ./db
 COPY api ./api
+COPY intake ./intake
 COPY activities ./activities
 COPY workflows ./workflows
 COPY worker ./worker

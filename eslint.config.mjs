@@ -70,6 +70,39 @@ export default tseslint.config(
     },
   },
   {
+    // The import graph flows api/worker/scripts → intake/workflows/activities → lib, never back up.
+    files: ['lib/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '^\\.\\./(api|worker|scripts|intake|workflows|activities|sandbox|bench|test)(/|$)',
+              message: 'lib/ is the bottom layer: it imports nothing of the project above it.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['activities/**/*.ts', 'intake/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '^(\\.\\./)+(api|worker|scripts|sandbox|bench|test)(/|$)',
+              message: 'activities/ and intake/ sit below the processes: they never import api/, worker/ or scripts/.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     // Tests read JSON answers and untyped workflow results, then assert on them field by field:
     // an `any` there is checked by the assertion itself.
     files: ['test/**/*.ts'],

@@ -5,6 +5,8 @@ import { pruneReservations } from './reply-budget';
 /**
  * Retention: rows that have done their job are deleted in bounded batches (short statements, short
  * locks, and a heartbeat between them), oldest first. Tickets are business records and stay.
+ * An inbox cursor older than the operation horizon is pruned too: a resume from it would be moved
+ * up to the horizon anyway, and an inbox nobody writes to any more should not be listed by --all.
  */
 
 /** AgentMail retries a delivery for ~27.5 h; a week keeps every event_id a retry could carry. */
@@ -20,15 +22,23 @@ export interface RetentionDeps {
 
 export interface PruneResult {
   inboundEvents: number;
+  /** Intake rows whose workflow was started that long ago (the record of the hand-over). */
+  intake: number;
   operations: number;
   /** The reply budget's reservations (activities/reply-budget.ts owns their retention period). */
   replyReservations: number;
+  /** Cursors of inboxes with no message for OPERATION_RETENTION_DAYS (a resume could not reach back further). */
+  inboxCursors: number;
 }
 
 /** Each: the table, its key, and the age test (`$1` is the cut-off). */
 const TARGETS = {
   inboundEvents: { table: 'inbound_events', key: 'event_id', age: 'received_at' },
+  // Only started rows: `started_at < cut-off` is never true of an unstarted one (NULL), which stays
+  // until the relay has started it, however old.
+  intake: { table: 'intake', key: 'workflow_id', age: 'started_at' },
   operations: { table: 'operations', key: 'operation_key', age: 'updated_at' },
+  inboxCursors: { table: 'inbox_cursors', key: 'inbox_id', age: 'newest_message_at' },
 } as const;
 
 export async function pruneExpiredRecords(
@@ -39,9 +49,13 @@ export async function pruneExpiredRecords(
   const hour = 60 * 60 * 1000;
   const cutoffs: Record<keyof typeof TARGETS, number> = {
     inboundEvents: INBOUND_EVENT_RETENTION_DAYS * 24 * hour,
+    // The events' schedule: a retry that finds its event gone finds its row gone with it, and is
+    // then a new job whose start finds the workflow (or, past Temporal's retention, the store).
+    intake: INBOUND_EVENT_RETENTION_DAYS * 24 * hour,
     operations: deps.operationRetentionDays * 24 * hour,
+    inboxCursors: deps.operationRetentionDays * 24 * hour,
   };
-  const result: PruneResult = { inboundEvents: 0, operations: 0, replyReservations: 0 };
+  const result: PruneResult = { inboundEvents: 0, intake: 0, operations: 0, inboxCursors: 0, replyReservations: 0 };
   const inBatches = async (name: keyof PruneResult, prune: () => Promise<number>) => {
     for (;;) {
       const deleted = await prune();

@@ -1,7 +1,8 @@
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { AgentMailError, type AgentMail, type AgentMailClient } from 'agentmail';
-import { catchUpInbox, CatchUpRequestError, type CatchUpSummary } from '../api/catch-up/catch-up';
-import { InboxCursors } from '../api/catch-up/inbox-cursors';
+import { catchUpInbox, CatchUpRequestError, type CatchUpSummary } from '../intake/catch-up';
+import { InboxCursors } from '../intake/inbox-cursors';
+import { IntakeStore } from '../intake/intake-store';
 import type { Db } from '../lib/db';
 import { webhookEndpointDisabled } from '../lib/metrics';
 
@@ -79,9 +80,10 @@ export async function checkWebhooks(deps: WatchdogDeps): Promise<WebhookCheck> {
 }
 
 /**
- * Catches one inbox up from its cursor, starting workflows through this worker's own client and
- * task queue. An incomplete run (a start failed) fails the attempt so Temporal retries it; what
- * was already started is "already answered" on the next attempt.
+ * Catches one inbox up from its cursor through the intake, like a webhook: intake rows on this
+ * worker's task queue, which the API replicas' relays start. Postgres or AgentMail failing fails
+ * the attempt and Temporal retries it; what a page already handed over is "already handed over"
+ * on the next attempt.
  */
 export async function catchUpInboxForWatchdog(deps: WatchdogDeps, input: { inboxId: string }): Promise<InboxCatchUp> {
   const context = Context.current();
@@ -89,8 +91,7 @@ export async function catchUpInboxForWatchdog(deps: WatchdogDeps, input: { inbox
     const summary = await catchUpInbox(
       {
         agentmail: deps.agentmail,
-        temporal: context.client,
-        taskQueue: context.info.taskQueue,
+        intake: new IntakeStore(deps.db, context.info.taskQueue),
         cursors: new InboxCursors(deps.db),
         operationRetentionDays: deps.operationRetentionDays,
       },
@@ -101,12 +102,8 @@ export async function catchUpInboxForWatchdog(deps: WatchdogDeps, input: { inbox
       },
     );
     log.info('watchdog catch-up finished', { ...summary });
-    if (summary.failed > 0 || summary.stoppedBecause) {
-      throw ApplicationFailure.retryable(
-        `catch-up of ${input.inboxId} incomplete: ${summary.failed} failed${summary.stoppedBecause ? `; ${summary.stoppedBecause}` : ''}`,
-        'CatchUpIncomplete',
-      );
-    }
+    if (summary.interrupted)
+      throw ApplicationFailure.retryable(`catch-up of ${input.inboxId} interrupted`, 'CatchUpIncomplete');
     return summary;
   } catch (error) {
     // An inbox the webhook covers but that never had a message processed (nothing to resume

@@ -1,12 +1,13 @@
 import type { Client } from '@temporalio/client';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import { InboxCursors } from '../intake/inbox-cursors';
+import { createIntake, type IntakeOptions } from '../intake/intake';
 import type { AgentMailClient } from '../lib/agentmail';
 import type { Db } from '../lib/db';
 import type { Logger } from '../lib/logger';
-import { registry } from '../lib/metrics';
+import { observeIntakeBacklog, registry } from '../lib/metrics';
 import { adminRoutes } from './admin/route';
-import { InboxCursors } from './catch-up/inbox-cursors';
-import { InboundEvents } from './inbound-events';
+import { installLoadShedding } from './load-shedding';
 import { webhookRoute } from './webhook/route';
 
 export interface AppOptions {
@@ -17,46 +18,87 @@ export interface AppOptions {
   deadlineMs: number;
   bodyLimitBytes: number;
   logger: Logger;
+  /** INGRESS_REQUEST_TIMEOUT_MS: the whole request (headers and body) must arrive within this. */
+  requestTimeoutMs?: number | undefined;
+  /** INGRESS_CONNECTION_TIMEOUT_MS: an idle socket is closed after this. */
+  connectionTimeoutMs?: number | undefined;
+  /** INGRESS_MAX_CONCURRENT_REQUESTS: past this many in flight, 503. */
+  maxConcurrentRequests?: number | undefined;
+  /** The intake's tuning (tests); `relay: false` runs this app without a relay. */
+  intake?: Pick<IntakeOptions, 'relay' | 'starterOptions' | 'relayOptions'> | undefined;
   /** Set (ADMIN_TOKEN) to serve /admin/*; absent, those routes do not exist (404). */
   admin?: { token: string; agentmail: AgentMailClient; operationRetentionDays: number } | undefined;
 }
 
-/** The ingress as a Fastify app: built by tests with `inject` or real HTTP, served by api/main.ts. */
+/**
+ * Node checks requestTimeout and headersTimeout on this period (its default is 30 s, which would
+ * let a trickling client hold its socket six times longer than the timeout says).
+ */
+const CONNECTIONS_CHECKING_INTERVAL_MS = 1_000;
+
+/**
+ * The ingress as a Fastify app: built by tests with `inject` or real HTTP, served by api/main.ts.
+ * It is the HTTP adapter of the intake (intake/): the webhook hands messages over, the admin
+ * route runs catch-ups, and the app runs this replica's intake relay while it is up.
+ */
 export function buildApp(options: AppOptions): FastifyInstance {
+  const requestTimeout = options.requestTimeoutMs ?? 5_000;
   const app = Fastify({
     // The cast keeps the instance's logger type Fastify's own, so buildApp returns a plain FastifyInstance.
     // eslint-disable-next-line @typescript-eslint/no-unnecessary-type-assertion
     loggerInstance: options.logger as FastifyBaseLogger,
     bodyLimit: options.bodyLimitBytes,
+    requestTimeout,
+    connectionTimeout: options.connectionTimeoutMs ?? 10_000,
+    // Given to Node's createServer as well: Node reads requestTimeout at construction (Fastify's
+    // later `server.requestTimeout =` alone leaves a trickling client uncut; the limits test shows it).
+    http: { requestTimeout, connectionsCheckingInterval: Math.min(CONNECTIONS_CHECKING_INTERVAL_MS, requestTimeout) },
     // No "incoming request" / "request completed" pair per request: the webhook route logs one line
     // per delivery (event id, workflow id, outcome) and /metrics has the timings. The two extra
     // synchronous, redacted lines cost about a tenth of the duplicate path's CPU (README, "Performance").
     logController: new LogController({ disableRequestLogging: true }),
   });
 
+  const intake = createIntake({
+    db: options.db,
+    temporal: options.temporal,
+    taskQueue: options.taskQueue,
+    logger: options.logger,
+    ...options.intake,
+  });
+  app.addHook('onReady', async () => intake.relay?.start());
+  // preClose, not onClose: root onClose hooks run last-added first, so the pool and the Temporal
+  // connection that api/main.ts closes there would be gone before the relay's last pass and the
+  // starter's last marks. A request still in flight then finds the starter closed and leaves its
+  // row to the relay (of another replica, or of this one's next start).
+  app.addHook('preClose', async () => intake.close());
+  observeIntakeBacklog(() => intake.store.backlog(options.deadlineMs));
+
+  installLoadShedding(app, {
+    maxConcurrentRequests: options.maxConcurrentRequests ?? 512,
+    exempt: ['/healthz', '/readyz', '/metrics'],
+  });
+
   app.get('/healthz', async () => ({ status: 'ok' }));
 
   app.get('/metrics', async (_request, reply) => reply.type(registry.contentType).send(await registry.metrics()));
 
+  // Ready means "can accept webhooks", and accepting needs Postgres alone: with Temporal away the
+  // API still answers 204 and the intake backlog grows (replyonce_intake_backlog says so).
   app.get('/readyz', async (_request, reply) => {
-    const deadline = new Date(Date.now() + options.deadlineMs);
-    const [postgres, temporal] = await Promise.allSettled([
-      options.db.query('SELECT 1'),
-      options.temporal.withDeadline(deadline, () => options.temporal.workflowService.getSystemInfo({})),
-    ]);
-    const checks = {
-      postgres: postgres.status === 'fulfilled' ? 'ok' : 'unreachable',
-      temporal: temporal.status === 'fulfilled' ? 'ok' : 'unreachable',
-    };
-    const ready = postgres.status === 'fulfilled' && temporal.status === 'fulfilled';
-    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', checks });
+    const postgres = await options.db
+      .query({ text: 'SELECT 1', query_timeout: options.deadlineMs } as { text: string })
+      .then(
+        () => 'ok' as const,
+        () => 'unreachable' as const,
+      );
+    const ready = postgres === 'ok';
+    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', checks: { postgres } });
   });
 
   app.register(webhookRoute, {
     webhookSecret: options.webhookSecret,
-    temporal: options.temporal,
-    taskQueue: options.taskQueue,
-    events: new InboundEvents(options.db),
+    intake,
     deadlineMs: options.deadlineMs,
     bodyLimitBytes: options.bodyLimitBytes,
   });
@@ -65,12 +107,11 @@ export function buildApp(options: AppOptions): FastifyInstance {
     const { token, agentmail, operationRetentionDays } = options.admin;
     const catchUp = {
       agentmail,
-      temporal: options.temporal,
-      taskQueue: options.taskQueue,
+      intake: intake.store,
       cursors: new InboxCursors(options.db),
       operationRetentionDays,
     };
-    app.register(adminRoutes, { token, catchUp });
+    app.register(adminRoutes, { token, catchUp, temporal: options.temporal, onHandedOver: () => intake.relay?.wake() });
   }
 
   // 5xx details stay in the log: the sender only needs to know to retry.

@@ -10,8 +10,9 @@ import { activeTracing } from '../lib/tracing';
 import { buildApp } from './app';
 
 /**
- * The ingress process. Temporal is connected lazily so the API comes up (and answers 500 and
- * `/readyz` 503) while Temporal is down, letting the sender's retries carry the backlog.
+ * The ingress process. Temporal is connected lazily so the API comes up while Temporal is down:
+ * webhooks are still accepted (one Postgres commit each) and the intake relay starts their
+ * workflows once Temporal answers again.
  */
 async function main(): Promise<void> {
   const config = loadApiConfig();
@@ -37,6 +38,9 @@ async function main(): Promise<void> {
     webhookSecret: config.AGENTMAIL_WEBHOOK_SECRET,
     deadlineMs: config.INGRESS_DEADLINE_MS,
     bodyLimitBytes: config.WEBHOOK_BODY_LIMIT_BYTES,
+    requestTimeoutMs: config.INGRESS_REQUEST_TIMEOUT_MS,
+    connectionTimeoutMs: config.INGRESS_CONNECTION_TIMEOUT_MS,
+    maxConcurrentRequests: config.INGRESS_MAX_CONCURRENT_REQUESTS,
     logger,
     admin:
       config.ADMIN_TOKEN && config.AGENTMAIL_API_KEY
@@ -54,7 +58,7 @@ async function main(): Promise<void> {
   });
 
   const shutdown = (signal: string) => {
-    logger.info({ signal }, 'shutting down: finishing in-flight requests');
+    logger.info({ signal }, 'shutting down: finishing in-flight requests, the relay pass and the starts in flight');
     app.close().then(
       () => process.exit(0),
       () => process.exit(1),

@@ -5,7 +5,7 @@
  *   --repeats N        repeats of the ingress and operation-store scenarios (default 3; quick 1)
  *   --e2e-repeats N    repeats of each end-to-end load (default 2: the 1,000-message drain takes
  *                      over a minute on a 2-core machine; quick 1)
- *   --only a,b         run only these scenarios: ingress, storm, e2e, store
+ *   --only a,b         run only these scenarios: ingress, storm, e2e, store, intake
  *   --profile          also write V8 CPU profiles (node --cpu-prof) of the API, the worker and the
  *                      baseline for one extra run of each, and summarize them in the report
  *   --runtime tsx      run the servers from TypeScript with tsx instead of the compiled JavaScript
@@ -14,7 +14,7 @@
  *                      kept across repeats (a fresh one per repeat would rebuild the databases)
  */
 
-export const SCENARIOS = ['ingress', 'storm', 'e2e', 'store'] as const;
+export const SCENARIOS = ['ingress', 'storm', 'e2e', 'store', 'intake'] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
 export interface BenchOptions {
@@ -58,6 +58,13 @@ export interface BenchOptions {
     drainTimeoutMs: number;
   };
   store: { operations: number; concurrency: number };
+  intake: {
+    /** Messages `npm run replay` hands over in the catch-up scenario (the issue's 2,000). */
+    catchUpMessages: number;
+    /** Webhooks per second while Temporal is unreachable, and for how long it is. */
+    outageRate: number;
+    outageSeconds: number;
+  };
 }
 
 export function parseOptions(argv: string[]): BenchOptions {
@@ -114,5 +121,6 @@ export function parseOptions(argv: string[]): BenchOptions {
       drainTimeoutMs: quick ? 90_000 : 240_000,
     },
     store: { operations: quick ? 500 : 1_000, concurrency: 8 },
+    intake: { catchUpMessages: quick ? 200 : 2_000, outageRate: 20, outageSeconds: quick ? 10 : 60 },
   };
 }

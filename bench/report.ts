@@ -3,6 +3,7 @@ import path from 'node:path';
 import type { BenchOptions } from './options';
 import type { EndToEndFigures } from './scenarios/end-to-end';
 import type { IngressResults, RunFigures } from './scenarios/ingress';
+import type { IntakeFigures } from './scenarios/intake';
 import type { StoreFigures } from './scenarios/operation-store';
 import type { ProfileSummary } from './support/profile';
 import { median, ratio } from './support/stats';
@@ -34,6 +35,7 @@ export interface BenchResults {
   ingress?: IngressResults;
   endToEnd?: EndToEndFigures[];
   store?: StoreFigures[];
+  intake?: IntakeFigures;
   profiles?: ProfileSummary[];
   failures: string[];
 }
@@ -511,6 +513,7 @@ export function markdown(results: BenchResults, summary: Summary): string {
       );
     }
   }
+  lines.push(...intakeSection(results.intake));
   if (results.profiles?.length) {
     lines.push('## Where the time goes (CPU profiles)', '');
     for (const p of results.profiles) {
@@ -546,7 +549,31 @@ function perRepeat(runs: IngressResults['storm'], pick: (s: IngressResults['stor
     .join('; ');
 }
 
-export function consoleTable(summary: Summary): string {
+/** Scenarios 6 and 7 (bench/scenarios/intake.ts): one run each, no baseline (it has neither a catch-up nor a Temporal). */
+function intakeSection(intake: IntakeFigures | undefined): string[] {
+  if (!intake?.catchUp && !intake?.outage) return [];
+  const lines = ['## 6–7. Durable intake', ''];
+  const c = intake.catchUp;
+  if (c)
+    lines.push(
+      `**Catch-up** of ${c.messages} messages that never reached the webhook, by \`npm run replay\` with the worker running: ` +
+        `handed over in **${f1(c.handOverSeconds)} s** (the command, start to exit), all answered ${f1(c.answeredSeconds)} s after it started ` +
+        `(${c.replies}/${c.messages} replies); a rerun reported ${c.rerunAlreadyHandedOver} already handed over and ${c.rerunHandedOver} new ` +
+        `(exit codes ${c.exitCodes.join(', ')}).`,
+      '',
+    );
+  const o = intake.outage;
+  if (o)
+    lines.push(
+      `**Temporal unreachable** for ${o.outageSeconds} s (a TCP proxy in front of it cut) while ${o.rate} webhooks/s arrive, ${o.messages} messages: ` +
+        `non-2xx answers: **${o.non2xx || 'none'}**; ack p50 / p99 ${msText(o.ack.p50)} / ${msText(o.ack.p99)}; intake backlog at the return ${o.backlogAtReturn}; ` +
+        `every message answered **${f1(o.drainSeconds)} s** after Temporal's return (${o.replies} replies, ${o.missingReplies} missing, ${o.duplicateEmails} duplicate emails).`,
+      '',
+    );
+  return lines;
+}
+
+export function consoleTable(summary: Summary, intake?: IntakeFigures): string {
   const rows: string[][] = [];
   for (const r of summary.ingress)
     rows.push([`ingress ${r.load} ${r.rate}/s p99`, msText(r.ours.p99), msText(r.baseline.p99), f2(r.p99Ratio)]);
@@ -589,6 +616,20 @@ export function consoleTable(summary: Summary): string {
     ]);
   for (const s of summary.store)
     rows.push([`store: ${s.kind} p50`, `${f2(s.p50)} ms`, `${f1(s.throughput)} ops/s`, '']);
+  if (intake?.catchUp)
+    rows.push([
+      `catch-up ${intake.catchUp.messages} msgs: handed over / answered`,
+      `${f1(intake.catchUp.handOverSeconds)} s / ${f1(intake.catchUp.answeredSeconds)} s`,
+      `rerun: ${intake.catchUp.rerunAlreadyHandedOver} already`,
+      '',
+    ]);
+  if (intake?.outage)
+    rows.push([
+      `Temporal away ${intake.outage.outageSeconds} s at ${intake.outage.rate}/s: non-2xx, drain`,
+      `${intake.outage.non2xx || '0'}, ${f1(intake.outage.drainSeconds)} s`,
+      `dups ${intake.outage.duplicateEmails}`,
+      `missing ${intake.outage.missingReplies}`,
+    ]);
   const header = ['figure (median)', 'ours', 'baseline', 'ratio (≥1: ours as fast)'];
   const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ');

@@ -15,6 +15,7 @@ import { parseOptions, type BenchOptions } from './options';
 import { consoleTable, summarizeResults, writeResults, type BenchResults, type MachineInfo } from './report';
 import { runEndToEnd } from './scenarios/end-to-end';
 import { runIngressScenarios } from './scenarios/ingress';
+import { runIntakeScenarios } from './scenarios/intake';
 import { runOperationStore } from './scenarios/operation-store';
 import { loadAverage, PROFILE_DIR, progress, type BenchContext } from './support/context';
 import { Signer } from './support/deliveries';
@@ -123,6 +124,8 @@ async function main(): Promise<number> {
     }
     if (options.only.has('e2e'))
       await step('end to end', async () => void (results.endToEnd = await runEndToEnd(context)));
+    if (options.only.has('intake'))
+      await step('intake', async () => void (results.intake = await runIntakeScenarios(context)));
     if (options.profile) await step('profiles', async () => void (results.profiles = await profileRuns(context)));
 
     for (const run of results.endToEnd ?? []) {
@@ -133,6 +136,18 @@ async function main(): Promise<number> {
           `${what}: ${run.missingReplies} message(s) without a reply${run.timedOut ? ' (did not drain in time)' : ''}`,
         );
     }
+    const { catchUp, outage } = results.intake ?? {};
+    if (catchUp && catchUp.replies < catchUp.messages)
+      results.failures.push(`catch-up: ${catchUp.messages - catchUp.replies} message(s) without a reply`);
+    if (catchUp && catchUp.rerunAlreadyHandedOver !== catchUp.messages)
+      results.failures.push(
+        `catch-up rerun: ${catchUp.rerunAlreadyHandedOver} of ${catchUp.messages} reported already handed over`,
+      );
+    if (outage && outage.non2xx) results.failures.push(`Temporal outage: non-2xx answers ${outage.non2xx}`);
+    if (outage && (outage.missingReplies > 0 || outage.duplicateEmails > 0))
+      results.failures.push(
+        `Temporal outage: ${outage.missingReplies} message(s) without a reply, ${outage.duplicateEmails} duplicate email(s)`,
+      );
   } finally {
     for (const cleanup of cleanups.reverse())
       await cleanup().catch((error: unknown) => progress(`clean-up: ${String(error)}`));
@@ -142,7 +157,7 @@ async function main(): Promise<number> {
   if (results.machine) results.machine.loadAtEnd = loadAverage();
   const summary = summarizeResults(results);
   const { markdownFile, jsonFile } = writeResults(RESULTS, results, summary);
-  console.log(`\n${consoleTable(summary)}\n`);
+  console.log(`\n${consoleTable(summary, results.intake)}\n`);
   console.log(
     `report: ${path.relative(process.cwd(), markdownFile)}\njson:   ${path.relative(process.cwd(), jsonFile)}`,
   );

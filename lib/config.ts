@@ -83,8 +83,21 @@ const apiSchema = z
     AGENTMAIL_WEBHOOK_SECRET: webhookSecret,
     PORT: z.coerce.number({ error: 'must be a port number' }).int().min(0).max(65535).default(3000),
     HOST: z.string().trim().min(1).default('127.0.0.1'),
-    /** How long the ingress waits for Postgres or Temporal before answering 500 (AgentMail gives up at 15 s). */
+    /** How long the ingress waits for Postgres before answering 500 (AgentMail gives up at 15 s). */
     INGRESS_DEADLINE_MS: z.coerce.number().int().min(100).max(12_000).default(5_000),
+    /**
+     * Time allowed to receive a whole request, headers and body (Node's requestTimeout; 408 past
+     * it). A webhook of a megabyte arrives in milliseconds; a client trickling its body holds a
+     * socket only this long.
+     */
+    INGRESS_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(500).max(60_000).default(5_000),
+    /** A socket with no traffic at all for this long is closed (Node's socket timeout). */
+    INGRESS_CONNECTION_TIMEOUT_MS: z.coerce.number().int().min(500).max(120_000).default(10_000),
+    /**
+     * Requests one replica serves at once; past it, 503 with Retry-After (Svix retries it) instead
+     * of queueing until the process runs out of memory or every answer misses the 15 s.
+     */
+    INGRESS_MAX_CONCURRENT_REQUESTS: z.coerce.number().int().min(1).default(512),
     /** Largest webhook body accepted; AgentMail's message events are far below this. */
     WEBHOOK_BODY_LIMIT_BYTES: z.coerce.number().int().min(1024).default(1_048_576),
   })

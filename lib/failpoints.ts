@@ -4,6 +4,8 @@
  * failpoints). Off unless REPLYONCE_FAILPOINTS names them, e.g.
  *   REPLYONCE_FAILPOINTS=reply.after-effect   → SIGKILL after AgentMail accepted the send,
  *                                              before the operation row was completed.
+ *   REPLYONCE_FAILPOINTS=intake.after-commit  → SIGKILL after the webhook's intake row committed,
+ *                                              before its answer and its workflow start.
  * Never set in production; an unknown name is a typo and stops the process at start-up.
  */
 
@@ -12,12 +14,12 @@ export const EFFECT_FAILPOINT_KINDS = ['decision', 'draft', 'ticket', 'reply'] a
 export type EffectFailpointKind = (typeof EFFECT_FAILPOINT_KINDS)[number];
 export type EffectStage = 'after-effect' | 'after-store';
 
-export type Failpoint = `${EffectFailpointKind}.${EffectStage}` | 'ingress.after-start';
+export type Failpoint = `${EffectFailpointKind}.${EffectStage}` | 'intake.after-commit';
 
 /** Every failpoint: a closed set, so a typo is a type error in code and a start-up error in REPLYONCE_FAILPOINTS. */
 export const FAILPOINTS: readonly Failpoint[] = [
   ...EFFECT_FAILPOINT_KINDS.flatMap((kind): Failpoint[] => [`${kind}.after-effect`, `${kind}.after-store`]),
-  'ingress.after-start',
+  'intake.after-commit',
 ];
 
 /** The failpoint of an effect's stage, or undefined for an effect that has none (provider-draft, review, …). */

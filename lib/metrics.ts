@@ -86,7 +86,7 @@ export const operations = new SpanAnnotatingCounter(
 
 export const replays = new Counter({
   name: 'replyonce_replays_total',
-  help: 'Messages handled by catch-up replays, by outcome: started, already_answered, skipped, failed.',
+  help: 'Messages listed by catch-up replays, by outcome: handed_over (new intake row), already_handed_over, already_answered (labelled replied), skipped (our own).',
   labelNames: ['outcome'] as const,
   registers: [registry],
 });
@@ -166,4 +166,56 @@ export function countProviderErrors(
       status: 'network',
     });
   });
+}
+
+export const intakeStarts = new Counter({
+  name: 'replyonce_intake_starts_total',
+  help: 'Workflow starts of the intake, by who made them (starter: right after the commit; relay) and outcome: started, existed (the workflow was there), failed (retried with backoff), left_to_relay (the queue was too slow).',
+  labelNames: ['by', 'outcome'] as const,
+  registers: [registry],
+});
+
+export interface IntakeBacklogReading {
+  unstarted: number;
+  oldestSeconds: number;
+}
+
+let readIntakeBacklog: (() => Promise<IntakeBacklogReading>) | undefined;
+let intakeBacklogScrape: Promise<IntakeBacklogReading> | undefined;
+
+/** Both gauges come from one query per scrape (shared while it runs). A failed query reports NaN, never a reassuring 0. */
+async function scrapeIntakeBacklog(): Promise<IntakeBacklogReading | undefined> {
+  if (!readIntakeBacklog) return undefined;
+  intakeBacklogScrape ??= readIntakeBacklog().finally(() => (intakeBacklogScrape = undefined));
+  return intakeBacklogScrape.catch(() => undefined);
+}
+
+let intakeGauges: Gauge[] | undefined;
+
+/**
+ * The API's intake gauges, read from Postgres at each scrape (`read` is the API's own intake).
+ * Only the API registers them: the worker's /metrics would only ever say 0.
+ */
+export function observeIntakeBacklog(read: () => Promise<IntakeBacklogReading>): void {
+  readIntakeBacklog = read;
+  intakeGauges ??= [
+    new Gauge({
+      name: 'replyonce_intake_backlog',
+      help: 'Messages accepted (intake row committed) whose workflow has not been started yet: grows while Temporal is unreachable.',
+      registers: [registry],
+      async collect() {
+        const reading = await scrapeIntakeBacklog();
+        this.set(reading ? reading.unstarted : Number.NaN);
+      },
+    }),
+    new Gauge({
+      name: 'replyonce_intake_oldest_unstarted_seconds',
+      help: 'Age of the oldest accepted message whose workflow has not been started (0: none waiting).',
+      registers: [registry],
+      async collect() {
+        const reading = await scrapeIntakeBacklog();
+        this.set(reading ? reading.oldestSeconds : Number.NaN);
+      },
+    }),
+  ];
 }

@@ -1,17 +1,21 @@
-// Catch-up after an outage: starts the workflow of every inbound message that arrived after a
-// time, as if its webhook had come. Messages already answered are not answered again (their
-// workflow exists), our own outbound mail is skipped. Safe to interrupt (Ctrl-C) and run again.
+// Catch-up after an outage: hands every inbound message that arrived after a time over to the
+// intake, as if its webhook had come: one intake row per message (the relay in the API replicas
+// starts the workflows, within a second or two). Messages already handed over — by a webhook or
+// an earlier run — are counted and left alone; our own outbound mail is skipped. Safe to
+// interrupt (Ctrl-C) and run again.
 //
 //   npm run replay -- --inbox support@example.com --since 2025-12-01T08:00:00Z
 //   npm run replay -- --inbox support@example.com --since 36h     (36 hours ago)
 //   npm run replay -- --inbox support@example.com                 (resume from the last processed message)
 //   npm run replay -- --all                                       (resume every inbox we have processed mail for)
+//   npm run replay -- --dev --all                                 (against the `npm run dev` stack)
 //
-// Reads Temporal's connection variables (TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE, TEMPORAL_TLS_*, TEMPORAL_API_KEY,
-// TEMPORAL_PROFILE), TEMPORAL_TASK_QUEUE, DATABASE_URL, AGENTMAIL_API_KEY, AGENTMAIL_BASE_URL and
-// OPERATION_RETENTION_DAYS, like the worker.
+// Reads TEMPORAL_TASK_QUEUE (whose relay starts the rows), DATABASE_URL, AGENTMAIL_API_KEY,
+// AGENTMAIL_BASE_URL and OPERATION_RETENTION_DAYS, like the worker. --dev fills in the dev stack's
+// (the local database, the sandbox and its key from .data/dev-secrets.json) for what is unset.
+import { existsSync, readFileSync } from 'node:fs';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { Client } from '@temporalio/client';
 import { AgentMailError } from 'agentmail';
 import { Presets, SingleBar } from 'cli-progress';
 import {
@@ -20,16 +24,37 @@ import {
   parseSince,
   type CatchUpProgress,
   type CatchUpSummary,
-} from '../api/catch-up/catch-up';
-import { InboxCursors } from '../api/catch-up/inbox-cursors';
+} from '../intake/catch-up';
+import { InboxCursors } from '../intake/inbox-cursors';
+import { IntakeStore } from '../intake/intake-store';
 import { createAgentMailClient } from '../lib/agentmail';
 import { ConfigError, loadReplayConfig } from '../lib/config';
 import { createDb } from '../lib/db';
 import { isAgentMailError, providerErrorText } from '../lib/provider-errors';
-import { connectTemporalClient } from '../lib/temporal-connection';
-import { messageOf, runMain, SetupError } from './services/main';
+import { runMain, SetupError } from './services/main';
+import { DEFAULT_DEV_DATABASE_URL } from './services/postgres';
 
-const USAGE = 'usage: npm run replay -- (--inbox <inbox id> [--inbox …] | --all) [--since <ISO time | 36h | 6d>]';
+const USAGE =
+  'usage: npm run replay -- [--dev] (--inbox <inbox id> [--inbox …] | --all) [--since <ISO time | 36h | 6d>]';
+
+const DEV_SECRETS = path.resolve(__dirname, '..', '.data', 'dev-secrets.json');
+/** scripts/dev.ts's sandbox port. */
+const DEV_SANDBOX_URL = 'http://127.0.0.1:4010';
+
+/** --dev: the `npm run dev` stack's settings, for whichever of them the environment leaves unset. */
+function devEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  if (!existsSync(DEV_SECRETS))
+    throw new SetupError(`--dev: ${DEV_SECRETS} does not exist; start the dev stack once with \`npm run dev\``);
+  const secrets = JSON.parse(readFileSync(DEV_SECRETS, 'utf8')) as { agentmailApiKey?: string };
+  const usesSandbox = !env.AGENTMAIL_API_KEY;
+  return {
+    ...env,
+    DATABASE_URL: env.DATABASE_URL || DEFAULT_DEV_DATABASE_URL,
+    ...(usesSandbox
+      ? { AGENTMAIL_API_KEY: secrets.agentmailApiKey, AGENTMAIL_BASE_URL: env.AGENTMAIL_BASE_URL || DEV_SANDBOX_URL }
+      : {}),
+  };
+}
 
 async function main(): Promise<number> {
   const { values } = parseArgs({
@@ -37,6 +62,7 @@ async function main(): Promise<number> {
       inbox: { type: 'string', multiple: true },
       all: { type: 'boolean' },
       since: { type: 'string' },
+      dev: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
     strict: true,
@@ -49,21 +75,14 @@ async function main(): Promise<number> {
   if (named.length > 0 === Boolean(values.all))
     throw new SetupError(`name the inboxes with --inbox, or pass --all (one of them)\n${USAGE}`);
   const since = values.since === undefined ? undefined : parseSince(values.since);
-  const config = loadReplayConfig();
+  const config = loadReplayConfig(values.dev ? devEnvironment(process.env) : process.env);
 
   const db = createDb(config.DATABASE_URL);
   const cursors = new InboxCursors(db);
-  const connection = await connectTemporalClient(config.temporal, { connectTimeoutMs: 5_000 }).catch(
-    (error: unknown) => {
-      throw new SetupError(messageOf(error));
-    },
-  );
   const stop = new AbortController();
   process.on('SIGINT', () => {
     if (stop.signal.aborted) process.exit(130);
-    console.error(
-      '\n[replay] stopping once the messages in flight are done (Ctrl-C again to quit now; running again is safe)',
-    );
+    console.error('\n[replay] stopping after the page in flight (Ctrl-C again to quit now; running again is safe)');
     stop.abort();
   });
 
@@ -73,8 +92,7 @@ async function main(): Promise<number> {
       console.log('[replay] no inbox has a cursor yet: nothing to resume (name one with --inbox and --since)');
     const deps = {
       agentmail: createAgentMailClient({ apiKey: config.AGENTMAIL_API_KEY, baseUrl: config.AGENTMAIL_BASE_URL }),
-      temporal: new Client({ connection, namespace: config.TEMPORAL_NAMESPACE }),
-      taskQueue: config.TEMPORAL_TASK_QUEUE,
+      intake: new IntakeStore(db, config.TEMPORAL_TASK_QUEUE),
       cursors,
       operationRetentionDays: config.OPERATION_RETENTION_DAYS,
     };
@@ -102,11 +120,10 @@ async function main(): Promise<number> {
         view.stop();
       }
     }
-    printSummary(summaries);
+    printSummary(summaries, await deps.intake.backlog());
     if (summaries.some((s) => s.interrupted) || stop.signal.aborted) return 130;
-    return refused || summaries.some((s) => s.failed > 0 || s.stoppedBecause) ? 1 : 0;
+    return refused ? 1 : 0;
   } finally {
-    await connection.close();
     await db.end();
   }
 }
@@ -121,7 +138,7 @@ class ProgressBar implements ProgressView {
   private readonly bar = new SingleBar(
     {
       format:
-        '{inbox} |{bar}| {value}/{total} | started {started} · answered {answered} · skipped {skipped} · failed {failed}',
+        '{inbox} |{bar}| {value}/{total} | handed over {handedOver} · already {already} · answered {answered} · skipped {skipped}',
       hideCursor: true,
     },
     Presets.shades_classic,
@@ -133,12 +150,12 @@ class ProgressBar implements ProgressView {
   update(p: CatchUpProgress): void {
     const payload = {
       inbox: this.inboxId,
-      started: p.started,
+      handedOver: p.handedOver,
+      already: p.alreadyHandedOver,
       answered: p.alreadyAnswered,
       skipped: p.skipped,
-      failed: p.failed,
     };
-    const done = p.started + p.alreadyAnswered + p.skipped + p.failed;
+    const done = p.handedOver + p.alreadyHandedOver + p.alreadyAnswered + p.skipped;
     if (!this.begun) {
       this.bar.start(p.listed, done, payload);
       this.begun = true;
@@ -169,30 +186,42 @@ class ProgressLines implements ProgressView {
 
   private print(p: CatchUpProgress): void {
     console.log(
-      `[replay] ${p.inboxId}: page ${p.pages}, ${p.listed} listed, started ${p.started}, already answered ${p.alreadyAnswered}, skipped ${p.skipped}, failed ${p.failed}`,
+      `[replay] ${p.inboxId}: page ${p.pages}, ${p.listed} listed, handed over ${p.handedOver}, already handed over ${p.alreadyHandedOver}, already answered ${p.alreadyAnswered}, skipped ${p.skipped}`,
     );
   }
 }
 
-function printSummary(summaries: CatchUpSummary[]): void {
+function printSummary(summaries: CatchUpSummary[], backlog: { unstarted: number; oldestSeconds: number }): void {
   const lines = ['', 'replay summary'];
+  const counts = (c: Omit<CatchUpSummary, 'inboxId' | 'since' | 'resumed' | 'cursor' | 'interrupted' | 'pages'>) =>
+    `handed over ${c.handedOver} / already handed over ${c.alreadyHandedOver} / already answered ${c.alreadyAnswered} / skipped ${c.skipped}`;
   for (const s of summaries) {
     lines.push(
       `  ${s.inboxId}: after ${s.since}${s.resumed ? ' (resumed from the last processed message, less 28 h of overlap)' : ''}`,
     );
     lines.push(
-      `    started ${s.started} / already answered ${s.alreadyAnswered} / skipped ${s.skipped} / failed ${s.failed}   (${s.listed} listed, ${s.pages} page${s.pages === 1 ? '' : 's'}; cursor ${s.cursor ?? 'none'})`,
+      `    ${counts(s)}   (${s.listed} listed, ${s.pages} page${s.pages === 1 ? '' : 's'}; cursor ${s.cursor ?? 'none'})`,
     );
     if (s.note) lines.push(`    note: ${s.note}`);
     if (s.interrupted) lines.push('    interrupted: run the same command again to finish');
-    if (s.stoppedBecause) lines.push(`    stopped: ${s.stoppedBecause}`);
   }
   const total = (pick: (s: CatchUpSummary) => number) => summaries.reduce((n, s) => n + pick(s), 0);
   lines.push(
-    `total: started ${total((s) => s.started)} / already answered ${total((s) => s.alreadyAnswered)} / skipped ${total((s) => s.skipped)} / failed ${total((s) => s.failed)}`,
+    `total: ${counts({
+      listed: total((s) => s.listed),
+      handedOver: total((s) => s.handedOver),
+      alreadyHandedOver: total((s) => s.alreadyHandedOver),
+      alreadyAnswered: total((s) => s.alreadyAnswered),
+      skipped: total((s) => s.skipped),
+    })}`,
   );
-  if (total((s) => s.failed) > 0)
-    lines.push('failed messages were not handed to a workflow: run the same command again once Temporal is reachable');
+  // What "handed over" means next: the relay of every API replica starts these rows.
+  lines.push(
+    backlog.unstarted === 0
+      ? 'every handed-over message of this task queue has its workflow started'
+      : `${backlog.unstarted} handed-over message(s) of this task queue wait for their workflow start (oldest ${Math.round(backlog.oldestSeconds)} s): ` +
+          'the API replicas start them within a second or two; if this stays, check that the API runs and reaches Temporal (replyonce_intake_backlog)',
+  );
   console.log(lines.join('\n'));
 }
 

@@ -3,17 +3,11 @@ import { spawn, spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
-import { Client, Connection } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import { buildApp } from '../api/app';
-import {
-  catchUpInbox,
-  CatchUpRequestError,
-  parseSince,
-  RESUME_OVERLAP_MS,
-  type CatchUpDeps,
-} from '../api/catch-up/catch-up';
-import { InboxCursors } from '../api/catch-up/inbox-cursors';
+import { catchUpInbox, CatchUpRequestError, parseSince, RESUME_OVERLAP_MS, type CatchUpDeps } from '../intake/catch-up';
+import { InboxCursors } from '../intake/inbox-cursors';
+import { IntakeStore } from '../intake/intake-store';
 import { ConfigError, loadApiConfig, loadWorkerConfig } from '../lib/config';
 import { inboundWorkflowId } from '../lib/hashing';
 import { createLogger } from '../lib/logger';
@@ -23,15 +17,16 @@ import { eventually, workflowExists } from './support/temporal';
 
 // Catch-up after an outage, on real parts: the sandbox's webhook is switched off (as AgentMail
 // does after 5 days of failures), mail arrives and is never delivered, and the replay — the
-// command a person types, the admin route, or the module under both — lists the inbox and starts
-// each message's workflow under its usual ID. Every message is answered exactly once.
+// command a person types, the admin route, or the module under both — lists the inbox and hands
+// each message over through the intake (a row per message, as a webhook does); the harness's API
+// relay starts the workflows. Every message is answered exactly once.
 let h: Harness;
 let cursors: InboxCursors;
 let deps: CatchUpDeps;
 before(async () => {
   h = await Harness.start();
   cursors = new InboxCursors(h.db);
-  deps = { agentmail: h.agentmail, temporal: h.client, taskQueue: h.taskQueue, cursors, operationRetentionDays: 90 };
+  deps = { agentmail: h.agentmail, intake: new IntakeStore(h.db, h.taskQueue), cursors, operationRetentionDays: 90 };
 });
 after(() => h.close());
 
@@ -118,10 +113,10 @@ describe('npm run replay', () => {
     assert.equal(first.code, 0, first.stderr);
     assert.match(
       first.stdout,
-      /^\[replay\] .*page 1, 5 listed, started 3, already answered 1, skipped 1, failed 0$/m,
+      /^\[replay\] .*page 1, 5 listed, handed over 3, already handed over 1, already answered 0, skipped 1$/m,
       'plain progress lines when stdout is not a terminal',
     );
-    assert.match(first.stdout, /started 3 \/ already answered 1 \/ skipped 1 \/ failed 0/);
+    assert.match(first.stdout, /handed over 3 \/ already handed over 1 \/ already answered 0 \/ skipped 1/);
     for (const message of missed) {
       assert.equal((await h.workflowResult({ inboxId, messageId: message.message_id })).status, 'sent');
       assert.equal(await replyCount(inboxId, message.message_id), 1);
@@ -136,7 +131,8 @@ describe('npm run replay', () => {
     // Run again without --since: it resumes from the cursor (less the overlap) and starts nothing.
     const second = await runReplay(['--inbox', inboxId]);
     assert.equal(second.code, 0, second.stderr);
-    assert.match(second.stdout, /started 0 \/ already answered 4 \/ skipped 4 \/ failed 0/);
+    assert.match(second.stdout, /handed over 0 \/ already handed over 4 \/ already answered 0 \/ skipped 4/);
+    assert.match(second.stdout, /every handed-over message of this task queue has its workflow started/);
     assert.match(second.stdout, /resumed from the last processed message/);
     for (const message of [answered.message, ...missed]) assert.equal(await replyCount(inboxId, message.message_id), 1);
     assert.equal(h.drafter.callsFor({ inboxId, messageId: missed[0]!.message_id }), 1);
@@ -150,7 +146,7 @@ describe('npm run replay', () => {
       const missed = await arriveDuringOutage(inboxId, 2);
       const run = await runReplay(['--inbox', inboxId, '--since', '10m'], { terminal: true });
       assert.equal(run.code, 0, run.stdout + run.stderr);
-      assert.match(run.stdout, /\u2588+.*\| 2\/2 \| started 2 · answered 0 · skipped 0 · failed 0/);
+      assert.match(run.stdout, /\u2588+.*\| 2\/2 \| handed over 2 · already 0 · answered 0 · skipped 0/);
       assert.doesNotMatch(run.stdout, /^\[replay\] .*page 1/m);
       for (const message of missed)
         assert.equal((await h.workflowResult({ inboxId, messageId: message.message_id })).status, 'sent');
@@ -166,7 +162,11 @@ describe('npm run replay', () => {
     assert.equal(run.code, 0, run.stderr);
     const lines = run.stdout.split('\n');
     const at = lines.findIndex((line) => line.includes(`${inboxId}: after`) && line.includes('resumed'));
-    assert.match(lines[at + 1] ?? '', /started 2 \/ already answered 1 \/ skipped 1 \/ failed 0/, run.stdout);
+    assert.match(
+      lines[at + 1] ?? '',
+      /handed over 2 \/ already handed over 1 \/ already answered 0 \/ skipped 1/,
+      run.stdout,
+    );
     for (const message of missed)
       assert.equal((await h.workflowResult({ inboxId, messageId: message.message_id })).status, 'sent');
   });
@@ -184,7 +184,7 @@ describe('npm run replay', () => {
 });
 
 describe('the catch-up module', () => {
-  test('follows every page, ascending; interrupted midway it stops between messages, and the rerun finishes the rest exactly once', async () => {
+  test('follows every page, ascending; interrupted midway it stops between pages, and the rerun hands over the rest exactly once', async () => {
     const inboxId = h.newInbox();
     const since = new Date(Date.now() - 60_000);
     const missed = await arriveDuringOutage(inboxId, 5);
@@ -195,45 +195,122 @@ describe('the catch-up module', () => {
       since,
       pageSize: 2,
       signal: stop.signal,
-      onProgress: (p) => p.started >= 3 && stop.abort(),
+      onProgress: (p) => p.handedOver >= 2 && stop.abort(),
     });
     assert.equal(first.interrupted, true);
-    assert.ok(first.started >= 3 && first.started < 5, `started ${first.started}`);
-    const cursor = await cursors.get(inboxId);
-    assert.ok(
-      cursor && cursor.toISOString() <= missed[first.started - 1]!.timestamp,
-      'the cursor never passes a message not handed over',
+    assert.equal(first.handedOver, 2, 'a page at a time');
+    assert.equal(
+      (await cursors.get(inboxId))?.toISOString(),
+      missed[1]!.timestamp,
+      'the cursor moved with the page, never past a message not handed over',
     );
 
     const rerun = await catchUpInbox(deps, { inboxId, since, pageSize: 2 });
     assert.equal(rerun.interrupted, false);
     assert.equal(rerun.pages >= 3, true, `${rerun.pages} pages`);
-    assert.equal(rerun.started, 5 - first.started);
-    assert.equal(rerun.failed, 0);
+    assert.deepEqual([rerun.handedOver, rerun.alreadyHandedOver], [3, 2]);
     for (const message of missed) {
       assert.equal((await h.workflowResult({ inboxId, messageId: message.message_id })).status, 'sent');
       assert.equal(await replyCount(inboxId, message.message_id), 1);
     }
   });
 
-  test('Temporal unreachable: every start fails, the run stops after 10 in a row, and the cursor does not move', async () => {
+  test('over messages the webhook already handed over: counted as already handed over; one whose webhook arrives while the catch-up runs is started once', async () => {
+    // Prepare: three messages answered by webhook, one missed, and one held back whose webhook
+    // the test delivers while the catch-up is listing.
     const inboxId = h.newInbox();
     const since = new Date(Date.now() - 60_000);
-    for (let i = 0; i < 12; i += 1) await h.sandbox.inbound({ ...mail(inboxId), deliver: false });
-    // No retry interceptor: each start fails at once instead of backing off until its deadline.
-    const connection = Connection.lazy({ address: '127.0.0.1:1', connectTimeout: 500, interceptors: [] });
-    try {
-      const summary = await catchUpInbox(
-        { ...deps, temporal: new Client({ connection, namespace: 'unreachable' }) },
-        { inboxId, since },
-      );
-      assert.equal(summary.started, 0);
-      assert.ok(summary.failed >= 10, `failed ${summary.failed}`);
-      assert.match(summary.stoppedBecause ?? '', /workflow starts failed in a row/);
-      assert.equal(await cursors.get(inboxId), undefined);
-    } finally {
-      await connection.close();
+    const answered = [];
+    for (let i = 0; i < 3; i += 1) {
+      const inbound = await h.sandbox.inbound(mail(inboxId));
+      answered.push(inbound.message);
+      assert.equal((await h.resultOf({ inboxId, messageId: inbound.message.message_id })).status, 'sent');
     }
+    const [missed] = await arriveDuringOutage(inboxId, 1);
+    const late = await h.sandbox.inbound({ ...mail(inboxId), deliver: false });
+    const lateRef = { inboxId, messageId: late.message.message_id };
+    const lateBody = JSON.stringify({
+      type: 'event',
+      event_type: 'message.received',
+      event_id: late.event_id,
+      message: late.message,
+      thread: late.thread,
+    });
+    // Each page listing takes 300 ms, so the webhook (posted after page 1) lands long before the last page.
+    await h.sandbox.setFaults({
+      match: { method: 'GET', path: `/v0/inboxes/${inboxId}/messages` },
+      action: 'delay',
+      ms: 300,
+    });
+    let webhook: Promise<number> | undefined;
+    try {
+      // Act
+      const summary = await catchUpInbox(deps, {
+        inboxId,
+        since,
+        pageSize: 2,
+        onProgress: (p) => {
+          if (p.pages === 1)
+            webhook ??= fetch(`${h.apiUrl}/webhooks/agentmail`, {
+              method: 'POST',
+              body: lateBody,
+              headers: signedHeaders(h.webhookSecret, lateBody),
+            }).then((r) => r.status);
+        },
+      });
+
+      // Assess: the three answered and the late one have rows; only the missed one is new. Our
+      // replies are skipped: three, or four when the late message's own reply is already listed.
+      assert.equal(await webhook, 204);
+      assert.deepEqual(
+        {
+          handedOver: summary.handedOver,
+          alreadyHandedOver: summary.alreadyHandedOver,
+          alreadyAnswered: summary.alreadyAnswered,
+        },
+        { handedOver: 1, alreadyHandedOver: 4, alreadyAnswered: 0 },
+      );
+      assert.ok([3, 4].includes(summary.skipped), `skipped ${summary.skipped}`);
+    } finally {
+      await h.sandbox.clearFaults();
+    }
+    assert.equal((await h.intakeRow(lateRef))?.first_event_id, late.event_id, 'the webhook handed it over first');
+    for (const message of [...answered, missed!, late.message]) {
+      assert.equal((await h.workflowResult({ inboxId, messageId: message.message_id })).status, 'sent');
+      assert.equal(await replyCount(inboxId, message.message_id), 1);
+    }
+    let runs = 0;
+    for await (const _ of h.client.workflow.list({ query: `WorkflowId = '${inboundWorkflowId(lateRef)}'` })) runs += 1;
+    assert.equal(runs, 1);
+    assert.equal((await h.intakeRow(lateRef))?.attempts, 1, 'started once');
+  });
+
+  test('an answered message whose intake row was pruned (labelled replied) is counted as already answered: no row, no second run', async () => {
+    const inboxId = h.newInbox();
+    const since = new Date(Date.now() - 60_000);
+    const inbound = await h.sandbox.inbound(mail(inboxId));
+    const ref = { inboxId, messageId: inbound.message.message_id };
+    assert.equal((await h.resultOf(ref)).status, 'sent');
+    await h.db.query('DELETE FROM intake WHERE workflow_id = $1', [inboundWorkflowId(ref)]);
+
+    const summary = await catchUpInbox(deps, { inboxId, since });
+    assert.deepEqual([summary.handedOver, summary.alreadyHandedOver, summary.alreadyAnswered], [0, 0, 1]);
+    assert.equal(await h.intakeRow(ref), undefined, 'no row made for it');
+    assert.equal(await replyCount(inboxId, ref.messageId), 1);
+  });
+
+  test('needs no Temporal: with none reachable the rows are handed over and the cursor moves; the relay starts them', async () => {
+    const inboxId = h.newInbox();
+    const since = new Date(Date.now() - 60_000);
+    const messages = [];
+    for (let i = 0; i < 3; i += 1)
+      messages.push((await h.sandbox.inbound({ ...mail(inboxId), deliver: false })).message);
+    // The catch-up's dependencies hold no Temporal client at all: only the intake table.
+    const summary = await catchUpInbox(deps, { inboxId, since });
+    assert.equal(summary.handedOver, 3);
+    assert.equal(summary.cursor, messages[2]!.timestamp);
+    for (const message of messages)
+      assert.equal((await h.workflowResult({ inboxId, messageId: message.message_id })).status, 'sent');
   });
 
   test('never reaches past the operation store: an explicit --since beyond the horizon is refused; a stale cursor is clamped, with a note', async () => {
@@ -351,26 +428,30 @@ describe('POST /admin/replay', () => {
     assert.equal(await workflowExists(h.client, inboundWorkflowId({ inboxId, messageId: missed!.message_id })), false);
   });
 
-  test('the right token → the missed messages are started and the summary is returned; running it again starts nothing', async () => {
+  test('the right token → the missed messages are handed over (and answered) and the summary is returned; running it again hands over nothing', async () => {
     const inboxId = h.newInbox();
     const missed = await arriveDuringOutage(inboxId, 2);
     const since = new Date(Date.now() - 60_000).toISOString();
     const first = await replay({ inbox_id: inboxId, since }, `Bearer ${token}`);
     assert.equal(first.statusCode, 200, first.body);
     const body = first.json<{
-      summaries: Array<{ inboxId: string; started: number }>;
-      totals: { started: number; failed: number };
+      summaries: Array<{ inboxId: string; handedOver: number }>;
+      totals: { handedOver: number; alreadyHandedOver: number };
     }>();
     assert.deepEqual(
-      body.summaries.map((s) => [s.inboxId, s.started]),
+      body.summaries.map((s) => [s.inboxId, s.handedOver]),
       [[inboxId, 2]],
     );
-    assert.deepEqual({ started: body.totals.started, failed: body.totals.failed }, { started: 2, failed: 0 });
+    assert.deepEqual(
+      { handedOver: body.totals.handedOver, alreadyHandedOver: body.totals.alreadyHandedOver },
+      { handedOver: 2, alreadyHandedOver: 0 },
+    );
     for (const message of missed)
       assert.equal((await h.workflowResult({ inboxId, messageId: message.message_id })).status, 'sent');
 
     const again = await replay({ inbox_ids: [inboxId], since }, `Bearer ${token}`);
-    assert.equal(again.json<{ totals: { started: number; alreadyAnswered: number } }>().totals.started, 0);
+    const totals = again.json<{ totals: { handedOver: number; alreadyHandedOver: number } }>().totals;
+    assert.deepEqual([totals.handedOver, totals.alreadyHandedOver], [0, 2]);
     for (const message of missed) assert.equal(await replyCount(inboxId, message.message_id), 1);
   });
 

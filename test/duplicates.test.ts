@@ -4,7 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import { inboundWorkflowId } from '../lib/hashing';
 import type { MessageRef } from '../lib/keys';
 import type { InboundResult } from '../sandbox/control-client';
-import { Harness } from './support/harness';
+import { Harness, waitForStart } from './support/harness';
 import { signedHeaders } from './support/signing';
 import { eventually, workflowExists } from './support/temporal';
 import { inboundWorkflow, within } from './support/workflow-watch';
@@ -106,6 +106,17 @@ describe('duplicates and races at the ingress', () => {
         'exactly one event started the workflow',
       );
       assert.ok([...outcomes.values()].every((o) => o === 'queued' || o === 'duplicate'));
+      const rows = await h.db.query<{ first_event_id: string; attempts: number }>(
+        'SELECT first_event_id, attempts FROM intake WHERE workflow_id = $1',
+        [inboundWorkflowId(ref)],
+      );
+      assert.equal(rows.rowCount, 1, 'one intake row: Postgres decided which delivery was first');
+      assert.equal(
+        outcomes.get(rows.rows[0]!.first_event_id),
+        'queued',
+        'the queued event is the one that made the row',
+      );
+      assert.equal(rows.rows[0]!.attempts, 1, 'its workflow was started once');
     },
   );
 
@@ -147,10 +158,11 @@ describe('duplicates and races at the ingress', () => {
   );
 
   test(
-    'a message replayed after its workflow left Temporal (deleted) → a new run replays draft, ticket and reply from the store: still one of each',
+    "a message replayed after its workflow and its intake row are gone (past Temporal's and the intake's retention) → a new run replays draft, ticket and reply from the store: still one of each",
     { timeout: 90_000 },
     async () => {
-      // Prepare: answered once, then the execution is gone, as past the namespace's retention
+      // Prepare: answered once, then the execution is gone, as past the namespace's retention, and
+      // so is the intake row, as retention deletes it 7 days after the start
       const inboxId = h.newInbox();
       const inbound = await h.sandbox.inbound(customerMail(inboxId));
       const ref = { inboxId, messageId: inbound.message.message_id };
@@ -169,16 +181,18 @@ describe('duplicates and races at the ingress', () => {
         'the deleted execution to disappear',
         60_000,
       );
+      await h.db.query('DELETE FROM intake WHERE workflow_id = $1', [handle.workflowId]);
 
       // Act: the same message arrives again under a new event id
       const resent = await h.sandbox.resendAsNew(inbound.event_id);
       await eventually(async () => (await eventOutcomes(ref)).get(resent.event_id), 'the re-sent event to be recorded');
 
       // Assess: a new run with the same workflow id, whose effects were all replays
+      await waitForStart(h, ref);
       const replay = await within(20_000, h.client.workflow.getHandle(handle.workflowId).result(), 'the replayed run');
       const { runId: replayRunId } = await h.client.workflow.getHandle(handle.workflowId).describe();
       assert.notEqual(replayRunId, firstRunId, 'a new run');
-      assert.equal((await eventOutcomes(ref)).get(resent.event_id), 'queued', 'the ingress started it as a new job');
+      assert.equal((await eventOutcomes(ref)).get(resent.event_id), 'queued', 'the intake took it as a new job');
       assert.equal(replay.status, 'sent');
       assert.equal(replay.status === 'sent' && replay.replayed, true);
       assert.equal(replay.status === 'sent' && first.status === 'sent' && replay.replyMessageId, first.replyMessageId);

@@ -66,6 +66,52 @@ async function remaining(run: string) {
 }
 
 describe('retention', () => {
+  test('intake rows go 7 days after their workflow started; an unstarted row stays however old; a cursor of an inbox silent past OPERATION_RETENTION_DAYS goes', async () => {
+    // Prepare
+    const run = randomUUID().slice(0, 8);
+    const ago = (ms: number) => new Date(Date.now() - ms);
+    const rows: Array<[string, Date, Date | null]> = [
+      [`${run}-started-8d`, ago(9 * DAY), ago(8 * DAY)],
+      [`${run}-started-6d`, ago(6 * DAY), ago(6 * DAY)],
+      [`${run}-unstarted-30d`, ago(30 * DAY), null],
+    ];
+    for (const [id, acceptedAt, startedAt] of rows)
+      await h.db.query(
+        `INSERT INTO intake (workflow_id, task_queue, inbox_id, message_id, accepted_at, started_at)
+         VALUES ($1, 'retention-test', $2, $1, $3, $4)`,
+        [id, run, acceptedAt, startedAt],
+      );
+    await h.db.query(`INSERT INTO inbox_cursors (inbox_id, newest_message_at) VALUES ($1, $2), ($3, $4)`, [
+      `${run}-silent@x`,
+      ago(31 * DAY),
+      `${run}-active@x`,
+      ago(29 * DAY),
+    ]);
+
+    // Act
+    const env = new MockActivityEnvironment(undefined, { logger: new DefaultLogger('WARN') });
+    const result: PruneResult = await env.run(pruneExpiredRecords, { db: h.db, operationRetentionDays: 30 });
+
+    // Assess
+    const left = await h.db.query<{ workflow_id: string }>(
+      'SELECT workflow_id FROM intake WHERE inbox_id = $1 ORDER BY workflow_id',
+      [run],
+    );
+    assert.deepEqual(
+      left.rows.map((r) => r.workflow_id),
+      [`${run}-started-6d`, `${run}-unstarted-30d`],
+    );
+    const cursors = await h.db.query<{ inbox_id: string }>(
+      'SELECT inbox_id FROM inbox_cursors WHERE inbox_id LIKE $1',
+      [`${run}-%`],
+    );
+    assert.deepEqual(
+      cursors.rows.map((r) => r.inbox_id),
+      [`${run}-active@x`],
+    );
+    assert.ok(result.intake >= 1 && result.inboxCursors >= 1, JSON.stringify(result));
+  });
+
   test('the workflow prunes events past 7 days, budget rows past 48 h, operations past 90 days, in batches; younger rows and every ticket stay', async () => {
     // Prepare: 5 expired events (3 batches of 2), one just young enough of each kind.
     const run = randomUUID().slice(0, 8);

@@ -15,7 +15,8 @@ import { eventually } from './support/temporal';
 // The watchdog on real parts: the sandbox switches its webhook off as AgentMail does after 5
 // days of failures (silently, never redelivering), and the watchdog workflow — started by hand
 // or by its Temporal Schedule — notices, alerts, and (when configured) turns it back on and
-// answers the mail that arrived meanwhile, exactly once.
+// hands the mail that arrived meanwhile over to the intake (the harness API's relay starts it),
+// so it is answered exactly once.
 let h: Harness;
 before(async () => {
   h = await Harness.start({ webhookReenable: true });
@@ -60,8 +61,8 @@ async function watchInbox(inboxId: string): Promise<void> {
   await h.agentmail.webhooks.update(SANDBOX_WEBHOOK_ID, { addInboxIds: [inboxId] });
 }
 
-const isSummary = (c: InboxCatchUp | undefined): c is Extract<InboxCatchUp, { started: number }> =>
-  c !== undefined && 'started' in c;
+const isSummary = (c: InboxCatchUp | undefined): c is Extract<InboxCatchUp, { handedOver: number }> =>
+  c !== undefined && 'handedOver' in c;
 
 describe('webhook watchdog', () => {
   test('WATCHDOG_REENABLE: a disabled webhook → alert and metric, re-enabled, the missed mail answered once, deliveries flow again', async () => {
@@ -86,8 +87,9 @@ describe('webhook watchdog', () => {
     const ours = result.catchUps.find((c) => c.inboxId === inboxId);
     assert.ok(isSummary(ours), JSON.stringify(result.catchUps));
     assert.deepEqual(
-      { started: ours.started, failed: ours.failed, resumed: ours.resumed },
-      { started: 2, failed: 0, resumed: true },
+      { handedOver: ours.handedOver, alreadyHandedOver: ours.alreadyHandedOver, resumed: ours.resumed },
+      { handedOver: 2, alreadyHandedOver: 1, resumed: true },
+      'the message the webhook delivered has its row: already handed over',
     );
     assert.equal((await h.agentmail.webhooks.list()).webhooks[0]?.enabled, true, 'the webhook is on again');
     for (const message of missed) {
@@ -165,7 +167,7 @@ describe('webhook watchdog', () => {
       const result = await runWatchdog(h);
       assert.deepEqual(result.reenabled, [SANDBOX_WEBHOOK_ID]);
       const ours = result.catchUps.find((c) => c.inboxId === inboxId);
-      assert.ok(isSummary(ours) && ours.started === 1, JSON.stringify(ours));
+      assert.ok(isSummary(ours) && ours.handedOver === 1, JSON.stringify(ours));
       assert.equal((await h.workflowResult({ inboxId, messageId: missed!.message_id })).status, 'sent');
     } finally {
       await h.sandbox.clearFaults();

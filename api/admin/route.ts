@@ -1,5 +1,5 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import { type Client, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { AgentMailError } from 'agentmail';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
@@ -14,12 +14,16 @@ import {
   type CatchUpCounts,
   type CatchUpDeps,
   type CatchUpSummary,
-} from '../catch-up/catch-up';
+} from '../../intake/catch-up';
 
 export interface AdminRouteOptions {
   /** The bearer token (ADMIN_TOKEN); without one these routes are not registered at all. */
   token: string;
   catchUp: CatchUpDeps;
+  /** For the review Update. */
+  temporal: Client;
+  /** A catch-up handed rows over: the relay may start them now rather than at its next poll. */
+  onHandedOver?: () => void;
 }
 
 const replayBody = z
@@ -54,9 +58,9 @@ const digest = (text: string): Buffer => createHash('sha256').update(text, 'utf8
  * /admin/*: operator actions over HTTP, behind `Authorization: Bearer <ADMIN_TOKEN>`.
  *
  * POST /admin/replay {"inbox_id": "...", "since": "2025-12-01T08:00:00Z" | "36h"}: the catch-up of
- * `npm run replay`, answered with its summary once every page is done (large backlogs: prefer
- * the command, which shows progress). A client that hangs up stops it between messages; running
- * it again is safe.
+ * `npm run replay`, answered with its summary once every page is handed over to the intake (the
+ * relay starts the workflows). A client that hangs up stops it between pages; running it again
+ * is safe.
  *
  * POST /admin/review {"inbox_id", "message_id", "verdict": "approve"|"reject", "text"?, "reviewer"?}:
  * a person's verdict on a reply awaiting approval, sent as the workflow's `review` Update, so the
@@ -94,7 +98,12 @@ export const adminRoutes: FastifyPluginAsync<AdminRouteOptions> = async (app: Fa
       const since = body.data.since === undefined ? undefined : parseSince(body.data.since);
       for (const inboxId of inboxIds) {
         if (hangUp.signal.aborted) break;
-        const summary = await catchUpInbox(options.catchUp, { inboxId, since, signal: hangUp.signal });
+        const summary = await catchUpInbox(options.catchUp, {
+          inboxId,
+          since,
+          signal: hangUp.signal,
+          onProgress: () => options.onHandedOver?.(),
+        });
         request.log.info({ ...summary, admin: 'replay' }, 'catch-up replay finished');
         summaries.push(summary);
       }
@@ -141,7 +150,7 @@ export const adminRoutes: FastifyPluginAsync<AdminRouteOptions> = async (app: Fa
 };
 
 async function sendReview(options: AdminRouteOptions, body: z.infer<typeof reviewBody>) {
-  const handle = options.catchUp.temporal.workflow.getHandle(
+  const handle = options.temporal.workflow.getHandle(
     inboundWorkflowId({ inboxId: body.inbox_id, messageId: body.message_id }),
   );
   const review = {
@@ -156,9 +165,9 @@ function totals(summaries: CatchUpSummary[]): CatchUpCounts {
   const sum = (pick: (s: CatchUpSummary) => number) => summaries.reduce((n, s) => n + pick(s), 0);
   return {
     listed: sum((s) => s.listed),
-    started: sum((s) => s.started),
+    handedOver: sum((s) => s.handedOver),
+    alreadyHandedOver: sum((s) => s.alreadyHandedOver),
     alreadyAnswered: sum((s) => s.alreadyAnswered),
     skipped: sum((s) => s.skipped),
-    failed: sum((s) => s.failed),
   };
 }

@@ -1,30 +1,35 @@
-import type { Client } from '@temporalio/client';
 import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
+import type { Intake } from '../../intake/intake';
+import { clampMessageTime } from '../../intake/message-time';
 import { failpoint } from '../../lib/failpoints';
 import * as metrics from '../../lib/metrics';
-import { type InboundEvents } from '../inbound-events';
-import { startInboundWorkflow } from '../start-inbound-workflow';
 import { describeIssues, eventEnvelope, messageReceivedEvent } from './payload';
 import { createSignatureVerifier } from './verify-signature';
 
 export interface WebhookRouteOptions {
   webhookSecret: string;
-  temporal: Client;
-  taskQueue: string;
-  events: InboundEvents;
-  /** Time allowed for Postgres and Temporal before answering 500, well inside AgentMail's 15 s. */
+  intake: Intake;
+  /** Time allowed for Postgres before answering 500, well inside AgentMail's 15 s. */
   deadlineMs: number;
   bodyLimitBytes: number;
 }
 
+/** Postgres slower than the deadline: 500, so the sender's retry takes over. */
+class DeadlineExceeded extends Error {
+  override name = 'DeadlineExceeded';
+}
+
 /**
- * POST /webhooks/agentmail. The order matters:
+ * POST /webhooks/agentmail, the HTTP adapter of the intake. The order matters:
  * 1 verify the signature over the raw bytes (400, nothing recorded);
- * 2 a known event_id answers 204 at once (one indexed lookup, no Temporal call);
- * 3 start the message's workflow (its ID dedupes the job, whatever the event id);
- * 4 record the event only after Temporal acknowledged the start, so a failed start is never
- *   mistaken for a duplicate when the sender retries;
- * 5 answer 204, duplicates too. Postgres or Temporal failing → 500: the sender's retry recovers.
+ * 2 a known event_id answers 204 at once (one indexed lookup, or none: no Temporal call);
+ * 3 ONE statement records the event and the intake row (the job, keyed by the workflow ID) and
+ *   advances the inbox's cursor: a new row → `queued`, an existing one → `duplicate`;
+ * 4 answer 204 once that committed — the message is ours now;
+ * 5 after the commit, this process starts the workflow (intake/starter.ts) without holding the
+ *   answer; whatever it does not start, the relay does.
+ * Postgres failing or slower than the deadline → 500, nothing half-recorded (one statement).
+ * Temporal does not take part in the answer at all.
  */
 export const webhookRoute: FastifyPluginAsync<WebhookRouteOptions> = async (app: FastifyInstance, options) => {
   const verify = createSignatureVerifier(options.webhookSecret);
@@ -70,16 +75,18 @@ export const webhookRoute: FastifyPluginAsync<WebhookRouteOptions> = async (app:
         .send({ error: 'invalid_payload', message: `Not an AgentMail event: ${describeIssues(envelope.error)}` });
     }
     const { event_id: eventId, event_type: eventType } = envelope.data;
-    const deadline = new Date(Date.now() + options.deadlineMs);
+    const deadline = Date.now() + options.deadlineMs;
+    const left = () => Math.max(1, deadline - Date.now());
+    const { intake } = options;
 
-    if (await options.events.isKnown(eventId)) {
+    if (await withinDeadline(intake.store.isKnownEvent(eventId, left()), left())) {
       settle(request, 'duplicate');
       request.log.info({ eventId, outcome: 'duplicate' }, 'webhook duplicate event');
       return reply.code(204).send();
     }
 
     if (eventType !== 'message.received') {
-      await options.events.record({ eventId, eventType, outcome: 'ignored' });
+      await withinDeadline(intake.store.recordIgnored({ eventId, eventType }, left()), left());
       settle(request, 'ignored');
       request.log.info({ eventId, eventType, outcome: 'ignored' }, 'webhook event type not handled');
       return reply.code(204).send();
@@ -97,24 +104,44 @@ export const webhookRoute: FastifyPluginAsync<WebhookRouteOptions> = async (app:
       });
     }
     const { inbox_id: inboxId, message_id: messageId, thread_id: threadId, timestamp } = event.data.message;
-    const start = await startInboundWorkflow(
-      options.temporal,
-      { taskQueue: options.taskQueue, deadline },
-      { inboxId, messageId, threadId, eventId },
+    const messageTime = timestamp === undefined ? undefined : clampMessageTime(timestamp);
+    if (messageTime?.clampedFrom)
+      request.log.warn(
+        { eventId, messageTime: messageTime.clampedFrom.toISOString(), clampedTo: messageTime.at.toISOString() },
+        'webhook message time is in the future; clamped to now',
+      );
+    // The relay leaves the new row to this process's starter for a while, unless the starter is full.
+    const headStartMs = intake.starter.hasRoom() ? intake.starter.options.headStartMs : 0;
+    const { outcome, job } = await withinDeadline(
+      intake.store.acceptDelivery(
+        { eventId, inboxId, messageId, threadId, messageAt: messageTime?.at },
+        { headStartMs, timeoutMs: left() },
+      ),
+      left(),
     );
-    failpoint('ingress.after-start');
-    const outcome = start.started ? 'queued' : 'duplicate';
-    await options.events.record({
-      eventId,
-      eventType,
-      inboxId,
-      messageId,
-      workflowId: start.workflowId,
-      outcome,
-      messageAt: timestamp,
-    });
+    failpoint('intake.after-commit');
+    // The queue filled between the check and the commit (a burst): the row is the relay's now.
+    if (outcome === 'queued' && !intake.starter.offer(job) && headStartMs > 0) intake.leaveToRelay(job.workflowId);
     settle(request, outcome);
-    request.log.info({ eventId, workflowId: start.workflowId, outcome }, `webhook ${outcome}`);
+    request.log.info({ eventId, workflowId: job.workflowId, outcome }, `webhook ${outcome}`);
     return reply.code(204).send();
   });
 };
+
+/**
+ * The pg query timeout bounds each statement; this bounds the wait for a pool connection too, so
+ * the answer is never later than the deadline. A statement that still commits after a 500 is
+ * complete (one statement): the sender's retry finds its event and answers 204, and the relay
+ * starts its row.
+ */
+async function withinDeadline<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => reject(new DeadlineExceeded(`Postgres did not answer within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([work, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}

@@ -1,7 +1,7 @@
 import { createServer } from 'node:http';
 import { Client, Connection } from '@temporalio/client';
 import { loadTemporalConnection } from '../../lib/temporal-connection';
-import { startInboundWorkflow } from '../../api/start-inbound-workflow';
+import { startInboundWorkflow } from '../../intake/start-workflow';
 import { closeOnSignal } from './close-on-signal';
 
 /**

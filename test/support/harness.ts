@@ -20,7 +20,7 @@ import type { InboundMessageResult } from '../../workflows/shared';
 import { createReplyonceWorker } from '../../worker/create-worker';
 import { testEnv } from './env';
 import { newWebhookSecret } from './signing';
-import { connectClient, eventually } from './temporal';
+import { connectClient, eventually, workflowExists } from './temporal';
 
 /** Counts drafter calls per message: "one model call per message" is asserted on this. */
 export class CountingDrafter implements Drafter {
@@ -67,6 +67,8 @@ export interface HarnessOptions {
   agentmailTimeoutSeconds?: number;
   /** false: no in-process worker (a test runs worker processes of its own, e.g. to kill them). */
   worker?: boolean;
+  /** false: the harness's API runs no intake relay (a test shows what another process's relay does). */
+  relay?: boolean;
 }
 
 /**
@@ -121,6 +123,7 @@ export class Harness {
       bodyLimitBytes: 1_048_576,
       logger: createLogger('test-api', process.env.TEST_LOG_LEVEL ?? 'silent'),
       admin,
+      intake: { relay: options.relay },
     });
     const apiUrl = await listen(api);
     closers.unshift(() => api.close());
@@ -194,21 +197,31 @@ export class Harness {
     return `${name}-${randomUUID().slice(0, 8)}@${this.inboxDomain}`;
   }
 
-  workflowResult(ref: MessageRef): Promise<InboundMessageResult> {
-    return this.client.workflow.getHandle(inboundWorkflowId(ref)).result();
-  }
-
-  /** The sandbox delivers webhooks asynchronously: wait until the ingress started the workflow, then for its result. */
-  async resultOf(ref: MessageRef, timeoutMs = 20_000): Promise<InboundMessageResult> {
+  /** The workflow's result, once it exists (the intake starts it just after its commit, or the relay later). */
+  async workflowResult(ref: MessageRef, timeoutMs = 20_000): Promise<InboundMessageResult> {
+    const workflowId = inboundWorkflowId(ref);
     await eventually(
-      async () =>
-        (await this.db.query('SELECT 1 FROM inbound_events WHERE workflow_id = $1', [inboundWorkflowId(ref)])).rowCount
-          ? true
-          : undefined,
-      `the webhook for ${ref.messageId} to reach the ingress`,
+      async () => ((await workflowExists(this.client, workflowId)) ? true : undefined),
+      `the workflow of ${ref.messageId} to exist`,
       timeoutMs,
     );
+    return this.client.workflow.getHandle(workflowId).result();
+  }
+
+  /** The sandbox delivers webhooks asynchronously: wait until the intake started the workflow, then for its result. */
+  async resultOf(ref: MessageRef, timeoutMs = 20_000): Promise<InboundMessageResult> {
+    await waitForStart(this, ref, timeoutMs);
     return this.workflowResult(ref);
+  }
+
+  /** The message's intake row, or undefined when it was never handed over. */
+  async intakeRow(ref: MessageRef): Promise<IntakeRow | undefined> {
+    return (
+      await this.db.query<IntakeRow>(
+        'SELECT started_at, attempts, first_event_id, last_start_error FROM intake WHERE workflow_id = $1',
+        [inboundWorkflowId(ref)],
+      )
+    ).rows[0];
   }
 
   async ticketsFor(ref: MessageRef): Promise<Array<{ ticket_id: string; note: string }>> {
@@ -223,6 +236,22 @@ export class Harness {
   async close(): Promise<void> {
     for (const close of this.closers) await close().catch(() => undefined);
   }
+}
+
+export interface IntakeRow {
+  started_at: Date | null;
+  attempts: number;
+  first_event_id: string | null;
+  last_start_error: string | null;
+}
+
+/** The intake hands a message over asynchronously: waits until its row says the workflow was started. */
+export async function waitForStart(h: Harness, ref: MessageRef, timeoutMs = 20_000): Promise<void> {
+  await eventually(
+    async () => ((await h.intakeRow(ref))?.started_at ? true : undefined),
+    `the intake to start the workflow of ${ref.messageId}`,
+    timeoutMs,
+  );
 }
 
 let runtimeInstalled = false;

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
-import { buildApp } from '../../api/app';
+import { buildApp, type AppOptions } from '../../api/app';
 import { createDb, type Db } from '../../lib/db';
 import { createLogger } from '../../lib/logger';
 import { testEnv } from './env';
@@ -20,17 +20,24 @@ export interface IngressOnly {
  * The ingress alone, on the suite's real Temporal and Postgres, for `app.inject`. No worker polls
  * its task queue, so a started workflow stays queued and a test sees exactly what the ingress did.
  */
-export async function startIngressOnly(options: { bodyLimitBytes: number }): Promise<IngressOnly> {
+export async function startIngressOnly(
+  options: { bodyLimitBytes: number } & Partial<
+    Pick<AppOptions, 'requestTimeoutMs' | 'maxConcurrentRequests' | 'taskQueue' | 'intake'>
+  >,
+): Promise<IngressOnly> {
   const secret = newWebhookSecret();
   const db = createDb(testEnv.databaseUrl);
   const { client, connection } = await connectClient();
   const app = buildApp({
     db,
     temporal: client,
-    taskQueue: `ingress-only-${randomUUID()}`,
+    taskQueue: options.taskQueue ?? `ingress-only-${randomUUID()}`,
     webhookSecret: secret,
     deadlineMs: 5_000,
     bodyLimitBytes: options.bodyLimitBytes,
+    requestTimeoutMs: options.requestTimeoutMs,
+    maxConcurrentRequests: options.maxConcurrentRequests,
+    intake: options.intake,
     logger: createLogger('test-api', process.env.TEST_LOG_LEVEL ?? 'silent'),
   });
   await app.ready();

@@ -3,7 +3,7 @@ import { optionalTsToMs } from '@temporalio/common/lib/time';
 import { temporal } from '@temporalio/proto';
 import { inboundWorkflowId } from '../../lib/hashing';
 import type { MessageRef } from '../../lib/keys';
-import type { Harness } from './harness';
+import { waitForStart, type Harness } from './harness';
 import { eventually } from './temporal';
 
 /**
@@ -14,17 +14,10 @@ import { eventually } from './temporal';
 
 const { PENDING_ACTIVITY_STATE_SCHEDULED } = temporal.api.enums.v1.PendingActivityState;
 
-/** The webhook reaches the ingress asynchronously: waits for its event row, then returns the handle. */
+/** The webhook reaches the ingress asynchronously: waits for the intake to start the workflow, then returns the handle. */
 export async function inboundWorkflow(h: Harness, ref: MessageRef): Promise<WorkflowHandle> {
-  const workflowId = inboundWorkflowId(ref);
-  await eventually(
-    async () =>
-      (await h.db.query('SELECT 1 FROM inbound_events WHERE workflow_id = $1', [workflowId])).rowCount
-        ? true
-        : undefined,
-    `the webhook for ${ref.messageId} to reach the ingress`,
-  );
-  return h.client.workflow.getHandle(workflowId);
+  await waitForStart(h, ref);
+  return h.client.workflow.getHandle(inboundWorkflowId(ref));
 }
 
 export interface Backoff {

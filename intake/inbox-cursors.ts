@@ -1,17 +1,18 @@
-import type { Db } from '../../lib/db';
+import type { Db } from '../lib/db';
 
 /**
- * `inbox_cursors`: per inbox, the newest message time handed to a workflow. Events and replays
+ * `inbox_cursors`: per inbox, the newest message time handed over (an intake row committed). Events and replays
  * arrive in any order, so the cursor only ever moves to the newer time (GREATEST), and a write
  * that would not move it is skipped (no dead row version for every older message).
  */
 
 /**
- * The upsert, with its parameters named by the caller: the ingress folds it into its event
- * insert as one statement (one round trip on the hot path).
+ * The upsert, fed by a row source (`VALUES (…)` or a `SELECT … WHERE` that yields no row for an
+ * unknown time): the intake folds it into its own statement (one round trip on the hot path).
+ * Times reach it clamped (intake/message-time.ts), so a year-9999 claim cannot move it for good.
  */
-export const advanceCursorSql = (inboxParam: string, atParam: string): string =>
-  `INSERT INTO inbox_cursors (inbox_id, newest_message_at) VALUES (${inboxParam}, ${atParam})
+export const advanceCursorSql = (rows: string): string =>
+  `INSERT INTO inbox_cursors (inbox_id, newest_message_at) ${rows}
    ON CONFLICT (inbox_id) DO UPDATE
      SET newest_message_at = GREATEST(inbox_cursors.newest_message_at, EXCLUDED.newest_message_at), updated_at = now()
      WHERE inbox_cursors.newest_message_at < EXCLUDED.newest_message_at`;
@@ -33,7 +34,7 @@ export class InboxCursors {
   }
 
   async advance(inboxId: string, newestMessageAt: Date): Promise<void> {
-    await this.db.query(advanceCursorSql('$1', '$2'), [inboxId, newestMessageAt]);
+    await this.db.query(advanceCursorSql('VALUES ($1, $2)'), [inboxId, newestMessageAt]);
   }
 
   async list(): Promise<InboxCursor[]> {

@@ -1,26 +1,33 @@
-import type { Client } from '@temporalio/client';
 import type { AgentMail, AgentMailClient } from 'agentmail';
-import { replays } from '../../lib/metrics';
-import { startInboundWorkflow } from '../start-inbound-workflow';
+import { inboundWorkflowId } from '../lib/hashing';
+import { replays } from '../lib/metrics';
 import type { InboxCursors } from './inbox-cursors';
+import type { Handover, IntakeStore } from './intake-store';
+import { clampMessageTime } from './message-time';
 
 /**
  * Catch-up after an outage: AgentMail disables a webhook after 5 days of failures and never
- * redelivers what it missed, so we list the inbox ourselves and start each inbound message's
- * workflow under its usual ID. The ID dedupes exactly as for a webhook: a message that already
- * has a workflow is not answered again. Used by `npm run replay`, POST /admin/replay and the
- * webhook watchdog.
+ * redelivers what it missed, so we list the inbox ourselves and hand each inbound message over
+ * through the intake, like a webhook: one intake row per message, keyed by its workflow ID. A
+ * message that already has a row (from a webhook, an earlier catch-up, the watchdog) is counted
+ * as already handed over, and its workflow is never started twice. The rows are inserted a page
+ * at a time and started by the intake relay (every API replica runs one), so handing over
+ * thousands of messages takes seconds and never waits on Temporal. Used by `npm run replay`,
+ * POST /admin/replay and the webhook watchdog.
  */
 
-export type CatchUpOutcome = 'started' | 'already_answered' | 'skipped' | 'failed';
+export type CatchUpOutcome = 'handed_over' | 'already_handed_over' | 'already_answered' | 'skipped';
 
 export interface CatchUpCounts {
   listed: number;
-  started: number;
+  /** New intake rows: the relay starts their workflows. */
+  handedOver: number;
+  /** An intake row existed: handed over before, by a webhook or an earlier catch-up. */
+  alreadyHandedOver: number;
+  /** No intake row, but labelled `replied` by our workflow (answered before the row was pruned). */
   alreadyAnswered: number;
   /** Our own outbound messages (label `sent`): they are not mail to answer. */
   skipped: number;
-  failed: number;
 }
 
 export interface CatchUpProgress extends CatchUpCounts {
@@ -37,16 +44,14 @@ export interface CatchUpSummary extends CatchUpProgress {
   cursor: string | null;
   /** Stopped by the caller (Ctrl-C, a closed request) before the last page. */
   interrupted: boolean;
-  /** Why the run ended early on its own, e.g. Temporal unreachable. */
-  stoppedBecause?: string;
   /** Said when the resume point was moved forward to the retention horizon. */
   note?: string;
 }
 
 export interface CatchUpDeps {
   agentmail: AgentMailClient;
-  temporal: Client;
-  taskQueue: string;
+  /** The intake of the task queue whose relay will start the rows. */
+  intake: IntakeStore;
   cursors: InboxCursors;
   operationRetentionDays: number;
 }
@@ -69,17 +74,11 @@ export class CatchUpRequestError extends Error {
 /**
  * A resume starts this long before the cursor: the cursor is the newest message handed over, but
  * an older one may still have been waiting in AgentMail's retries (~27.5 h) when the endpoint
- * went down. Listing it again costs one Temporal call; missing it costs a customer's answer.
+ * went down. Listing it again costs a row lookup; missing it costs a customer's answer.
  */
 export const RESUME_OVERLAP_MS = 28 * 60 * 60 * 1000;
 /** AgentMail's largest page. */
 const PAGE_SIZE = 100;
-/** Starts in flight at once: each is one quick Temporal call; this keeps the server unhurried. */
-const START_CONCURRENCY = 8;
-/** One start is one Temporal call; past this the server is in trouble and the run says so. */
-const START_TIMEOUT_MS = 10_000;
-/** This many failed starts in a row mean Temporal is down, not that one message is odd: stop. */
-const MAX_CONSECUTIVE_FAILURES = 10;
 const DAY_MS = 24 * 60 * 60 * 1000;
 
 /**
@@ -97,23 +96,17 @@ export async function catchUpInbox(deps: CatchUpDeps, request: CatchUpRequest): 
     inboxId,
     pages: 0,
     listed: 0,
-    started: 0,
+    handedOver: 0,
+    alreadyHandedOver: 0,
     alreadyAnswered: 0,
     skipped: 0,
-    failed: 0,
   };
-  let failedInARow = 0;
-  let lastError = '';
-  const givingUp = () => failedInARow >= MAX_CONSECUTIVE_FAILURES;
-  const stop = () => Boolean(signal?.aborted) || givingUp();
-  // The cursor moves only over an unbroken run of handled messages, so a rerun covers every failure.
-  let intact = true;
-  let unfinished: boolean;
   let pageToken: string | undefined;
+  let interrupted = false;
 
   do {
-    if (stop()) {
-      unfinished = true;
+    if (signal?.aborted) {
+      interrupted = true;
       break;
     }
     const page = await deps.agentmail.inboxes.messages.list(inboxId, {
@@ -124,26 +117,14 @@ export async function catchUpInbox(deps: CatchUpDeps, request: CatchUpRequest): 
     });
     progress.pages += 1;
     progress.listed += page.messages.length;
-    onProgress?.({ ...progress });
-
-    const outcomes = await mapWithConcurrency(page.messages, START_CONCURRENCY, stop, async (message) => {
-      const { outcome, error } = await replayMessage(deps, message);
-      count(progress, outcome);
-      failedInARow = outcome === 'failed' ? failedInARow + 1 : 0;
-      if (error) lastError = error;
-      onProgress?.({ ...progress });
-      return outcome;
-    });
-
-    const firstGap = outcomes.findIndex((outcome) => outcome === undefined || outcome === 'failed');
-    if (intact) {
-      const newest = page.messages[(firstGap === -1 ? page.messages.length : firstGap) - 1];
-      if (newest) await deps.cursors.advance(inboxId, newest.timestamp);
-      intact = firstGap === -1;
+    // The page's rows and the cursor commit together: the cursor never passes a message not handed over.
+    for (const [outcome, n] of await handOverPage(deps, inboxId, page.messages)) {
+      replays.inc({ outcome }, n);
+      count(progress, outcome, n);
     }
-    unfinished = outcomes.includes(undefined);
+    onProgress?.({ ...progress });
     pageToken = page.nextPageToken;
-  } while (pageToken || unfinished);
+  } while (pageToken);
 
   const cursor = await deps.cursors.get(inboxId);
   return {
@@ -151,10 +132,46 @@ export async function catchUpInbox(deps: CatchUpDeps, request: CatchUpRequest): 
     since: since.toISOString(),
     resumed,
     cursor: cursor?.toISOString() ?? null,
-    interrupted: unfinished && Boolean(signal?.aborted),
-    ...(givingUp() ? { stoppedBecause: `${failedInARow} workflow starts failed in a row (last: ${lastError})` } : {}),
+    interrupted,
     ...(note ? { note } : {}),
   };
+}
+
+async function handOverPage(
+  deps: CatchUpDeps,
+  inboxId: string,
+  messages: AgentMail.MessageItem[],
+): Promise<Map<CatchUpOutcome, number>> {
+  const outcomes = new Map<CatchUpOutcome, number>();
+  const add = (outcome: CatchUpOutcome, n: number) => n > 0 && outcomes.set(outcome, (outcomes.get(outcome) ?? 0) + n);
+  const inbound = messages.filter((m) => !m.labels.includes('sent'));
+  add('skipped', messages.length - inbound.length);
+  // Labelled by our workflow after its reply went out: answered. Counted from its row when it has
+  // one; no row is made for it (its job is done, whatever the store says).
+  const replied = inbound.filter((m) => m.labels.includes('replied'));
+  const toHandOver = inbound.filter((m) => !m.labels.includes('replied'));
+  const handovers: Handover[] = toHandOver.map((m) => ({
+    inboxId: m.inboxId,
+    messageId: m.messageId,
+    threadId: m.threadId,
+    messageAt: clampMessageTime(new Date(m.timestamp)).at,
+  }));
+  const times = messages.map((m) => clampMessageTime(new Date(m.timestamp)).at.getTime());
+  const newest = times.length > 0 ? new Date(Math.max(...times)) : undefined;
+  const { created } = await deps.intake.acceptBatch(inboxId, handovers, newest);
+  add('handed_over', created.size);
+  add('already_handed_over', handovers.length - created.size);
+  const repliedRows = await deps.intake.handedOver(replied.map((m) => inboundWorkflowId(m)));
+  add('already_handed_over', repliedRows.size);
+  add('already_answered', replied.length - repliedRows.size);
+  return outcomes;
+}
+
+function count(progress: CatchUpCounts, outcome: CatchUpOutcome, n: number): void {
+  if (outcome === 'handed_over') progress.handedOver += n;
+  else if (outcome === 'already_handed_over') progress.alreadyHandedOver += n;
+  else if (outcome === 'already_answered') progress.alreadyAnswered += n;
+  else progress.skipped += n;
 }
 
 async function resolveSince(
@@ -184,52 +201,6 @@ async function resolveSince(
     resumed: true,
     note: `the resume point ${since.toISOString()} is past the replay horizon; listing from ${horizon.toISOString()}`,
   };
-}
-
-async function replayMessage(
-  deps: CatchUpDeps,
-  message: AgentMail.MessageItem,
-): Promise<{ outcome: CatchUpOutcome; error?: string }> {
-  if (message.labels.includes('sent')) return { outcome: 'skipped' };
-  // Labelled by our workflow after its reply went out: answered, no Temporal call needed.
-  if (message.labels.includes('replied')) return { outcome: 'already_answered' };
-  try {
-    const start = await startInboundWorkflow(
-      deps.temporal,
-      { taskQueue: deps.taskQueue, deadline: new Date(Date.now() + START_TIMEOUT_MS) },
-      { inboxId: message.inboxId, messageId: message.messageId, threadId: message.threadId },
-    );
-    return { outcome: start.started ? 'started' : 'already_answered' };
-  } catch (error) {
-    return { outcome: 'failed', error: error instanceof Error ? error.message : String(error) };
-  }
-}
-
-function count(progress: CatchUpCounts, outcome: CatchUpOutcome): void {
-  replays.inc({ outcome });
-  if (outcome === 'started') progress.started += 1;
-  else if (outcome === 'already_answered') progress.alreadyAnswered += 1;
-  else if (outcome === 'skipped') progress.skipped += 1;
-  else progress.failed += 1;
-}
-
-/** Runs `work` over `items`, at most `limit` at a time; items not begun once `stop()` holds stay undefined. */
-async function mapWithConcurrency<T, R>(
-  items: T[],
-  limit: number,
-  stop: () => boolean,
-  work: (item: T) => Promise<R>,
-): Promise<Array<R | undefined>> {
-  const results = new Array<R | undefined>(items.length).fill(undefined);
-  let next = 0;
-  const lane = async (): Promise<void> => {
-    while (next < items.length && !stop()) {
-      const index = next++;
-      results[index] = await work(items[index] as T);
-    }
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
-  return results;
 }
 
 const UNIT_MS: Record<string, number> = { m: 60_000, h: 60 * 60_000, d: DAY_MS };

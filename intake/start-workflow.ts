@@ -21,13 +21,14 @@ export interface StartOutcome {
 const { WorkflowIdConflictPolicy, WorkflowIdReusePolicy } = temporal.api.enums.v1;
 
 /**
- * Starts the message's workflow, or finds the one that exists, in ONE call to Temporal.
+ * Starts the message's workflow, or finds the one that exists, in ONE call to Temporal. Called by
+ * the intake only (intake/starter.ts right after the commit, intake/relay.ts for what that left):
+ * whether the message is new was decided by the intake row, so `started` is only logged.
  * The raw StartWorkflowExecution is used instead of `client.workflow.start` because only its
- * response says whether a new run was created (`started`), which is what tells a first
- * delivery from a duplicate that arrived under another event id.
+ * response says whether a new run was created.
  *
  * - USE_EXISTING: a running workflow for the message is attached to, not failed on.
- * - ALLOW_DUPLICATE_FAILED_ONLY: a completed one is not redone (ALREADY_EXISTS → duplicate);
+ * - ALLOW_DUPLICATE_FAILED_ONLY: a completed one is not redone (ALREADY_EXISTS → not started);
  *   a failed one may be started again, and the operation keys keep its effects single.
  */
 export async function startInboundWorkflow(

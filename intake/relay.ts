@@ -1,0 +1,199 @@
+import type { Client } from '@temporalio/client';
+import type { Db } from '../lib/db';
+import type { Logger } from '../lib/logger';
+import * as metrics from '../lib/metrics';
+import { MARK_FAILED, START_BACKOFF, startErrorText, type IntakeJob } from './intake-store';
+import { startInboundWorkflow } from './start-workflow';
+
+/**
+ * The intake relay: starts the workflow of every accepted row that has none yet — the accepting
+ * process died after its commit, Temporal was away, the in-process queue was full, or a catch-up
+ * handed the row over. Each pass claims a batch of due rows of its task queue with
+ * `FOR UPDATE SKIP LOCKED` inside one transaction, starts them, and marks each started (or backed
+ * off) before committing: any number of relays (one per API replica) share the backlog, and a row
+ * is started by at most one of them per pass.
+ *
+ * It runs inside every API replica rather than as a process of its own: the API is the one
+ * process every deployment already runs and scales (the intake's rows are written there), a
+ * separate relay would be one more thing to deploy, watch and forget, and SKIP LOCKED makes many
+ * relays as safe as one. Idle, a pass is one indexed query on an empty partial index.
+ */
+
+export interface RelayOptions {
+  /** Sleep between passes when there was nothing (more) to do: a row waits at most about this long. */
+  pollMs: number;
+  batchSize: number;
+  /** Starts in flight at once within a pass. */
+  concurrency: number;
+  startTimeoutMs: number;
+}
+
+/** Polled each second: a stranded message is started within a second or two. */
+export const RELAY_DEFAULTS: RelayOptions = { pollMs: 1_000, batchSize: 100, concurrency: 16, startTimeoutMs: 5_000 };
+
+const CLAIM = `
+SELECT workflow_id, inbox_id, message_id, thread_id, first_event_id FROM intake
+ WHERE task_queue = $1 AND started_at IS NULL AND next_attempt_at <= now()
+ ORDER BY next_attempt_at
+ LIMIT $2
+ FOR UPDATE SKIP LOCKED`;
+
+const MARK_STARTED = `UPDATE intake SET started_at = now(), attempts = attempts + 1, last_start_error = NULL
+  WHERE workflow_id = ANY($1::text[])`;
+
+/**
+ * Temporal answers again: rows that failed while it was away are due now, not at the end of
+ * their backoff (up to 30 s). Only rows that failed (attempts > 0): a new row's head start
+ * belongs to the starter of the process that accepted it.
+ */
+const DUE_NOW = `UPDATE intake SET next_attempt_at = now()
+  WHERE task_queue = $1 AND started_at IS NULL AND attempts > 0 AND next_attempt_at > now()`;
+
+export class IntakeRelay {
+  private stopped = true;
+  private loop: Promise<void> | undefined;
+  private wakeUp: (() => void) | undefined;
+  private sleepTimer: NodeJS.Timeout | undefined;
+  /** A start failed since Temporal last answered: the next success brings the backed-off rows forward. */
+  private sawFailure = false;
+
+  constructor(
+    private readonly deps: { db: Db; temporal: Client; taskQueue: string; logger: Logger },
+    readonly options: RelayOptions = RELAY_DEFAULTS,
+  ) {}
+
+  start(): void {
+    if (!this.stopped) return;
+    this.stopped = false;
+    this.loop = this.run();
+  }
+
+  /** Run a pass now (e.g. a catch-up just handed rows over) instead of at the next poll. */
+  wake(): void {
+    this.wakeUp?.();
+  }
+
+  /**
+   * A start succeeded somewhere in this process (the starter, or this relay): if starts had been
+   * failing, Temporal is back, so the rows backed off meanwhile are made due and a pass runs now.
+   */
+  async temporalAnswered(): Promise<void> {
+    if (!this.sawFailure) return;
+    this.sawFailure = false;
+    try {
+      const { rowCount } = await this.deps.db.query(DUE_NOW, [this.deps.taskQueue]);
+      this.deps.logger.info(
+        { rows: rowCount ?? 0 },
+        'intake relay: Temporal answers again; backed-off rows are due now',
+      );
+    } catch (error) {
+      this.sawFailure = true;
+      this.deps.logger.warn({ err: error }, 'intake relay: could not bring backed-off rows forward');
+    }
+    this.wake();
+  }
+
+  /** A start failed somewhere in this process. */
+  startFailed(): void {
+    this.sawFailure = true;
+  }
+
+  /** Stops after the pass in flight (its starts finish and its marks commit). */
+  async close(): Promise<void> {
+    this.stopped = true;
+    this.wake();
+    await this.loop;
+  }
+
+  /** One pass: claims, starts and marks up to a batch. Returns the rows it claimed. */
+  async pass(): Promise<number> {
+    const { db, temporal, taskQueue, logger } = this.deps;
+    const client = await db.connect();
+    try {
+      await client.query('BEGIN');
+      const { rows } = await client.query<{
+        workflow_id: string;
+        inbox_id: string;
+        message_id: string;
+        thread_id: string | null;
+        first_event_id: string | null;
+      }>(CLAIM, [taskQueue, this.options.batchSize]);
+      const claimed = rows.length;
+      const started: string[] = [];
+      const failed: Array<{ workflowId: string; error: string }> = [];
+      // One failure (Temporal away) ends the pass's new starts: the rest stay due for the next pass
+      // rather than each waiting out its own timeout against a server that is not there.
+      let broken = false;
+      let next = 0;
+      const lane = async () => {
+        while (next < rows.length && !broken) {
+          const row = rows[next++] as (typeof rows)[number];
+          const job: IntakeJob = {
+            workflowId: row.workflow_id,
+            inboxId: row.inbox_id,
+            messageId: row.message_id,
+            threadId: row.thread_id ?? undefined,
+            eventId: row.first_event_id ?? undefined,
+          };
+          try {
+            const outcome = await startInboundWorkflow(
+              temporal,
+              { taskQueue, deadline: new Date(Date.now() + this.options.startTimeoutMs) },
+              job,
+            );
+            started.push(job.workflowId);
+            metrics.intakeStarts.inc({ by: 'relay', outcome: outcome.started ? 'started' : 'existed' });
+            logger.info({ workflowId: job.workflowId, started: outcome.started }, 'intake relay: workflow started');
+          } catch (error) {
+            broken = true;
+            failed.push({ workflowId: job.workflowId, error: startErrorText(error) });
+            metrics.intakeStarts.inc({ by: 'relay', outcome: 'failed' });
+            logger.warn({ workflowId: job.workflowId, err: error }, 'intake relay: workflow start failed; backing off');
+          }
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(this.options.concurrency, rows.length) }, lane));
+      if (started.length > 0) await client.query(MARK_STARTED, [started]);
+      if (failed.length > 0)
+        await client.query(MARK_FAILED, [
+          failed.map((f) => f.workflowId),
+          failed.map((f) => f.error),
+          START_BACKOFF.baseMs,
+          START_BACKOFF.maxMs,
+        ]);
+      await client.query('COMMIT');
+      if (failed.length > 0) this.startFailed();
+      else if (started.length > 0) await this.temporalAnswered();
+      return failed.length > 0 ? 0 : claimed;
+    } catch (error) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      throw error;
+    } finally {
+      client.release();
+    }
+  }
+
+  private async run(): Promise<void> {
+    while (!this.stopped) {
+      let full = false;
+      try {
+        full = (await this.pass()) >= this.options.batchSize;
+      } catch (error) {
+        // Postgres away: the webhook answers 500 meanwhile, and the rows wait where they are.
+        this.deps.logger.warn({ err: error }, 'intake relay: pass failed; trying again');
+      }
+      if (!full && !this.stopped) await this.sleep(this.options.pollMs);
+    }
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      this.wakeUp = () => {
+        clearTimeout(this.sleepTimer);
+        this.wakeUp = undefined;
+        resolve();
+      };
+      this.sleepTimer = setTimeout(() => this.wakeUp?.(), ms);
+    });
+  }
+}
