@@ -131,7 +131,13 @@ async function outage(context: BenchContext): Promise<OutageFigures> {
   const sendSeconds = outageSeconds + 2 * leadSeconds;
   const count = Math.round(rate * sendSeconds);
   const proxy = await TcpProxy.start(context.env.temporalAddress);
-  const env = { ...context.env, temporalAddress: proxy.address };
+  // The processes connect by Temporal's environment configuration (temporalEnv): point it at the
+  // proxy, or the cut would leave them on the server itself and the outage would measure nothing.
+  const env = {
+    ...context.env,
+    temporalAddress: proxy.address,
+    temporalEnv: { ...context.env.temporalEnv, TEMPORAL_ADDRESS: proxy.address },
+  };
   const side = await startOurSide({ ...context, env });
   try {
     await resetSandbox(context);
@@ -149,6 +155,10 @@ async function outage(context: BenchContext): Promise<OutageFigures> {
     context.log('  Temporal cut');
     await sleep(outageSeconds * 1000);
     const backlogAtReturn = await backlog(side.url);
+    // Messages arrived all through the cut: none of them can have been started. A backlog of 0
+    // means the processes never went through the proxy, and the figures would be meaningless.
+    if (!(backlogAtReturn > 0))
+      throw new Error(`the Temporal cut did not take: intake backlog ${backlogAtReturn} at the return`);
     proxy.restore();
     const returnedAt = Date.now();
     context.log(`  Temporal back (intake backlog ${backlogAtReturn})`);
