@@ -28,6 +28,19 @@ export function parseLimit(raw: unknown): number {
   return n;
 }
 
+/**
+ * One page of a listing, as its query asks: `items` in insertion order (oldest first), newest
+ * first unless `ascending`, `limit` and `page_token` read from the query string.
+ */
+export function pageOf<T>(
+  items: Sequenced<T>[],
+  query: { limit?: unknown; page_token?: string | string[] | undefined },
+  ascending: boolean,
+): Page<T> {
+  const token = Array.isArray(query.page_token) ? query.page_token[0] : query.page_token;
+  return paginate(ascending ? items : [...items].reverse(), parseLimit(query.limit), token, ascending);
+}
+
 /** `ordered` is already sorted in the requested direction. */
 export function paginate<T>(
   ordered: Sequenced<T>[],

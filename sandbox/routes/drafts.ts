@@ -1,10 +1,9 @@
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../errors';
-import { listResponse, paginate, parseLimit } from '../paging';
+import { listResponse, pageOf } from '../paging';
 import { createDraftSchema, parseBody, present, updateLabelsSchema } from '../schemas';
 import { idempotentSend } from '../sending';
 import type { SandboxState } from '../state';
-import { firstOf } from './messages';
 
 type InboxParams = { Params: { inbox_id: string } };
 type DraftParams = { Params: { inbox_id: string; draft_id: string } };
@@ -39,8 +38,7 @@ export function draftRoutes(app: FastifyInstance, state: SandboxState): void {
     '/v0/inboxes/:inbox_id/drafts',
     async (request) => {
       mailbox.inbox(request.params.inbox_id);
-      const newestFirst = drafts.listOf(request.params.inbox_id).reverse();
-      const page = paginate(newestFirst, parseLimit(request.query.limit), firstOf(request.query.page_token), false);
+      const page = pageOf(drafts.listOf(request.params.inbox_id), request.query, false);
       // DraftItem: a Draft without bodies, reply_to, client_id, references and created_at.
       const items = page.items.map(
         ({ text: _t, html: _h, reply_to: _r, client_id: _c, references: _refs, created_at: _ca, ...item }) => item,

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../errors';
 import { toMessageItem } from '../views';
-import { listResponse, paginate, parseLimit } from '../paging';
+import { listResponse, pageOf } from '../paging';
 import { parseBody, present, replySchema, sendSchema, updateLabelsSchema } from '../schemas';
 import { bareAddress, idempotentSend, replySubject } from '../sending';
 import type { SandboxState } from '../state';
@@ -18,12 +18,7 @@ export function messageRoutes(app: FastifyInstance, state: SandboxState): void {
   app.get<InboxParams & { Querystring: ListQuery }>('/v0/inboxes/:inbox_id/messages', async (request) => {
     const { filter, ascending } = listFilter(request.query);
     const matching = mailbox.messagesOf(request.params.inbox_id).filter((m) => filter(m.value));
-    const page = paginate(
-      ascending ? matching : matching.reverse(),
-      parseLimit(request.query.limit),
-      firstOf(request.query.page_token),
-      ascending,
-    );
+    const page = pageOf(matching, request.query, ascending);
     return listResponse('messages', { ...page, items: page.items.map(toMessageItem) });
   });
 
@@ -103,6 +98,3 @@ function replyAllCc(original: MessageRaw, inboxId: string, to: string[], cc: str
     (a, i) => !skip.has(bareAddress(a)) && all.findIndex((b) => bareAddress(b) === bareAddress(a)) === i,
   );
 }
-
-export const firstOf = (value: string | string[] | undefined): string | undefined =>
-  Array.isArray(value) ? value[0] : value;

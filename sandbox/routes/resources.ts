@@ -1,11 +1,10 @@
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../errors';
-import { listResponse, paginate, parseLimit } from '../paging';
+import { listResponse, pageOf } from '../paging';
 import { parseBody, updateWebhookSchema } from '../schemas';
 import type { SandboxState } from '../state';
 import type { WebhookRaw } from '../wire';
 import type { ListQuery } from './list-query';
-import { firstOf } from './messages';
 
 /** Inboxes and the one webhook endpoint, read-mostly: enough for health checks and a watchdog. */
 export function resourceRoutes(app: FastifyInstance, state: SandboxState): void {
@@ -15,12 +14,7 @@ export function resourceRoutes(app: FastifyInstance, state: SandboxState): void 
   app.get<{ Querystring: Pick<ListQuery, 'limit' | 'page_token' | 'ascending'> }>('/v0/inboxes', async (request) => {
     const ascending = request.query.ascending === 'true';
     const inboxes = mailbox.listInboxes();
-    const page = paginate(
-      ascending ? inboxes : inboxes.reverse(),
-      parseLimit(request.query.limit),
-      firstOf(request.query.page_token),
-      ascending,
-    );
+    const page = pageOf(inboxes, request.query, ascending);
     return listResponse('inboxes', page);
   });
 

@@ -1,9 +1,8 @@
 import type { FastifyInstance } from 'fastify';
 import { summarizeThread } from '../views';
-import { listResponse, paginate, parseLimit } from '../paging';
+import { listResponse, pageOf } from '../paging';
 import type { SandboxState } from '../state';
 import { listFilter, type ListQuery } from './list-query';
-import { firstOf } from './messages';
 
 type PageQuery = { limit?: string; page_token?: string | string[] };
 type ThreadParams = { Params: { inbox_id: string; thread_id: string } };
@@ -22,12 +21,7 @@ export function threadRoutes(app: FastifyInstance, state: SandboxState): void {
       const matching = mailbox
         .threadsOf(request.params.inbox_id)
         .filter((t) => filter({ ...t.value, from: t.value.senders.join(' '), to: t.value.recipients }));
-      const page = paginate(
-        ascending ? matching : matching.reverse(),
-        parseLimit(request.query.limit),
-        firstOf(request.query.page_token),
-        ascending,
-      );
+      const page = pageOf(matching, request.query, ascending);
       return listResponse('threads', page);
     },
   );
@@ -38,12 +32,7 @@ export function threadRoutes(app: FastifyInstance, state: SandboxState): void {
    */
   app.get<ThreadParams & { Querystring: PageQuery }>('/v0/inboxes/:inbox_id/threads/:thread_id', async (request) => {
     const all = mailbox.threadMessages(request.params.inbox_id, request.params.thread_id);
-    const page = paginate(
-      [...all].reverse(),
-      parseLimit(request.query.limit),
-      firstOf(request.query.page_token),
-      false,
-    );
+    const page = pageOf(all, request.query, false);
     return {
       ...summarizeThread(all.map((m) => m.value)),
       count: page.count,
