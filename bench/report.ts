@@ -276,7 +276,7 @@ export function markdown(results: BenchResults, summary: Summary): string {
   const lines: string[] = [];
   lines.push(`# replyonce benchmark — ${results.startedAt}`, '');
   lines.push(
-    `Machine: ${m.cores} × ${m.cpus}, ${m.memoryGiB} GiB; Node ${m.node}; Temporal ${m.temporal} (dev server, in memory); PostgreSQL ${m.postgres}; ` +
+    `Machine: ${m.cores} × ${m.cpus}, ${m.memoryGiB} GiB; Node ${m.node}; Temporal ${m.temporal}; PostgreSQL ${m.postgres}; ` +
       `commit ${m.commit}; servers run as ${m.runtime}. Load average (1/5/15 min) at start ${m.loadAtStart.join(' / ')}, at end ${m.loadAtEnd.join(' / ')}.`,
     '',
     `While the bench ran, processes outside it (other users' work on this shared machine) kept ${othersText([

@@ -229,7 +229,7 @@ function machineInfo(env: Environment, options: BenchOptions, loadAtStart: [numb
       ? `at ${env.temporalAddress}`
       : options.temporal === 'stack'
         ? `Temporal's own server on PostgreSQL with SQL visibility and mTLS (npm run stack's) at ${env.temporalAddress}`
-        : run(temporalCliPath(), ['--version']).replace(/^temporal version /, ''),
+        : `${run(temporalCliPath(), ['--version']).replace(/^temporal version /, '')} (dev server, in memory)`,
     postgres: 'unknown',
     commit: `${run('git', ['rev-parse', '--short', 'HEAD'])}${dirty}`,
     runtime:
