@@ -25,7 +25,7 @@ export async function fetchMessage(client: AgentMailClient, ref: MessageRef): Pr
   const cached = cache.get(cacheKey);
   if (cached) return cached;
   try {
-    const message = await client.inboxes.messages.get(ref.inboxId, ref.messageId);
+    const message = withoutControlCharacters(await client.inboxes.messages.get(ref.inboxId, ref.messageId));
     cache.set(cacheKey, message);
     return message;
   } catch (error) {
@@ -70,4 +70,23 @@ export function header(message: Pick<AgentMail.Message, 'headers'>, name: string
     if (key.toLowerCase() === wanted) return value;
   }
   return undefined;
+}
+
+// eslint-disable-next-line no-control-regex -- finding control characters is this pattern's purpose.
+const CONTROL = /[\u0000-\u0008\u000B\u000C\u000E-\u001F\u007F]/g;
+
+/**
+ * The sender writes the subject and the text: C0 control characters (U+0000 above all, which
+ * Postgres's text and jsonb cannot hold) would fail the ticket's insert and any draft that quotes
+ * them, so a message could never be answered. They carry no meaning in a reply or a ticket; tab,
+ * line feed and carriage return stay. Done once, where the message is read, for every reader.
+ */
+function withoutControlCharacters(message: AgentMail.Message): AgentMail.Message {
+  const clean = (text: string | undefined) => text?.replace(CONTROL, '');
+  return {
+    ...message,
+    ...(message.subject !== undefined ? { subject: clean(message.subject) } : {}),
+    ...(message.text !== undefined ? { text: clean(message.text) } : {}),
+    ...(message.extractedText !== undefined ? { extractedText: clean(message.extractedText) } : {}),
+  };
 }

@@ -434,3 +434,31 @@ describe('REPLYONCE_INBOXES', () => {
     }
   });
 });
+
+describe('what the sender writes cannot wedge the message', () => {
+  test('control characters in the subject and text (U+0000, which Postgres cannot store) → one reply, one ticket', async () => {
+    // Prepare
+    const inboxId = h.newInbox();
+
+    // Act
+    const { ref, result } = await answered(inboxId, {
+      subject: 'Order\u0000 #42\u0007 is late',
+      text: 'Where\u0000 is it?\u001b[31m',
+    });
+
+    // Assess
+    assert.equal(result.status, 'sent');
+    const sent = await outbox(inboxId);
+    assert.equal(sent.length, 1);
+    // eslint-disable-next-line no-control-regex -- looking for control characters is the point.
+    assert.ok(!/[\u0000-\u0008\u001b]/.test(sent[0]!.message.text ?? ''), 'no control character in the reply');
+    assert.match(sent[0]!.message.text ?? '', /Order #42 is late/);
+    const tickets = await h.db.query<{ subject: string }>('SELECT subject FROM tickets WHERE message_id = $1', [
+      ref.messageId,
+    ]);
+    assert.deepEqual(
+      tickets.rows.map((t) => t.subject),
+      ['Order #42 is late'],
+    );
+  });
+});
