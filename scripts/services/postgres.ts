@@ -253,7 +253,7 @@ async function ensureRole(cluster: Cluster): Promise<void> {
 }
 
 /** psql over the Unix socket as the cluster's superuser (the server trusts local connections). */
-async function psqlAsSuperuser(cluster: Cluster, args: string[]): Promise<void> {
+async function psqlAsSuperuser(cluster: Cluster, args: string[], stdin?: string): Promise<void> {
   const psql = `/usr/lib/postgresql/${cluster.version}/bin/psql`;
   const common = [
     '-X',
@@ -268,9 +268,9 @@ async function psqlAsSuperuser(cluster: Cluster, args: string[]): Promise<void> 
     'postgres',
   ];
   if (process.getuid?.() === 0) {
-    await tool('runuser', ['-u', 'postgres', '--', psql, ...common, ...args]);
+    await tool('runuser', ['-u', 'postgres', '--', psql, ...common, ...args], stdin);
   } else {
-    await tool(psql, ['-U', 'postgres', ...common, ...args]);
+    await tool(psql, ['-U', 'postgres', ...common, ...args], stdin);
   }
 }
 
@@ -283,7 +283,9 @@ export async function runSqlFileAsSuperuser(file: string, variables: Record<stri
   const cluster = await findCluster();
   if (!cluster) throw new Error(`the PostgreSQL cluster "${CLUSTER}" is missing`);
   const vars = Object.entries(variables).flatMap(([name, value]) => ['-v', `${name}=${value}`]);
-  await psqlAsSuperuser(cluster, [...vars, '-f', file]);
+  // On standard input, not `-f file`: psql runs as the `postgres` user, who may not be allowed into
+  // the checkout (a clone in a private temporary folder, a home directory of mode 700).
+  await psqlAsSuperuser(cluster, vars, readFileSync(file, 'utf8'));
 }
 
 /** Drops databases (disconnecting their sessions) as the local cluster's superuser: whoever owns them. */
@@ -298,9 +300,12 @@ export async function dropDatabasesAsSuperuser(names: string[]): Promise<void> {
 
 export const LOCAL_POSTGRES = { host: '127.0.0.1', port: PORT } as const;
 
-async function tool(file: string, args: string[]): Promise<{ stdout: string; stderr: string }> {
+async function tool(file: string, args: string[], stdin?: string): Promise<{ stdout: string; stderr: string }> {
   try {
-    return await exec(file, args, { encoding: 'utf8' });
+    // From `/`: a tool run as `postgres` cannot always enter the working directory.
+    const running = exec(file, args, { encoding: 'utf8', cwd: '/' });
+    running.child.stdin?.end(stdin ?? '');
+    return await running;
   } catch (error) {
     const detail =
       typeof error === 'object' && error !== null && 'code' in error && error.code === 'ENOENT'
