@@ -81,7 +81,9 @@ export const webhookRoute: FastifyPluginAsync<WebhookRouteOptions> = async (app:
 
     if (await withinDeadline(intake.store.isKnownEvent(eventId, left()), left())) {
       settle(request, 'duplicate');
-      request.log.info({ eventId, outcome: 'duplicate' }, 'webhook duplicate event');
+      // At debug: a retry storm is thousands of these a second, each a synchronous write, and
+      // replyonce_webhooks_total{outcome="duplicate"} already counts them.
+      request.log.debug({ eventId, outcome: 'duplicate' }, 'webhook duplicate event');
       return reply.code(204).send();
     }
 
