@@ -8,6 +8,8 @@ export interface DbOptions {
   /** How long to wait for a connection (a Postgres that is down must fail fast, not hang). */
   connectTimeoutMs?: number;
   max?: number;
+  /** How long a session may sit idle inside a transaction before Postgres ends it (default 30 s). */
+  idleInTransactionTimeoutMs?: number;
 }
 
 export function createDb(databaseUrl: string, options: DbOptions = {}): Db {
@@ -17,6 +19,10 @@ export function createDb(databaseUrl: string, options: DbOptions = {}): Db {
     connectionTimeoutMillis: options.connectTimeoutMs ?? 3_000,
     query_timeout: options.queryTimeoutMs ?? 10_000,
     statement_timeout: options.queryTimeoutMs ?? 10_000,
+    // A session that stops talking inside a transaction (its process frozen, its network gone)
+    // would keep its locks — the reply budget's advisory locks among them — until TCP noticed.
+    // Postgres ends it instead; no transaction of ours waits on the client for anywhere near this.
+    idle_in_transaction_session_timeout: options.idleInTransactionTimeoutMs ?? 30_000,
     idleTimeoutMillis: 30_000,
   });
   // An idle client losing its connection (Postgres restarted) must not crash the process:

@@ -2,9 +2,10 @@
 // server with mTLS on Postgres, two API replicas behind a balancer, two workers) under faults, bounded
 // in time. Each message is delivered three times (its event twice, once more under a new event id,
 // in a random order); workers are SIGKILLed every few seconds and replaced; one API replica is killed
-// for good; the Temporal server is restarted once; Postgres goes away once (every connection reset
-// and refused for a few seconds at a proxy: the local cluster is shared, so it is not restarted
-// itself); 5 % of AgentMail sends are answered by a dropped connection after they were committed.
+// for good; the Temporal server is restarted once; Postgres is restarted once (the real cluster, a
+// fast shutdown: the app's and the Temporal server's connections all drop; `--postgres proxy`
+// instead cuts only the app's connections at a proxy for a few seconds, for a machine where other
+// runs share the cluster); 5 % of AgentMail sends are answered by a dropped connection after they were committed.
 //
 // It passes when every message has exactly one reply, one ticket and one model call, and reports the
 // drain time and webhook → reply p50/p99. Exit code 0 on a pass, 1 otherwise.
@@ -20,7 +21,7 @@ import { SandboxControl, type InboundResult } from '../sandbox/control-client';
 import { migrateDatabase } from './db-migrate';
 import { SetupError, messageOf, runMain, sleep } from './services/main';
 import { freePort, waitForPort } from './services/ports';
-import { LOCAL_POSTGRES, withClient } from './services/postgres';
+import { LOCAL_POSTGRES, restartLocalPostgres, withClient } from './services/postgres';
 import { startRoundRobin, type RoundRobin } from './services/round-robin';
 import { startTemporalStack, type TemporalStack } from './services/temporal-stack';
 
@@ -47,8 +48,12 @@ async function main(): Promise<number> {
       messages: { type: 'string', default: '1000' },
       rate: { type: 'string', default: '20' },
       minutes: { type: 'string', default: '15' },
+      postgres: { type: 'string', default: 'restart' },
     },
   });
+  if (values.postgres !== 'restart' && values.postgres !== 'proxy')
+    throw new SetupError('--postgres must be restart (the real cluster, the default) or proxy');
+  const restartPostgres = values.postgres === 'restart';
   const total = Number(values.messages);
   const rate = Number(values.rate);
   const deadline = Date.now() + Number(values.minutes) * 60_000;
@@ -234,11 +239,16 @@ async function main(): Promise<number> {
       note('SIGKILL api-1 (it stays down; the balancer sends everything to api-2)');
       apis[0]!.child.kill('SIGKILL');
       await sleep(spreadMs * 0.2);
-      note(`Postgres away for ${POSTGRES_OUTAGE_MS / 1000} s (connections reset and refused)`);
       const cutAt = Date.now();
-      postgres.cut();
-      await sleep(POSTGRES_OUTAGE_MS);
-      postgres.restore();
+      if (restartPostgres) {
+        note("restarting Postgres (the local cluster; every connection drops, the Temporal server's too)");
+        await restartLocalPostgres();
+      } else {
+        note(`Postgres away for ${POSTGRES_OUTAGE_MS / 1000} s (connections reset and refused)`);
+        postgres.cut();
+        await sleep(POSTGRES_OUTAGE_MS);
+        postgres.restore();
+      }
       outage = [cutAt, Date.now()];
       note('Postgres back');
     })();

@@ -288,6 +288,17 @@ export async function runSqlFileAsSuperuser(file: string, variables: Record<stri
   await psqlAsSuperuser(cluster, vars, readFileSync(file, 'utf8'));
 }
 
+/**
+ * Restarts the local cluster (fast shutdown: every session is cut, as in a crash or a failover),
+ * for the soak. Everything else using the cluster at that moment loses its connections too.
+ */
+export async function restartLocalPostgres(): Promise<void> {
+  const cluster = await findCluster();
+  if (!cluster) throw new Error(`the PostgreSQL cluster "${CLUSTER}" is missing`);
+  await tool('pg_ctlcluster', [cluster.version, CLUSTER, 'restart', '-m', 'fast']);
+  await ensureLocalPostgres();
+}
+
 /** Drops databases (disconnecting their sessions) as the local cluster's superuser: whoever owns them. */
 export async function dropDatabasesAsSuperuser(names: string[]): Promise<void> {
   await ensureLocalPostgres();

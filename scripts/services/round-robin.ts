@@ -20,6 +20,9 @@ export async function startRoundRobin(port: number, backends: number[]): Promise
     const upstream = net.connect(backend, LOOPBACK);
     upstream.once('connect', () => {
       client.pipe(upstream).pipe(client);
+      // A client that dies without a FIN (SIGKILL with data in flight: an RST) never ends the pipe:
+      // close its upstream too, or the server keeps the session — and whatever locks it holds.
+      client.once('close', () => upstream.destroy());
     });
     upstream.once('error', () => {
       if (client.destroyed) return;
