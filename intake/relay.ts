@@ -111,6 +111,10 @@ export class IntakeRelay {
     const client = await db.connect();
     try {
       await client.query('BEGIN');
+      // This transaction holds its claimed rows while it waits on Temporal's starts (bounded by
+      // startTimeoutMs each): the pools' 30 s idle-in-transaction limit (lib/db.ts) is for sessions
+      // that went silent, not for this wait, so the relay's own transaction gets a longer one.
+      await client.query("SET LOCAL idle_in_transaction_session_timeout = '5min'");
       const { rows } = await client.query<{
         workflow_id: string;
         inbox_id: string;
