@@ -132,8 +132,8 @@ export class Harness {
     await control.setWebhook({ url: `${apiUrl}/webhooks/agentmail` });
 
     const drafter = new CountingDrafter(options.drafter);
-    if (options.worker === false) {
-      return new Harness(
+    const harness = () =>
+      new Harness(
         control,
         sandboxUrl,
         apiUrl,
@@ -146,7 +146,7 @@ export class Harness {
         taskQueue,
         closers,
       );
-    }
+    if (options.worker === false) return harness();
     const workerConnection = await connectTemporalWorker(testEnv.temporal);
     const worker: Worker = await createReplyonceWorker({
       connection: workerConnection,
@@ -177,19 +177,7 @@ export class Harness {
       await running;
       await workerConnection.close();
     });
-    return new Harness(
-      control,
-      sandboxUrl,
-      apiUrl,
-      webhookSecret,
-      apiKey,
-      client,
-      db,
-      agentmail,
-      drafter,
-      taskQueue,
-      closers,
-    );
+    return harness();
   }
 
   /** A fresh inbox per test keeps tests apart on the shared sandbox, Temporal and Postgres. */
