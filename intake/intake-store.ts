@@ -89,17 +89,20 @@ export class IntakeStore {
     readonly taskQueue: string,
   ) {}
 
-  async isKnownEvent(eventId: string, timeoutMs?: number): Promise<boolean> {
-    if (this.known.has(eventId)) return true;
-    const found = await this.db.query(timed('SELECT 1 FROM inbound_events WHERE event_id = $1', [eventId], timeoutMs));
-    if ((found.rowCount ?? 0) === 0) return false;
-    this.known.set(eventId, true);
-    return true;
+  /**
+   * Whether this process has seen `eventId` recorded: no database, so a retry storm costs no
+   * round trip. A miss proves nothing (another replica, a restart); the statements below decide.
+   */
+  remembers(eventId: string): boolean {
+    return this.known.has(eventId);
   }
 
-  /** Another event type: recorded (so its retries are known) and nothing else. */
-  async recordIgnored(event: { eventId: string; eventType: string }, timeoutMs?: number): Promise<void> {
-    await this.db.query(
+  /**
+   * Another event type: recorded (so its retries are known) and nothing else, in one statement.
+   * Returns whether this call recorded it (false: the event was already in the table).
+   */
+  async recordIgnored(event: { eventId: string; eventType: string }, timeoutMs?: number): Promise<boolean> {
+    const { rowCount } = await this.db.query(
       timed(
         `INSERT INTO inbound_events (event_id, event_type, outcome) VALUES ($1, $2, 'ignored') ON CONFLICT (event_id) DO NOTHING`,
         [event.eventId, event.eventType],
@@ -107,6 +110,7 @@ export class IntakeStore {
       ),
     );
     this.known.set(event.eventId, true);
+    return (rowCount ?? 0) > 0;
   }
 
   /**

@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import type { Client } from '@temporalio/client';
 import type { FastifyInstance } from 'fastify';
 import type { Db } from '../lib/db';
-import { intakeStarts } from '../lib/metrics';
+import { intakeStarts, webhooks } from '../lib/metrics';
 import { inboundWorkflowId } from '../lib/hashing';
 import { startIngressOnly, type IngressOnly } from './support/ingress-only';
 import { messageReceivedPayload, newWebhookSecret, signedHeaders } from './support/signing';
@@ -50,6 +50,8 @@ const cursorOf = async (inboxId: string) =>
       inboxId,
     ])
   ).rows[0]?.newest_message_at;
+const outcomeCount = async (outcome: string) =>
+  (await webhooks.get()).values.find((v) => v.labels.outcome === outcome)?.value ?? 0;
 const newMessage = () => ({
   inboxId: `support-${randomUUID().slice(0, 8)}@example.com`,
   messageId: `<${randomUUID()}@mail.example.com>`,
@@ -133,6 +135,44 @@ describe('webhook delivery', () => {
     await eventually(async () => ((await intakeRow(message)).started_at ? true : undefined), 'the start');
     const runs = await countRuns(inboundWorkflowId(message));
     assert.equal(runs, 1);
+  });
+
+  test('a retry that reaches another replica (it never saw the event) is decided by the same one statement: duplicate, one job', async () => {
+    // Prepare: the first delivery of each event went to this replica.
+    const other = await startIngressOnly({ bodyLimitBytes: 64 * 1024, webhookSecret: secret });
+    try {
+      const message = newMessage();
+      const received = JSON.stringify(messageReceivedPayload(message));
+      const delivered = JSON.stringify({
+        type: 'event',
+        event_type: 'message.delivered',
+        event_id: `evt_${randomUUID()}`,
+      });
+      for (const body of [received, delivered])
+        assert.equal((await post(body, signedHeaders(secret, body))).statusCode, 204);
+      const duplicatesBefore = await outcomeCount('duplicate');
+
+      // Act: the sender's retries land on the other replica.
+      for (const body of [received, delivered]) {
+        const response = await other.app.inject({
+          method: 'POST',
+          url: '/webhooks/agentmail',
+          payload: body,
+          headers: signedHeaders(secret, body),
+        });
+        assert.equal(response.statusCode, 204);
+      }
+
+      // Assess: both answered as duplicates; the rows are the first delivery's.
+      assert.equal((await outcomeCount('duplicate')) - duplicatesBefore, 2);
+      assert.equal((await eventRow(JSON.parse(received).event_id)).outcome, 'queued');
+      assert.equal((await eventRow(JSON.parse(delivered).event_id)).outcome, 'ignored');
+      assert.equal((await intakeRow(message)).first_event_id, JSON.parse(received).event_id);
+      await eventually(async () => ((await intakeRow(message)).started_at ? true : undefined), 'the start');
+      assert.equal(await countRuns(inboundWorkflowId(message)), 1);
+    } finally {
+      await other.close();
+    }
   });
 
   test('other event types are acknowledged and recorded as ignored, starting nothing', async () => {

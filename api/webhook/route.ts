@@ -22,8 +22,8 @@ class DeadlineExceeded extends Error {
 /**
  * POST /webhooks/agentmail, the HTTP adapter of the intake. The order matters:
  * 1 verify the signature over the raw bytes (400, nothing recorded);
- * 2 a known event_id answers 204 at once (one indexed lookup, or none: no Temporal call);
- * 3 ONE statement records the event and the intake row (the job, keyed by the workflow ID) and
+ * 2 an event_id this process recorded answers 204 at once (from memory: no database, no Temporal);
+ * 3 otherwise ONE statement records the event and the intake row (the job, keyed by the workflow ID) and
  *   advances the inbox's cursor: a new row → `queued`, an existing one → `duplicate`;
  * 4 answer 204 once that committed — the message is ours now;
  * 5 after the commit, this process starts the workflow (intake/starter.ts) without holding the
@@ -79,18 +79,19 @@ export const webhookRoute: FastifyPluginAsync<WebhookRouteOptions> = async (app:
     const left = () => Math.max(1, deadline - Date.now());
     const { intake } = options;
 
-    if (await withinDeadline(intake.store.isKnownEvent(eventId, left()), left())) {
+    // An event this process recorded: answered from memory. Any other goes to ONE statement, which
+    // decides new or duplicate itself (another replica's event, or this one's before a restart).
+    if (intake.store.remembers(eventId)) {
       settle(request, 'duplicate');
-      // At debug: a retry storm is thousands of these a second, each a synchronous write, and
-      // replyonce_webhooks_total{outcome="duplicate"} already counts them.
       request.log.debug({ eventId, outcome: 'duplicate' }, 'webhook duplicate event');
       return reply.code(204).send();
     }
 
     if (eventType !== 'message.received') {
-      await withinDeadline(intake.store.recordIgnored({ eventId, eventType }, left()), left());
-      settle(request, 'ignored');
-      request.log.info({ eventId, eventType, outcome: 'ignored' }, 'webhook event type not handled');
+      const recorded = await withinDeadline(intake.store.recordIgnored({ eventId, eventType }, left()), left());
+      const outcome = recorded ? 'ignored' : 'duplicate';
+      settle(request, outcome);
+      request.log.info({ eventId, eventType, outcome }, 'webhook event type not handled');
       return reply.code(204).send();
     }
 

@@ -21,11 +21,12 @@ export interface IngressOnly {
  * its task queue, so a started workflow stays queued and a test sees exactly what the ingress did.
  */
 export async function startIngressOnly(
-  options: { bodyLimitBytes: number } & Partial<
+  options: { bodyLimitBytes: number; webhookSecret?: string } & Partial<
     Pick<AppOptions, 'requestTimeoutMs' | 'maxConcurrentRequests' | 'taskQueue' | 'intake'>
   >,
 ): Promise<IngressOnly> {
-  const secret = newWebhookSecret();
+  // A second replica of one deployment shares its secret (and the database).
+  const secret = options.webhookSecret ?? newWebhookSecret();
   const db = createDb(testEnv.databaseUrl);
   const { client, connection } = await connectClient();
   const app = buildApp({
