@@ -203,6 +203,11 @@ const workerSchema = z
     METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
     METRICS_HOST: z.string().trim().min(1).default('127.0.0.1'),
     WORKER_MAX_CONCURRENT_ACTIVITIES: z.coerce.number().int().min(1).default(50),
+    /**
+     * The worker's CPU priority as a nice value (0–19; 0: unchanged). Where it shares cores with
+     * the API, the webhook's answer goes first and the worker takes the rest (worker/cpu-priority.ts).
+     */
+    WORKER_NICE: z.coerce.number().int().min(0).max(19).default(10),
   })
   .superRefine(checkProviderSettings, { when: () => true });
 

@@ -1,4 +1,5 @@
 import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
@@ -24,7 +25,39 @@ async function occupiedPort(): Promise<{ port: number; close: () => Promise<void
   return { port, close: () => new Promise((resolve) => server.close(() => resolve())) };
 }
 
+/** The nice value of every thread of a process (field 19 of /proc/<pid>/task/<tid>/stat). */
+function threadNiceValues(pid: number): number[] {
+  return readdirSync(`/proc/${pid}/task`).map((tid) => {
+    const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+    // After "pid (comm) ": state is field 3, nice field 19.
+    return Number(stat.slice(stat.lastIndexOf(') ') + 2).split(' ')[16]);
+  });
+}
+
 describe('worker start-up', () => {
+  test('the worker yields the CPU to the API: every thread, Temporal runtime threads included, runs at WORKER_NICE (default 10); 0 leaves it', async () => {
+    // Act
+    const lowered = await AppProcess.startWorker(h);
+    processes.push(lowered);
+    const unchanged = await AppProcess.startWorker(h, { env: { WORKER_NICE: '0' } });
+    processes.push(unchanged);
+
+    // Assess: a polling worker has its Rust core and V8 threads besides the main one.
+    const loweredThreads = threadNiceValues(lowered.pid as number);
+    assert.ok(loweredThreads.length > 4, `only ${loweredThreads.length} threads`);
+    assert.deepEqual(new Set(loweredThreads), new Set([10]));
+    assert.equal(lowered.logs('worker polling')[0]?.nice, 10);
+    assert.deepEqual(new Set(threadNiceValues(unchanged.pid as number)), new Set([0]));
+  });
+
+  test('WORKER_NICE out of 0–19 stops the worker naming the variable', async () => {
+    const worker = AppProcess.spawnWorker(h, { env: { WORKER_NICE: '20' } });
+    processes.push(worker);
+    const { code } = await worker.exited;
+    assert.equal(code, 1);
+    assert.match(worker.stderr, /WORKER_NICE/);
+  });
+
   test('a METRICS_PORT that is taken stops the worker with that cause, not a connection clean-up error', async () => {
     // Prepare
     const taken = await occupiedPort();

@@ -13,6 +13,7 @@ import { activeTracing } from '../lib/tracing';
 import { createReplyonceWorker } from './create-worker';
 import { unansweredQuery } from './unanswered';
 import { ensureSchedules } from './schedules';
+import { lowerCpuPriority } from './cpu-priority';
 import { DEFAULT_METRICS_PORT, MetricsPortInUseError, startMetricsServer } from './metrics-server';
 
 /** A start-up failure with a cause the operator can act on, said in one line. */
@@ -24,6 +25,8 @@ class StartupError extends Error {
 async function main(): Promise<void> {
   const config = loadWorkerConfig();
   const log = createLogger('worker', config.LOG_LEVEL);
+  // Before Temporal's runtime starts its threads, so they inherit it.
+  const priority = lowerCpuPriority(config.WORKER_NICE);
   // The SDK's own logs (and activities' `log`) go through pino too: one JSON stream per process.
   Runtime.install({
     logger: new DefaultLogger(temporalLevel(config.LOG_LEVEL), ({ level, message, meta }) => {
@@ -113,6 +116,7 @@ async function main(): Promise<void> {
         metrics: metricsServer.url,
         drafter: drafter.name,
         tickets: tickets.name,
+        nice: priority.nice,
       },
       'worker polling',
     );
