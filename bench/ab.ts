@@ -18,6 +18,7 @@ import { CpuMeter, cpuPer, loadAverage, progress, type BenchContext } from './su
 import { seedMessages, Signer } from './support/deliveries';
 import {
   bundleWorkflows,
+  environmentOn,
   prepareDatabase,
   prepareTemporal,
   type Cleanup,
@@ -58,14 +59,9 @@ async function main(): Promise<void> {
       prepareDatabase(cleanups),
       bundleWorkflows(),
     ]);
+    // One server for the whole comparison: both builds meet the same (growing) history.
     const base: Environment = {
-      temporalAddress: temporal.address,
-      temporalEnv: temporal.env,
-      databaseUrl,
-      workflowBundle,
-      codeRoot: after,
-      tsx: false,
-      temporalPid: temporal.pid,
+      ...environmentOn(temporal, { databaseUrl, workflowBundle, codeRoot: after, tsx: false }),
       freshTemporal: async () => undefined,
     };
     const collector = traced ? await startCollector() : undefined;

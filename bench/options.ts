@@ -12,9 +12,15 @@
  *   --temporal stack   run against Temporal's own server on Postgres with mTLS (`npm run stack`'s,
  *                      scripts/services/temporal-stack.ts) instead of the dev server; its state is
  *                      kept across repeats (a fresh one per repeat would rebuild the databases)
+ *   --temporal both    start both and compare them side by side in this run (the `servers`
+ *                      scenario, the default with it): the start rate alone and ours with its
+ *                      worker, and the end-to-end runs at 1×, 4× and 16×, on each server in turn;
+ *                      other scenarios named with --only run on the dev server
  */
 
-export const SCENARIOS = ['ingress', 'storm', 'e2e', 'store', 'intake'] as const;
+export const SCENARIOS = ['ingress', 'storm', 'e2e', 'store', 'intake', 'servers'] as const;
+/** What a run without --only does: everything but `servers`, which needs --temporal both (and is all it does by default). */
+const DEFAULT_SCENARIOS: Scenario[] = ['ingress', 'storm', 'e2e', 'store', 'intake'];
 export type Scenario = (typeof SCENARIOS)[number];
 
 export interface BenchOptions {
@@ -24,7 +30,7 @@ export interface BenchOptions {
   only: Set<Scenario>;
   profile: boolean;
   runtime: 'dist' | 'tsx';
-  temporal: 'dev' | 'stack';
+  temporal: 'dev' | 'stack' | 'both';
   ingress: {
     /** Webhooks per second at 1×, 4× and 16× load. 4× is the target rate (200/s). */
     rates: [number, number, number];
@@ -88,15 +94,18 @@ export function parseOptions(argv: string[]): BenchOptions {
     return n;
   };
   const quick = flag('--quick');
-  const only = value('--only');
-  const scenarios = only ? only.split(',').map((s) => s.trim()) : [...SCENARIOS];
-  for (const s of scenarios)
-    if (!(SCENARIOS as readonly string[]).includes(s))
-      throw new Error(`--only: unknown scenario ${s} (${SCENARIOS.join(', ')})`);
   const runtime = value('--runtime') ?? 'dist';
   if (runtime !== 'dist' && runtime !== 'tsx') throw new Error('--runtime must be dist or tsx');
   const temporal = value('--temporal') ?? 'dev';
-  if (temporal !== 'dev' && temporal !== 'stack') throw new Error('--temporal must be dev or stack');
+  if (temporal !== 'dev' && temporal !== 'stack' && temporal !== 'both')
+    throw new Error('--temporal must be dev, stack or both');
+  const only = value('--only');
+  const scenarios = only ? only.split(',').map((s) => s.trim()) : temporal === 'both' ? ['servers'] : DEFAULT_SCENARIOS;
+  for (const s of scenarios)
+    if (!(SCENARIOS as readonly string[]).includes(s))
+      throw new Error(`--only: unknown scenario ${s} (${SCENARIOS.join(', ')})`);
+  if (scenarios.includes('servers') && temporal !== 'both')
+    throw new Error('the servers scenario compares the dev server with Temporal on Postgres: add --temporal both');
 
   return {
     quick,

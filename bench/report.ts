@@ -5,6 +5,7 @@ import type { EndToEndFigures } from './scenarios/end-to-end';
 import type { IngressResults, RunFigures } from './scenarios/ingress';
 import type { IntakeFigures } from './scenarios/intake';
 import type { StoreFigures } from './scenarios/operation-store';
+import type { ServerFigures, ServerKind } from './scenarios/temporal-servers';
 import type { ProfileSummary } from './support/profile';
 import { median, ratio } from './support/stats';
 
@@ -36,6 +37,7 @@ export interface BenchResults {
   endToEnd?: EndToEndFigures[];
   store?: StoreFigures[];
   intake?: IntakeFigures;
+  servers?: ServerFigures[];
   profiles?: ProfileSummary[];
   failures: string[];
 }
@@ -71,6 +73,8 @@ export type Medians = ReturnType<typeof medians>;
 
 export interface Summary {
   ingress: Array<{ rate: number; load: string; ours: Medians; baseline: Medians; p50Ratio: number; p99Ratio: number }>;
+  /** Ours at the 1× rate with its worker at the API's CPU priority (WORKER_NICE=0), same repeats. */
+  equalPriority?: { rate: number; ours: Medians };
   search?: {
     ours: number;
     baseline: number;
@@ -106,8 +110,60 @@ export interface Summary {
     cpuMsPerMessage: Record<string, number>;
   }>;
   store: Array<{ kind: string; throughput: number; p50: number; p99: number }>;
+  /** `--temporal both`: the dev server and Temporal on Postgres, side by side (medians over repeats). */
+  servers?: Record<ServerKind, ServerSummary>;
   storeOverhead?: { p50Ratio: number; throughputRatio: number; extraMsP50: number };
   targets: Target[];
+}
+
+export interface ServerSummary {
+  runs: number;
+  startOnly: { median: number; runs: number[]; capped: boolean };
+  ours: { median: number; runs: number[]; capped: boolean };
+  endToEnd: Array<{
+    load: string;
+    messages: number;
+    p50: number;
+    p99: number;
+    drainSeconds: number;
+    throughput: number;
+    replies: number;
+    expectedReplies: number;
+    duplicateEmails: number;
+    /** CPU ms per message of the Temporal server (and, on the stack, its Postgres backends). */
+    temporalCpuMs: number;
+  }>;
+}
+
+function serverSummary(runs: ServerFigures[]): ServerSummary {
+  const ladder = (pick: (r: ServerFigures) => ServerFigures['ours']) => ({
+    median: median(runs.map((r) => pick(r).maxSustained)),
+    runs: runs.map((r) => pick(r).maxSustained),
+    capped: runs.some((r) => pick(r).capped),
+  });
+  const loads = [...new Set(runs.flatMap((r) => r.endToEnd.map((e) => e.load)))];
+  return {
+    runs: runs.length,
+    startOnly: ladder((r) => r.startOnly),
+    ours: ladder((r) => r.ours),
+    endToEnd: loads.map((load) => {
+      const of = runs.flatMap((r) => r.endToEnd.filter((e) => e.load === load));
+      return {
+        load,
+        messages: of[0]?.messages ?? 0,
+        p50: median(of.map((e) => e.latency.p50)),
+        p99: median(of.map((e) => e.latency.p99)),
+        drainSeconds: median(of.map((e) => e.drainSeconds)),
+        throughput: median(of.map((e) => e.throughput)),
+        replies: of.reduce((n, e) => n + e.replies, 0),
+        expectedReplies: of.reduce((n, e) => n + e.messages, 0),
+        duplicateEmails: of.reduce((n, e) => n + e.duplicateEmails, 0),
+        temporalCpuMs: median(
+          of.map((e) => (e.cpuMsPerMessage.temporal ?? 0) + (e.cpuMsPerMessage['temporal postgres'] ?? 0)),
+        ),
+      };
+    }),
+  };
 }
 
 const LOADS = ['1×', '4×', '16×'];
@@ -117,7 +173,7 @@ export function summarizeResults(results: BenchResults): Summary {
   const ingress = results.ingress;
   if (ingress && ingress.fixedRate.length) {
     results.options.ingress.rates.forEach((rate, i) => {
-      const ours = medians(ingress.fixedRate.filter((r) => r.side === 'ours' && r.offered === rate));
+      const ours = medians(ingress.fixedRate.filter((r) => r.side === 'ours' && !r.variant && r.offered === rate));
       const baseline = medians(ingress.fixedRate.filter((r) => r.side === 'baseline' && r.offered === rate));
       // Speed ratios: baseline latency / our latency (≥ 1: ours at least as fast).
       summary.ingress.push({
@@ -130,6 +186,8 @@ export function summarizeResults(results: BenchResults): Summary {
       });
     });
   }
+  const equal = ingress?.fixedRate.filter((r) => r.variant === 'equal-priority') ?? [];
+  if (equal.length) summary.equalPriority = { rate: equal[0]?.offered ?? Number.NaN, ours: medians(equal) };
   if (ingress && ingress.search.length) {
     const of = (side: string, worker = true) =>
       ingress.search.filter((s) => s.side === side && (s.worker ?? true) === worker);
@@ -213,6 +271,12 @@ export function summarizeResults(results: BenchResults): Summary {
       extraMsP50: claim.p50 - bare.p50,
     };
 
+  if (results.servers?.length)
+    summary.servers = {
+      dev: serverSummary(results.servers.filter((s) => s.server === 'dev')),
+      stack: serverSummary(results.servers.filter((s) => s.server === 'stack')),
+    };
+
   // The issue's targets: reported, never asserted in tests.
   const dups = summary.storm?.duplicatesOnly;
   summary.targets.push({
@@ -222,6 +286,15 @@ export function summarizeResults(results: BenchResults): Summary {
       ? `${f2(dups.ratio)} (${f1(dups.ours.throughput)}/s vs ${f1(dups.baseline.throughput)}/s; p99 ${msText(dups.ours.p99)} vs ${msText(dups.baseline.p99)})`
       : 'not run',
     met: dups ? dups.ratio >= 1 : null,
+  });
+  const at50 = summary.ingress.find((r) => r.rate === 50);
+  summary.targets.push({
+    name: 'new messages at 50/s with the worker on the same cores: ack p99 ≤ 25 ms',
+    goal: 'p99 ≤ 25 ms, every delivery 2xx',
+    measured: at50
+      ? `p99 ${msText(at50.ours.p99)} (baseline ${msText(at50.baseline.p99)}${summary.equalPriority ? `; worker at equal priority ${msText(summary.equalPriority.ours.p99)}` : ''})`
+      : 'not run',
+    met: at50 ? at50.ours.p99 <= 25 && at50.ours.failed.length === 0 : null,
   });
   const at200 = summary.ingress.find((r) => r.rate === 200);
   summary.targets.push({
@@ -336,6 +409,13 @@ export function markdown(results: BenchResults, summary: Summary): string {
         ]),
       ),
       '',
+      ...(summary.equalPriority
+        ? [
+            `Ours at ${summary.equalPriority.rate}/s with its worker at the API's CPU priority (WORKER_NICE=0; the default is 10), in the same repeats: ` +
+              `p50 / p99 / p99.9 ${msText(summary.equalPriority.ours.p50)} / ${msText(summary.equalPriority.ours.p99)} / ${msText(summary.equalPriority.ours.p999)}.`,
+            '',
+          ]
+        : []),
     );
   }
   if (summary.search) {
@@ -514,6 +594,7 @@ export function markdown(results: BenchResults, summary: Summary): string {
     }
   }
   lines.push(...intakeSection(results.intake));
+  lines.push(...serversSection(summary.servers));
   if (results.profiles?.length) {
     lines.push('## Where the time goes (CPU profiles)', '');
     for (const p of results.profiles) {
@@ -549,6 +630,70 @@ function perRepeat(runs: IngressResults['storm'], pick: (s: IngressResults['stor
     .join('; ');
 }
 
+/** Scenario 8 (bench/scenarios/temporal-servers.ts): the rows of the dev server vs Temporal on Postgres. */
+function serverRows(servers: Record<ServerKind, ServerSummary>): string[][] {
+  const { dev, stack } = servers;
+  const rate = (l: ServerSummary['ours']) => `${l.capped ? '≥ ' : ''}${f1(l.median)}/s`;
+  const rows = [
+    [
+      'the Temporal start alone, highest rate with p99 < 100 ms',
+      rate(dev.startOnly),
+      rate(stack.startOnly),
+      f2(ratio(stack.startOnly.median, dev.startOnly.median)),
+    ],
+    [
+      'ours with its worker, highest rate with ack p99 < 100 ms',
+      rate(dev.ours),
+      rate(stack.ours),
+      f2(ratio(stack.ours.median, dev.ours.median)),
+    ],
+  ];
+  for (const d of dev.endToEnd) {
+    const s = stack.endToEnd.find((e) => e.load === d.load);
+    if (!s) continue;
+    rows.push(
+      [
+        `end to end ${d.load} (${d.messages} messages): webhook → reply p50 / p99`,
+        `${msText(d.p50)} / ${msText(d.p99)}`,
+        `${msText(s.p50)} / ${msText(s.p99)}`,
+        f2(ratio(d.p50, s.p50)),
+      ],
+      [
+        `end to end ${d.load}: drain, replies/s`,
+        `${f1(d.drainSeconds)} s, ${f1(d.throughput)}/s`,
+        `${f1(s.drainSeconds)} s, ${f1(s.throughput)}/s`,
+        f2(ratio(s.throughput, d.throughput)),
+      ],
+      [
+        `end to end ${d.load}: Temporal's CPU ms per message`,
+        f1(d.temporalCpuMs),
+        f1(s.temporalCpuMs),
+        f2(ratio(d.temporalCpuMs, s.temporalCpuMs)),
+      ],
+      [
+        `end to end ${d.load}: replies, duplicate emails`,
+        `${d.replies}/${d.expectedReplies}, ${d.duplicateEmails}`,
+        `${s.replies}/${s.expectedReplies}, ${s.duplicateEmails}`,
+        '',
+      ],
+    );
+  }
+  return rows;
+}
+
+function serversSection(servers: Record<ServerKind, ServerSummary> | undefined): string[] {
+  if (!servers) return [];
+  return [
+    '## 8. The dev server and Temporal on Postgres, side by side',
+    '',
+    `The same runs on each server in turn, in this run (order alternating by repeat; ${servers.dev.runs} repeat(s)): the Temporal dev server (in memory) and Temporal's own server on PostgreSQL with SQL visibility and mTLS (\`npm run stack\`'s). ` +
+      "Temporal's CPU on the stack includes its Postgres backends. Ratios are stack ÷ dev in speed (≥ 1: the stack at least as fast).",
+    '',
+    table(['figure (median)', 'dev server', 'Temporal on Postgres', 'ratio'], serverRows(servers)),
+    '',
+  ];
+}
+
 /** Scenarios 6 and 7 (bench/scenarios/intake.ts): one run each, no baseline (it has neither a catch-up nor a Temporal). */
 function intakeSection(intake: IntakeFigures | undefined): string[] {
   if (!intake?.catchUp && !intake?.outage) return [];
@@ -577,6 +722,13 @@ export function consoleTable(summary: Summary, intake?: IntakeFigures): string {
   const rows: string[][] = [];
   for (const r of summary.ingress)
     rows.push([`ingress ${r.load} ${r.rate}/s p99`, msText(r.ours.p99), msText(r.baseline.p99), f2(r.p99Ratio)]);
+  if (summary.equalPriority)
+    rows.push([
+      `  ${summary.equalPriority.rate}/s, worker at equal priority`,
+      msText(summary.equalPriority.ours.p99),
+      '',
+      '',
+    ]);
   if (summary.search) {
     rows.push([
       'max sustained (p99 < 100 ms)',
@@ -630,15 +782,29 @@ export function consoleTable(summary: Summary, intake?: IntakeFigures): string {
       `dups ${intake.outage.duplicateEmails}`,
       `missing ${intake.outage.missingReplies}`,
     ]);
-  const header = ['figure (median)', 'ours', 'baseline', 'ratio (≥1: ours as fast)'];
-  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
-  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ');
+  const tables = [];
+  if (rows.length) tables.push(textTable(['figure (median)', 'ours', 'baseline', 'ratio (≥1: ours as fast)'], rows));
+  if (summary.servers)
+    tables.push(
+      textTable(
+        ['figure (median)', 'dev server', 'Temporal on Postgres', 'ratio (≥1: Postgres as fast)'],
+        serverRows(summary.servers).map((r) => [
+          (r[0] ?? '').replace(/, highest rate with (ack )?p99 < 100 ms|webhook → reply /g, ''),
+          ...r.slice(1),
+        ]),
+      ),
+    );
   const targets = summary.targets.map(
     (t) => `${t.met === null ? '  -' : t.met ? ' ok' : ' NO'}  ${t.name}: ${t.measured}`,
   );
-  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line), '', 'targets:', ...targets].join(
-    '\n',
-  );
+  return [...tables.flatMap((t) => [t, '']), 'targets:', ...targets].join('\n');
+}
+
+/** Columns padded to their widest cell, for the terminal. */
+function textTable(header: string[], rows: string[][]): string {
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
+  const line = (cells: string[]) => cells.map((c, i) => c.padEnd(widths[i] ?? 0)).join('  ');
+  return [line(header), line(widths.map((w) => '-'.repeat(w))), ...rows.map(line)].join('\n');
 }
 
 export function writeResults(

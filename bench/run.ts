@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [--repeats N] [--e2e-repeats N] [--only ingress,storm,e2e,store] [--profile] [--runtime tsx]`
+// `npm run bench [-- --quick] [--repeats N] [--e2e-repeats N] [--only ingress,storm,e2e,store,intake] [--profile] [--runtime tsx] [--temporal dev|stack|both]`
 //
 // Starts its own Temporal dev server and a fresh `replyonce_bench` database (as scripts/test.ts
 // does for the suite), compiles the app, runs the sandbox, our API + worker and the Express
@@ -17,11 +17,13 @@ import { runEndToEnd } from './scenarios/end-to-end';
 import { runIngressScenarios } from './scenarios/ingress';
 import { runIntakeScenarios } from './scenarios/intake';
 import { runOperationStore } from './scenarios/operation-store';
+import { runTemporalServers } from './scenarios/temporal-servers';
 import { loadAverage, PROFILE_DIR, progress, type BenchContext } from './support/context';
 import { Signer } from './support/deliveries';
 import {
   bundleWorkflows,
   compileApp,
+  environmentOn,
   prepareDatabase,
   prepareTemporal,
   ROOT,
@@ -46,6 +48,10 @@ async function main(): Promise<number> {
       process.exit(130);
     });
   }
+  if (options.temporal !== 'dev' && process.env.TEMPORAL_ADDRESS)
+    throw new Error(
+      `--temporal ${options.temporal} starts its own servers; unset TEMPORAL_ADDRESS (${process.env.TEMPORAL_ADDRESS}) or drop the option`,
+    );
   const startedAt = new Date().toISOString();
   const loadAtStart = loadAverage();
   progress(
@@ -61,27 +67,17 @@ async function main(): Promise<number> {
 
   try {
     const setupAt = Date.now();
-    const [temporal, databaseUrl, workflowBundle, codeRoot] = await Promise.all([
-      prepareTemporal(cleanups, options.temporal),
+    // --temporal both: the dev server is the one every other scenario uses; the stack is beside it.
+    const [temporal, stackTemporal, databaseUrl, workflowBundle, codeRoot] = await Promise.all([
+      prepareTemporal(cleanups, options.temporal === 'both' ? 'dev' : options.temporal),
+      options.temporal === 'both' ? prepareTemporal(cleanups, 'stack') : Promise.resolve(undefined),
       prepareDatabase(cleanups),
       bundleWorkflows(),
       options.runtime === 'dist' ? compileApp() : Promise.resolve(ROOT),
     ]);
-    const env: Environment = {
-      temporalAddress: temporal.address,
-      temporalEnv: temporal.env,
-      databaseUrl,
-      workflowBundle,
-      codeRoot,
-      tsx: options.runtime === 'tsx',
-      temporalPid: temporal.pid,
-      freshTemporal: async () => {
-        await temporal.restart();
-        env.temporalAddress = temporal.address;
-        env.temporalEnv = temporal.env;
-        env.temporalPid = temporal.pid;
-      },
-    };
+    const app = { databaseUrl, workflowBundle, codeRoot, tsx: options.runtime === 'tsx' };
+    const env = environmentOn(temporal, app);
+    const stackEnv = stackTemporal && environmentOn(stackTemporal, app);
     const secrets = newSecrets();
     const sandbox = await startSandbox(env, secrets);
     cleanups.push(() => sandbox.process.stop());
@@ -95,10 +91,10 @@ async function main(): Promise<number> {
       profileDir: PROFILE_DIR,
       log: progress,
     };
-    results.machine = machineInfo(env, options, loadAtStart);
+    results.machine = machineInfo(env, options, loadAtStart, stackEnv);
     results.machine.postgres = await postgresVersion(databaseUrl).catch(() => 'unknown');
     progress(
-      `set-up ${((Date.now() - setupAt) / 1000).toFixed(1)} s (Temporal ${temporal.address}, servers run as ${results.machine.runtime})`,
+      `set-up ${((Date.now() - setupAt) / 1000).toFixed(1)} s (Temporal ${temporal.address}${stackEnv ? ` and ${stackEnv.temporalAddress}` : ''}, servers run as ${results.machine.runtime})`,
     );
 
     const step = async (name: string, run: () => Promise<void>) => {
@@ -126,10 +122,21 @@ async function main(): Promise<number> {
       await step('end to end', async () => void (results.endToEnd = await runEndToEnd(context)));
     if (options.only.has('intake'))
       await step('intake', async () => void (results.intake = await runIntakeScenarios(context)));
+    if (options.only.has('servers') && stackEnv)
+      await step(
+        'Temporal servers',
+        async () => void (results.servers = await runTemporalServers(context, { dev: env, stack: stackEnv })),
+      );
     if (options.profile) await step('profiles', async () => void (results.profiles = await profileRuns(context)));
 
-    for (const run of results.endToEnd ?? []) {
-      const what = `end to end ${run.load}, repeat ${run.repeat + 1}`;
+    const endToEndRuns = [
+      ...(results.endToEnd ?? []).map((run) => ({ run, where: '' })),
+      ...(results.servers ?? []).flatMap((s) =>
+        s.endToEnd.map((run) => ({ run, where: ` on the ${s.server} server` })),
+      ),
+    ];
+    for (const { run, where } of endToEndRuns) {
+      const what = `end to end ${run.load}${where}, repeat ${run.repeat + 1}`;
       if (run.duplicateEmails > 0) results.failures.push(`${what}: ${run.duplicateEmails} duplicate email(s)`);
       if (run.missingReplies > 0)
         results.failures.push(
@@ -211,7 +218,12 @@ async function profileRuns(context: BenchContext): Promise<ReturnType<typeof sum
   return summaries;
 }
 
-function machineInfo(env: Environment, options: BenchOptions, loadAtStart: [number, number, number]): MachineInfo {
+function machineInfo(
+  env: Environment,
+  options: BenchOptions,
+  loadAtStart: [number, number, number],
+  stackEnv?: Environment,
+): MachineInfo {
   const run = (file: string, args: string[]) => {
     try {
       return execFileSync(file, args, { cwd: ROOT, encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] }).trim();
@@ -220,6 +232,10 @@ function machineInfo(env: Environment, options: BenchOptions, loadAtStart: [numb
     }
   };
   const dirty = run('git', ['status', '--porcelain']) !== '' ? ' (with uncommitted changes)' : '';
+  const devServer = () =>
+    `${run(temporalCliPath(), ['--version']).replace(/^temporal version /, '')} (dev server, in memory)`;
+  const stack = (address: string) =>
+    `Temporal's own server on PostgreSQL with SQL visibility and mTLS (npm run stack's) at ${address}`;
   return {
     cpus: cpus()[0]?.model ?? 'unknown',
     cores: cpus().length,
@@ -227,9 +243,11 @@ function machineInfo(env: Environment, options: BenchOptions, loadAtStart: [numb
     node: process.version,
     temporal: process.env.TEMPORAL_ADDRESS
       ? `at ${env.temporalAddress}`
-      : options.temporal === 'stack'
-        ? `Temporal's own server on PostgreSQL with SQL visibility and mTLS (npm run stack's) at ${env.temporalAddress}`
-        : `${run(temporalCliPath(), ['--version']).replace(/^temporal version /, '')} (dev server, in memory)`,
+      : stackEnv
+        ? `${devServer()}, and ${stack(stackEnv.temporalAddress)}`
+        : options.temporal === 'stack'
+          ? stack(env.temporalAddress)
+          : devServer(),
     postgres: 'unknown',
     commit: `${run('git', ['rev-parse', '--short', 'HEAD'])}${dirty}`,
     runtime:

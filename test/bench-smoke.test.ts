@@ -7,6 +7,9 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { BASELINE_TABLE, baselineSchemaSql, createBaselineApp } from '../bench/baseline/app';
+import { parseOptions } from '../bench/options';
+import { summarizeResults, type BenchResults } from '../bench/report';
+import type { ServerFigures } from '../bench/scenarios/temporal-servers';
 import { bodiesLike } from '../bench/support/deliveries';
 import { runClosedLoop, runOpenLoop } from '../bench/support/load';
 import { median, percentileOfSorted } from '../bench/support/stats';
@@ -124,6 +127,58 @@ describe('the statistics', () => {
     assert.equal(percentileOfSorted(sorted, 99.9), 999);
     assert.equal(median([5, 1, 3]), 3);
     assert.equal(median([4, Number.NaN, 1, 3, 2]), 2.5);
+  });
+});
+
+describe('the two Temporal servers side by side (--temporal both)', () => {
+  test('is its own scenario, the default with --temporal both, and refused without it', () => {
+    assert.deepEqual([...parseOptions(['--temporal', 'both']).only], ['servers']);
+    assert.deepEqual(
+      [...parseOptions(['--temporal', 'both', '--only', 'ingress,servers']).only],
+      ['ingress', 'servers'],
+    );
+    assert.ok(!parseOptions([]).only.has('servers'));
+    assert.throws(() => parseOptions(['--only', 'servers']), /add --temporal both/);
+    assert.throws(() => parseOptions(['--temporal', 'cloud']), /dev, stack or both/);
+  });
+
+  test("summarizes each server over its own repeats, Temporal CPU including the stack's Postgres backends", () => {
+    const ladder = (maxSustained: number) => ({
+      side: 'ours' as const,
+      worker: true,
+      repeat: 0,
+      maxSustained,
+      capped: false,
+      steps: [],
+    });
+    const drain = (p50: number, temporal: number, postgres?: number) =>
+      ({
+        load: '1×',
+        messages: 62,
+        replies: 62,
+        duplicateEmails: 0,
+        drainSeconds: 10,
+        throughput: 6.2,
+        latency: { p50, p99: p50 * 2 },
+        cpuMsPerMessage: { temporal, ...(postgres === undefined ? {} : { 'temporal postgres': postgres }) },
+      }) as unknown as ServerFigures['endToEnd'][number];
+    const servers: ServerFigures[] = [
+      { server: 'dev', repeat: 0, startOnly: ladder(300), ours: ladder(200), endToEnd: [drain(80, 40)] },
+      { server: 'stack', repeat: 0, startOnly: ladder(140), ours: ladder(30), endToEnd: [drain(120, 50, 20)] },
+      { server: 'dev', repeat: 1, startOnly: ladder(320), ours: ladder(210), endToEnd: [drain(90, 42)] },
+      { server: 'stack', repeat: 1, startOnly: ladder(150), ours: ladder(26), endToEnd: [drain(100, 52, 22)] },
+    ];
+    const summary = summarizeResults({
+      options: parseOptions(['--temporal', 'both']),
+      servers,
+      failures: [],
+    } as unknown as BenchResults);
+    assert.deepEqual(summary.servers?.dev.startOnly.runs, [300, 320]);
+    assert.equal(summary.servers?.dev.startOnly.median, 310);
+    assert.equal(summary.servers?.stack.ours.median, 28);
+    assert.equal(summary.servers?.stack.endToEnd[0]?.p50, 110);
+    assert.equal(summary.servers?.stack.endToEnd[0]?.temporalCpuMs, 72);
+    assert.equal(summary.servers?.dev.endToEnd[0]?.temporalCpuMs, 41);
   });
 });
 

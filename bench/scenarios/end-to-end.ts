@@ -82,7 +82,7 @@ async function outbox(context: BenchContext): Promise<OutboxEntry[]> {
   return ((await response.json()) as { entries: OutboxEntry[] }).entries;
 }
 
-async function oneLoad(
+export async function oneLoad(
   context: BenchContext,
   side: Awaited<ReturnType<typeof startOurSide>>,
   repeat: number,
@@ -194,7 +194,7 @@ export async function runEndToEnd(context: BenchContext): Promise<EndToEndFigure
     const side = await startOurSide(context);
     try {
       // Warm the path (JIT, connections, the workflow bundle) with a few messages, not counted.
-      await warmUp(context, side);
+      await warmUpEndToEnd(context, side);
       for (const [load, count] of loads) {
         context.log(`end to end repeat ${repeat + 1}/${context.options.e2eRepeats}: ${load}, ${count} messages`);
         results.push(await oneLoad(context, side, repeat, load, count));
@@ -206,7 +206,10 @@ export async function runEndToEnd(context: BenchContext): Promise<EndToEndFigure
   return results;
 }
 
-async function warmUp(context: BenchContext, side: Awaited<ReturnType<typeof startOurSide>>): Promise<void> {
+export async function warmUpEndToEnd(
+  context: BenchContext,
+  side: Awaited<ReturnType<typeof startOurSide>>,
+): Promise<void> {
   await resetSandbox(context);
   const messages = await seedMessages(context.sandbox.url, 10);
   await runOpenLoop(

@@ -22,6 +22,8 @@ import { summarize, type LatencySummary } from '../support/stats';
 
 export interface RunFigures {
   side: SideName;
+  /** Ours with its worker at the API's CPU priority (WORKER_NICE=0) instead of the default 10. */
+  variant?: 'equal-priority';
   repeat: number;
   offered: number;
   sent: number;
@@ -90,7 +92,7 @@ function figures(side: SideName, repeat: number, offered: number, result: LoadRe
   };
 }
 
-async function warmUp(context: BenchContext, side: Side): Promise<void> {
+export async function warmUp(context: BenchContext, side: Side): Promise<void> {
   const bodies = await side.newEvents(context.options.ingress.warmup);
   await runOpenLoop(
     { origin: side.url, path: WEBHOOK_PATH },
@@ -101,7 +103,13 @@ async function warmUp(context: BenchContext, side: Side): Promise<void> {
   await side.settle(20_000);
 }
 
-async function fixedRate(context: BenchContext, side: Side, repeat: number, rate: number): Promise<RunFigures> {
+async function fixedRate(
+  context: BenchContext,
+  side: Side,
+  repeat: number,
+  rate: number,
+  variant?: RunFigures['variant'],
+): Promise<RunFigures> {
   const count = Math.round(rate * context.options.ingress.seconds);
   const deliveries = (await side.newEvents(count)).map((b) => context.signer.sign(b));
   const meter = CpuMeter.forRun(context, side.servers);
@@ -110,14 +118,14 @@ async function fixedRate(context: BenchContext, side: Side, repeat: number, rate
     connections: 256,
     maxDurationMs: context.options.ingress.seconds * 1000 + STRAGGLER_MS,
   });
-  const run = figures(side.name, repeat, rate, result, meter);
+  const run = { ...figures(side.name, repeat, rate, result, meter), ...(variant ? { variant } : {}) };
   context.log(
-    `  ${side.name} ${rate}/s: p50 ${ms(run.latency.p50)} p99 ${ms(run.latency.p99)} p99.9 ${ms(run.latency.p999)}, ${run.throughput.toFixed(0)}/s answered${run.failures ? `, failed: ${run.failures}` : ''}`,
+    `  ${side.name}${variant ? ` (${variant})` : ''} ${rate}/s: p50 ${ms(run.latency.p50)} p99 ${ms(run.latency.p99)} p99.9 ${ms(run.latency.p999)}, ${run.throughput.toFixed(0)}/s answered${run.failures ? `, failed: ${run.failures}` : ''}`,
   );
   return run;
 }
 
-async function search(context: BenchContext, side: Side, repeat: number, worker = true): Promise<SearchFigures> {
+export async function search(context: BenchContext, side: Side, repeat: number, worker = true): Promise<SearchFigures> {
   const { from, factor, stepSeconds, cap } = context.options.ingress.search;
   const steps: SearchFigures['steps'] = [];
   let maxSustained = 0;
@@ -240,13 +248,21 @@ export async function runIngressScenarios(
         continue;
       }
       // Ours: a fresh API, worker and task queue for each run, so no run inherits a backlog.
-      const runs: Array<{ worker: boolean; run: (side: Side) => Promise<void> }> = [];
+      const runs: Array<{ worker: boolean; env?: Record<string, string>; run: (side: Side) => Promise<void> }> = [];
       if (what.ingress) {
         for (const rate of context.options.ingress.rates)
           runs.push({
             worker: true,
             run: async (side) => void results.fixedRate.push(await fixedRate(context, side, repeat, rate)),
           });
+        // The worker at the API's own CPU priority: what its default WORKER_NICE=10 buys the door.
+        const [rate] = context.options.ingress.rates;
+        runs.push({
+          worker: true,
+          env: { WORKER_NICE: '0' },
+          run: async (side) =>
+            void results.fixedRate.push(await fixedRate(context, side, repeat, rate, 'equal-priority')),
+        });
         runs.push({ worker: true, run: async (side) => void results.search.push(await search(context, side, repeat)) });
         // The ingress's own ceiling: the same search with no worker competing for the cores.
         runs.push({
@@ -256,8 +272,8 @@ export async function runIngressScenarios(
       }
       if (what.storm)
         runs.push({ worker: true, run: async (side) => void results.storm.push(await storm(context, side, repeat)) });
-      for (const { worker, run } of runs) {
-        const side = await startOurSide(context, { worker });
+      for (const { worker, env, run } of runs) {
+        const side = await startOurSide(context, { worker, env });
         try {
           await warmUp(context, side);
           await run(side);

@@ -49,6 +49,7 @@ export class CpuMeter {
       postgres: ` ${DATABASE} `,
     };
     if (context.env.temporalPid !== undefined) sources.temporal = context.env.temporalPid;
+    if (context.env.temporalPostgres) sources['temporal postgres'] = context.env.temporalPostgres;
     for (const [name, pid] of Object.entries(servers)) if (pid !== undefined) sources[name] = pid;
     return new CpuMeter(sources);
   }

@@ -39,15 +39,22 @@ export interface Environment {
   codeRoot: string;
   tsx: boolean;
   temporalPid: number | undefined;
+  /** Which Temporal this is: the dev server (in memory) or Temporal's own server on Postgres (the stack). */
+  temporalKind: 'dev' | 'stack';
+  /** Matches the Postgres backends of Temporal's own databases (the stack), for CPU accounting. */
+  temporalPostgres?: string | undefined;
   /** Replaces the Temporal dev server with a fresh one and points this environment at it. */
   freshTemporal(): Promise<void>;
 }
 
 export interface TemporalService {
+  kind: 'dev' | 'stack';
   address: string;
   /** Temporal's connection variables (TEMPORAL_ADDRESS, and the TLS ones on the stack). */
   env: Record<string, string>;
   pid: number | undefined;
+  /** See Environment.temporalPostgres. */
+  postgresMatch?: string | undefined;
   /**
    * A fresh dev server (in memory) in place of this one, or nothing when TEMPORAL_ADDRESS names a
    * server of yours. Each ours run leaves its unfinished workflows behind on a task queue nobody
@@ -62,7 +69,7 @@ export async function prepareTemporal(cleanups: Cleanup[], kind: 'dev' | 'stack'
   if (external) {
     await setupTemporal({ address: external, namespace: NAMESPACE, retentionDays: 7 });
     const env = { TEMPORAL_ADDRESS: external };
-    return { address: external, env, pid: undefined, restart: async () => undefined };
+    return { kind, address: external, env, pid: undefined, restart: async () => undefined };
   }
   if (kind === 'stack') {
     const stack = await startTemporalStack({
@@ -77,9 +84,14 @@ export async function prepareTemporal(cleanups: Cleanup[], kind: 'dev' | 'stack'
     cleanups.push(() => stack.stop());
     const { TEMPORAL_NAMESPACE: _namespace, ...env } = stack.clientEnv;
     return {
+      kind,
       address: stack.address,
       env,
-      pid: undefined,
+      get pid() {
+        return stack.serverPid;
+      },
+      // `temporal_benchstack` and `temporal_benchstack_visibility` (a backend's title names its database).
+      postgresMatch: ` ${stack.temporalDatabases[0]}`,
       restart: async () => undefined,
     };
   }
@@ -97,6 +109,7 @@ export async function prepareTemporal(cleanups: Cleanup[], kind: 'dev' | 'stack'
   let server = await start();
   cleanups.push(() => server.stop());
   const service: TemporalService = {
+    kind,
     address: server.address,
     env: { TEMPORAL_ADDRESS: server.address },
     pid: server.pid,
@@ -109,6 +122,28 @@ export async function prepareTemporal(cleanups: Cleanup[], kind: 'dev' | 'stack'
     },
   };
   return service;
+}
+
+/** The environment the servers under test run in, on one Temporal (its restart keeps it pointed right). */
+export function environmentOn(
+  temporal: TemporalService,
+  app: Pick<Environment, 'databaseUrl' | 'workflowBundle' | 'codeRoot' | 'tsx'>,
+): Environment {
+  const env: Environment = {
+    ...app,
+    temporalAddress: temporal.address,
+    temporalEnv: temporal.env,
+    temporalPid: temporal.pid,
+    temporalKind: temporal.kind,
+    temporalPostgres: temporal.postgresMatch,
+    freshTemporal: async () => {
+      await temporal.restart();
+      env.temporalAddress = temporal.address;
+      env.temporalEnv = temporal.env;
+      env.temporalPid = temporal.pid;
+    },
+  };
+  return env;
 }
 
 export async function prepareDatabase(cleanups: Cleanup[]): Promise<string> {

@@ -33,13 +33,20 @@ export const WEBHOOK_PATH = '/webhooks/agentmail';
 
 export async function startOurSide(
   context: BenchContext,
-  options: { cpuProfileDir?: string | undefined; resetSandbox?: boolean; worker?: boolean } = {},
+  options: {
+    cpuProfileDir?: string | undefined;
+    resetSandbox?: boolean;
+    worker?: boolean;
+    /** Extra environment for the API and the worker. */
+    env?: Record<string, string> | undefined;
+  } = {},
 ): Promise<Side & { stack: OurStack }> {
   if (options.resetSandbox !== false) await resetSandbox(context);
   const worker = options.worker !== false;
   const stack = await startOurs(context.env, context.sandbox, context.secrets, {
     cpuProfileDir: options.cpuProfileDir,
     worker,
+    ...(options.env ? { env: options.env } : {}),
   });
   let seeded = 0;
   return {

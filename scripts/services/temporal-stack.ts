@@ -56,6 +56,10 @@ export interface TemporalStack {
   /** The app's database, owned by its own role (replyonce_app), not Temporal's. */
   appDatabaseUrl: string;
   binaries: TemporalBinaries;
+  /** The Temporal server's process id (a new one after restartServer). */
+  readonly serverPid: number | undefined;
+  /** Temporal's own databases (persistence, visibility), e.g. to count their Postgres backends. */
+  temporalDatabases: string[];
   /** Stops the server (and starts it again on the same state): for restart tests and the soak. */
   restartServer(): Promise<void>;
   stop(): Promise<void>;
@@ -214,6 +218,10 @@ export async function startTemporalStack(options: TemporalStackOptions): Promise
       connection,
       appDatabaseUrl: `postgres://replyonce_app:${APP_DB_PASSWORD}@${LOCAL_POSTGRES.host}:${LOCAL_POSTGRES.port}/${databases.app}`,
       binaries,
+      get serverPid() {
+        return server.child.pid;
+      },
+      temporalDatabases: [databases.temporal, databases.visibility],
       async restartServer() {
         await stopChild(server);
         server = await startServer();
