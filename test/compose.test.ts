@@ -20,6 +20,7 @@ interface Service {
   environment?: Record<string, string>;
   ports?: string[];
   healthcheck?: { test: string[] };
+  cpu_shares?: number;
   volumes?: string[];
   restart?: string;
   depends_on?: Record<string, { condition: string }>;
@@ -146,6 +147,10 @@ test('every long-running service has a health check that means something', () =>
   for (const name of LONG_RUNNING) assert.ok(service(name).healthcheck?.test.length, name);
   assert.match(service('api').healthcheck!.test.join(' '), /\/readyz/);
   assert.match(service('worker').healthcheck!.test.join(' '), /:9464\/readyz/, 'the worker is healthy while it polls');
+  assert.ok(
+    (service('worker').cpu_shares ?? 1024) < (service('api').cpu_shares ?? 1024),
+    'the API has the larger CPU share: webhooks are answered first',
+  );
   assert.match(service('temporal-ui').healthcheck!.test.join(' '), /\/api\/v1\/namespaces\/replyonce/);
   assert.match(service('postgresql').healthcheck!.test.join(' '), /-h 127\.0\.0\.1 .*-d replyonce/);
 });
