@@ -34,8 +34,13 @@ export interface BenchOptions {
   ingress: {
     /** Webhooks per second at 1×, 4× and 16× load. 4× is the target rate (200/s). */
     rates: [number, number, number];
-    /** Length of each fixed-rate run. */
+    /** Length of each fixed-rate run, at least (see minDeliveries). */
     seconds: number;
+    /**
+     * Deliveries a fixed-rate run sends at least, so its p99 is not the second-slowest of a
+     * handful: at 50/s a 2.5 s run has 125 samples, and one stall decides its "p99".
+     */
+    minDeliveries: number;
     /** The max-sustained search: start rate, growth per step, length of a step, highest rate tried. */
     search: { from: number; factor: number; stepSeconds: number; cap: number };
     /** Deliveries before a measurement that are not counted (JIT, connection pools, Temporal's connection). */
@@ -71,6 +76,11 @@ export interface BenchOptions {
     outageRate: number;
     outageSeconds: number;
   };
+}
+
+/** How long a fixed-rate run at `rate` lasts: its configured length, or longer for enough samples. */
+export function fixedRateSeconds(options: BenchOptions, rate: number): number {
+  return Math.max(options.ingress.seconds, options.ingress.minDeliveries / rate);
 }
 
 export function parseOptions(argv: string[]): BenchOptions {
@@ -118,6 +128,7 @@ export function parseOptions(argv: string[]): BenchOptions {
     ingress: {
       rates: [50, 200, 800],
       seconds: quick ? 1 : 2.5,
+      minDeliveries: quick ? 100 : 500,
       search: { from: 5, factor: 1.5, stepSeconds: quick ? 1 : 1.2, cap: quick ? 1_000 : 3_000 },
       warmup: 30,
     },

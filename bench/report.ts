@@ -1,6 +1,6 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import type { BenchOptions } from './options';
+import { fixedRateSeconds, type BenchOptions } from './options';
 import type { EndToEndFigures } from './scenarios/end-to-end';
 import type { IngressResults, RunFigures } from './scenarios/ingress';
 import type { IntakeFigures } from './scenarios/intake';
@@ -75,6 +75,8 @@ export interface Summary {
   ingress: Array<{ rate: number; load: string; ours: Medians; baseline: Medians; p50Ratio: number; p99Ratio: number }>;
   /** Ours at the 1× rate with its worker at the API's CPU priority (WORKER_NICE=0), same repeats. */
   equalPriority?: { rate: number; ours: Medians };
+  /** Ours and the baseline at the 1× rate at the same moment, our worker draining ours. */
+  sharedCores?: { rate: number; ours: Medians; baseline: Medians };
   search?: {
     ours: number;
     baseline: number;
@@ -174,7 +176,9 @@ export function summarizeResults(results: BenchResults): Summary {
   if (ingress && ingress.fixedRate.length) {
     results.options.ingress.rates.forEach((rate, i) => {
       const ours = medians(ingress.fixedRate.filter((r) => r.side === 'ours' && !r.variant && r.offered === rate));
-      const baseline = medians(ingress.fixedRate.filter((r) => r.side === 'baseline' && r.offered === rate));
+      const baseline = medians(
+        ingress.fixedRate.filter((r) => r.side === 'baseline' && !r.variant && r.offered === rate),
+      );
       // Speed ratios: baseline latency / our latency (≥ 1: ours at least as fast).
       summary.ingress.push({
         rate,
@@ -188,6 +192,13 @@ export function summarizeResults(results: BenchResults): Summary {
   }
   const equal = ingress?.fixedRate.filter((r) => r.variant === 'equal-priority') ?? [];
   if (equal.length) summary.equalPriority = { rate: equal[0]?.offered ?? Number.NaN, ours: medians(equal) };
+  const shared = ingress?.fixedRate.filter((r) => r.variant === 'shared-cores') ?? [];
+  if (shared.length)
+    summary.sharedCores = {
+      rate: shared[0]?.offered ?? Number.NaN,
+      ours: medians(shared.filter((r) => r.side === 'ours')),
+      baseline: medians(shared.filter((r) => r.side === 'baseline')),
+    };
   if (ingress && ingress.search.length) {
     const of = (side: string, worker = true) =>
       ingress.search.filter((s) => s.side === side && (s.worker ?? true) === worker);
@@ -292,7 +303,9 @@ export function summarizeResults(results: BenchResults): Summary {
     name: 'new messages at 50/s with the worker on the same cores: ack p99 ≤ 25 ms',
     goal: 'p99 ≤ 25 ms, every delivery 2xx',
     measured: at50
-      ? `p99 ${msText(at50.ours.p99)} (baseline ${msText(at50.baseline.p99)}${summary.equalPriority ? `; worker at equal priority ${msText(summary.equalPriority.ours.p99)}` : ''})`
+      ? `p99 ${msText(at50.ours.p99)} (baseline without a worker ${msText(at50.baseline.p99)}` +
+        `${summary.sharedCores ? `; both at once under the worker's load: ours ${msText(summary.sharedCores.ours.p99)}, baseline ${msText(summary.sharedCores.baseline.p99)}` : ''}` +
+        `${summary.equalPriority ? `; worker at equal priority ${msText(summary.equalPriority.ours.p99)}` : ''})`
       : 'not run',
     met: at50 ? at50.ours.p99 <= 25 && at50.ours.failed.length === 0 : null,
   });
@@ -382,7 +395,7 @@ export function markdown(results: BenchResults, summary: Summary): string {
     lines.push(
       '## 1. Ingress, unique messages (fixed rate, open loop)',
       '',
-      `Each rate for ${o.ingress.seconds} s after a warm-up; latency from when each delivery was due to its answer. Ours starts one Temporal workflow per delivery, with the worker running and processing them (as in production). ` +
+      `Each rate for ${o.ingress.seconds} s, or long enough for ${o.ingress.minDeliveries} deliveries (${o.ingress.rates.map((r) => `${r}/s: ${f1(fixedRateSeconds(o, r))} s`).join(', ')}), after a warm-up; latency from when each delivery was due to its answer. Ours starts one Temporal workflow per delivery, with the worker running and processing them (as in production). ` +
         `Load average (1 min, the bench's own processes included) during these runs: ${loadRange((results.ingress?.fixedRate ?? []).map((r) => r.load[0]))}; ` +
         `other processes on the machine used ${othersText((results.ingress?.fixedRate ?? []).map((r) => r.othersBusy))} (median).`,
       '',
@@ -413,6 +426,14 @@ export function markdown(results: BenchResults, summary: Summary): string {
         ? [
             `Ours at ${summary.equalPriority.rate}/s with its worker at the API's CPU priority (WORKER_NICE=0; the default is 10), in the same repeats: ` +
               `p50 / p99 / p99.9 ${msText(summary.equalPriority.ours.p50)} / ${msText(summary.equalPriority.ours.p99)} / ${msText(summary.equalPriority.ours.p999)}.`,
+            '',
+          ]
+        : []),
+      ...(summary.sharedCores
+        ? [
+            `Ours and the baseline at ${summary.sharedCores.rate}/s **at the same moment**, while our worker drains ours (both doors under the same contention): ` +
+              `ours p50 / p99 / p99.9 ${msText(summary.sharedCores.ours.p50)} / ${msText(summary.sharedCores.ours.p99)} / ${msText(summary.sharedCores.ours.p999)}, ` +
+              `the baseline ${msText(summary.sharedCores.baseline.p50)} / ${msText(summary.sharedCores.baseline.p99)} / ${msText(summary.sharedCores.baseline.p999)}.`,
             '',
           ]
         : []),
@@ -722,6 +743,13 @@ export function consoleTable(summary: Summary, intake?: IntakeFigures): string {
   const rows: string[][] = [];
   for (const r of summary.ingress)
     rows.push([`ingress ${r.load} ${r.rate}/s p99`, msText(r.ours.p99), msText(r.baseline.p99), f2(r.p99Ratio)]);
+  if (summary.sharedCores)
+    rows.push([
+      `  ${summary.sharedCores.rate}/s, both at once beside our worker`,
+      msText(summary.sharedCores.ours.p99),
+      msText(summary.sharedCores.baseline.p99),
+      f2(ratio(summary.sharedCores.baseline.p99, summary.sharedCores.ours.p99)),
+    ]);
   if (summary.equalPriority)
     rows.push([
       `  ${summary.equalPriority.rate}/s, worker at equal priority`,

@@ -1,3 +1,4 @@
+import { fixedRateSeconds } from '../options';
 import type { BenchContext } from '../support/context';
 import { CpuMeter, cpuPer, loadAverage, othersBusy } from '../support/context';
 import { seededRandom } from '../support/deliveries';
@@ -22,8 +23,12 @@ import { summarize, type LatencySummary } from '../support/stats';
 
 export interface RunFigures {
   side: SideName;
-  /** Ours with its worker at the API's CPU priority (WORKER_NICE=0) instead of the default 10. */
-  variant?: 'equal-priority';
+  /**
+   * equal-priority: ours with its worker at the API's CPU priority (WORKER_NICE=0), not the default 10.
+   * shared-cores: ours and the baseline at the same rate at the same moment, while our worker
+   * drains ours: both doors under the same contention (the control for ours' tail latency).
+   */
+  variant?: 'equal-priority' | 'shared-cores';
   repeat: number;
   offered: number;
   sent: number;
@@ -110,19 +115,56 @@ async function fixedRate(
   rate: number,
   variant?: RunFigures['variant'],
 ): Promise<RunFigures> {
-  const count = Math.round(rate * context.options.ingress.seconds);
+  const seconds = fixedRateSeconds(context.options, rate);
+  const count = Math.round(rate * seconds);
   const deliveries = (await side.newEvents(count)).map((b) => context.signer.sign(b));
   const meter = CpuMeter.forRun(context, side.servers);
   const result = await runOpenLoop({ origin: side.url, path: WEBHOOK_PATH }, deliveries, {
     rate,
     connections: 256,
-    maxDurationMs: context.options.ingress.seconds * 1000 + STRAGGLER_MS,
+    maxDurationMs: seconds * 1000 + STRAGGLER_MS,
   });
   const run = { ...figures(side.name, repeat, rate, result, meter), ...(variant ? { variant } : {}) };
   context.log(
     `  ${side.name}${variant ? ` (${variant})` : ''} ${rate}/s: p50 ${ms(run.latency.p50)} p99 ${ms(run.latency.p99)} p99.9 ${ms(run.latency.p999)}, ${run.throughput.toFixed(0)}/s answered${run.failures ? `, failed: ${run.failures}` : ''}`,
   );
   return run;
+}
+
+/**
+ * Ours and the baseline at the same rate at the same moment (the baseline's deliveries half a
+ * period later), ours with its worker draining its messages: whatever the worker's load does to
+ * a door's tail it does to both, so the gap between them is the ingress's own.
+ */
+async function sharedCores(
+  context: BenchContext,
+  ours: Side,
+  baseline: Side,
+  repeat: number,
+  rate: number,
+): Promise<RunFigures[]> {
+  const seconds = fixedRateSeconds(context.options, rate);
+  const count = Math.round(rate * seconds);
+  const [oursDeliveries, baselineDeliveries] = await Promise.all(
+    [ours, baseline].map(async (side) => (await side.newEvents(count)).map((b) => context.signer.sign(b))),
+  );
+  const meters = [ours, baseline].map((side) => CpuMeter.forRun(context, side.servers));
+  const options = { rate, connections: 256, maxDurationMs: seconds * 1000 + STRAGGLER_MS };
+  const halfPeriod = new Promise<void>((resolve) => setTimeout(resolve, 500 / rate));
+  const [oursResult, baselineResult] = await Promise.all([
+    runOpenLoop({ origin: ours.url, path: WEBHOOK_PATH }, oursDeliveries as Delivery[], options),
+    halfPeriod.then(() =>
+      runOpenLoop({ origin: baseline.url, path: WEBHOOK_PATH }, baselineDeliveries as Delivery[], options),
+    ),
+  ]);
+  const runs = [
+    { ...figures('ours', repeat, rate, oursResult, meters[0] as CpuMeter), variant: 'shared-cores' as const },
+    { ...figures('baseline', repeat, rate, baselineResult, meters[1] as CpuMeter), variant: 'shared-cores' as const },
+  ];
+  context.log(
+    `  ours and the baseline at ${rate}/s at once, our worker draining: p99 ${ms(runs[0]?.latency.p99 ?? Number.NaN)} vs ${ms(runs[1]?.latency.p99 ?? Number.NaN)}`,
+  );
+  return runs;
 }
 
 export async function search(context: BenchContext, side: Side, repeat: number, worker = true): Promise<SearchFigures> {
@@ -262,6 +304,19 @@ export async function runIngressScenarios(
           env: { WORKER_NICE: '0' },
           run: async (side) =>
             void results.fixedRate.push(await fixedRate(context, side, repeat, rate, 'equal-priority')),
+        });
+        // And beside the baseline, both under that worker's load at once.
+        runs.push({
+          worker: true,
+          run: async (side) => {
+            const baseline = await startBaselineSide(context);
+            try {
+              await warmUp(context, baseline);
+              results.fixedRate.push(...(await sharedCores(context, side, baseline, repeat, rate)));
+            } finally {
+              await baseline.stop();
+            }
+          },
         });
         runs.push({ worker: true, run: async (side) => void results.search.push(await search(context, side, repeat)) });
         // The ingress's own ceiling: the same search with no worker competing for the cores.
