@@ -38,10 +38,10 @@ export interface IntakeBacklog {
 
 /**
  * Event ids this process has seen recorded, so a retry storm (a sender replaying its backlog after
- * an outage, Svix retrying a slow answer) is answered from memory instead of one lookup each.
+ * an outage, Svix retrying a slow answer) is answered from memory instead of one statement each.
  * Only ids known to be in the table are kept, and rows live 7 days (retention) against the
- * cache's hour, so a hit is always a true duplicate; a miss falls through to the table, which
- * stays the authority (other replicas, restarts).
+ * cache's hour, so a hit is always a true duplicate; a miss goes to the accept statement, whose
+ * conflict on the table's keys stays the authority (other replicas, restarts).
  */
 const KNOWN_EVENTS = { max: 50_000, ttl: 60 * 60_000 };
 

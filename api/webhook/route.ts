@@ -83,6 +83,8 @@ export const webhookRoute: FastifyPluginAsync<WebhookRouteOptions> = async (app:
     // decides new or duplicate itself (another replica's event, or this one's before a restart).
     if (intake.store.remembers(eventId)) {
       settle(request, 'duplicate');
+      // At debug: a retry storm is thousands of these a second, each a synchronous write, and
+      // replyonce_webhooks_total{outcome="duplicate"} already counts them.
       request.log.debug({ eventId, outcome: 'duplicate' }, 'webhook duplicate event');
       return reply.code(204).send();
     }
