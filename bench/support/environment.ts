@@ -39,8 +39,6 @@ export interface Environment {
   codeRoot: string;
   tsx: boolean;
   temporalPid: number | undefined;
-  /** Which Temporal this is: the dev server (in memory) or Temporal's own server on Postgres (the stack). */
-  temporalKind: 'dev' | 'stack';
   /** Matches the Postgres backends of Temporal's own databases (the stack), for CPU accounting. */
   temporalPostgres?: string | undefined;
   /** Replaces the Temporal dev server with a fresh one and points this environment at it. */
@@ -48,7 +46,6 @@ export interface Environment {
 }
 
 export interface TemporalService {
-  kind: 'dev' | 'stack';
   address: string;
   /** Temporal's connection variables (TEMPORAL_ADDRESS, and the TLS ones on the stack). */
   env: Record<string, string>;
@@ -69,7 +66,7 @@ export async function prepareTemporal(cleanups: Cleanup[], kind: 'dev' | 'stack'
   if (external) {
     await setupTemporal({ address: external, namespace: NAMESPACE, retentionDays: 7 });
     const env = { TEMPORAL_ADDRESS: external };
-    return { kind, address: external, env, pid: undefined, restart: async () => undefined };
+    return { address: external, env, pid: undefined, restart: async () => undefined };
   }
   if (kind === 'stack') {
     const stack = await startTemporalStack({
@@ -84,7 +81,6 @@ export async function prepareTemporal(cleanups: Cleanup[], kind: 'dev' | 'stack'
     cleanups.push(() => stack.stop());
     const { TEMPORAL_NAMESPACE: _namespace, ...env } = stack.clientEnv;
     return {
-      kind,
       address: stack.address,
       env,
       get pid() {
@@ -109,7 +105,6 @@ export async function prepareTemporal(cleanups: Cleanup[], kind: 'dev' | 'stack'
   let server = await start();
   cleanups.push(() => server.stop());
   const service: TemporalService = {
-    kind,
     address: server.address,
     env: { TEMPORAL_ADDRESS: server.address },
     pid: server.pid,
@@ -134,7 +129,6 @@ export function environmentOn(
     temporalAddress: temporal.address,
     temporalEnv: temporal.env,
     temporalPid: temporal.pid,
-    temporalKind: temporal.kind,
     temporalPostgres: temporal.postgresMatch,
     freshTemporal: async () => {
       await temporal.restart();
