@@ -1,4 +1,4 @@
-import type { Db } from '../lib/db';
+import { checkOut, type Db } from '../lib/db';
 import { addressHash } from '../lib/hashing';
 
 /**
@@ -56,7 +56,7 @@ export async function reserveReply(db: Db, request: ReservationRequest, limits: 
   const senderHash = addressHash(request.sender);
   const recipientHash = addressHash(request.recipient);
   const involved = [...new Set([senderHash, recipientHash])];
-  const client = await db.connect();
+  const client = await checkOut(db);
   try {
     await client.query('BEGIN');
     for (const key of [...new Set(involved.map(lockKey))].sort((a, b) => a - b)) {

@@ -1,5 +1,5 @@
 import type { Client } from '@temporalio/client';
-import type { Db } from '../lib/db';
+import { checkOut, type Db } from '../lib/db';
 import type { Logger } from '../lib/logger';
 import * as metrics from '../lib/metrics';
 import { MARK_FAILED, START_BACKOFF, startErrorText, type IntakeJob } from './intake-store';
@@ -108,7 +108,7 @@ export class IntakeRelay {
   /** One pass: claims, starts and marks up to a batch. Returns the rows it claimed. */
   async pass(): Promise<number> {
     const { db, temporal, taskQueue, logger } = this.deps;
-    const client = await db.connect();
+    const client = await checkOut(db);
     try {
       await client.query('BEGIN');
       // This transaction holds its claimed rows while it waits on Temporal's starts (bounded by

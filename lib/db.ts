@@ -30,3 +30,22 @@ export function createDb(databaseUrl: string, options: DbOptions = {}): Db {
   pool.on('error', () => undefined);
   return pool;
 }
+
+/**
+ * A client of its own from the pool, for a transaction. While a client is checked out the pool
+ * does not listen for its errors, and a connection that dies under it (Postgres restarted, the
+ * network cut, the server ending an idle transaction) emits one: unheard, that error crashes the
+ * process. The statement in flight rejects with the same error, so the caller hears it there;
+ * this listener only keeps the event from being fatal. On release the pool drops a broken client.
+ */
+export async function checkOut(db: Db): Promise<pg.PoolClient> {
+  const client = await db.connect();
+  const heardByTheCaller = () => undefined;
+  client.on('error', heardByTheCaller);
+  const release = client.release.bind(client);
+  client.release = (error?: Error | boolean) => {
+    client.removeListener('error', heardByTheCaller);
+    release(error);
+  };
+  return client;
+}

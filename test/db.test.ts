@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { createDb } from '../lib/db';
+import { checkOut, createDb } from '../lib/db';
 import { testEnv } from './support/env';
 
 test('a session that stops talking inside a transaction is ended by Postgres, and the locks it held are free again', async () => {
@@ -24,5 +24,29 @@ test('a session that stops talking inside a transaction is ended by Postgres, an
   } finally {
     client.release(true);
     await Promise.all([stuck.end(), other.end()]);
+  }
+});
+
+test('a checked-out client whose connection dies mid-transaction fails its statement, and the process lives on', async () => {
+  // Prepare: the relay's and the reply budget's shape — a transaction on a client of its own.
+  const db = createDb(testEnv.databaseUrl);
+  const admin = createDb(testEnv.databaseUrl);
+  const client = await checkOut(db);
+  try {
+    await client.query('BEGIN');
+    const { rows } = await client.query<{ pid: number }>('SELECT pg_backend_pid() AS pid');
+    const ended = new Promise((resolve) => client.once('end', resolve));
+
+    // Act: the server ends the session under it (as a Postgres restart does). Without a listener
+    // the client's 'error' event would be an uncaught exception, which fails this test.
+    await admin.query('SELECT pg_terminate_backend($1)', [rows[0]?.pid]);
+    await ended;
+
+    // Assess
+    await assert.rejects(client.query('COMMIT'));
+    assert.equal((await db.query<{ one: number }>('SELECT 1 AS one')).rows[0]?.one, 1, 'the pool serves a new client');
+  } finally {
+    client.release();
+    await Promise.all([db.end(), admin.end()]);
   }
 });
