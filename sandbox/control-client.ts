@@ -5,7 +5,7 @@ import type { InboundRequest } from './routes/control';
 import type { SandboxState } from './state';
 import type { DeliveryAttempt } from './delivery';
 import type { EventRecord, WebhookEndpoint } from './webhooks';
-import type { MessageRaw, ThreadItemRaw } from './wire';
+import type { MessageRaw, MessageReceivedEventRaw, ThreadItemRaw } from './wire';
 
 /** A fault rule as tests write it: `path` may be a RegExp, sent as `path_regex`. */
 export type FaultSpec = Omit<FaultRuleInput, 'match'> & {
@@ -17,6 +17,21 @@ export interface InboundResult {
   svix_id: string;
   message: MessageRaw;
   thread: ThreadItemRaw;
+}
+
+/**
+ * The message.received body AgentMail posts for a stored message (the sandbox's own webhook sends
+ * the same), under any event id: for a test, the bench or the soak that delivers it itself.
+ */
+export function messageReceivedBody(inbound: Pick<InboundResult, 'message' | 'thread'>, eventId: string): string {
+  const event: MessageReceivedEventRaw = {
+    type: 'event',
+    event_type: 'message.received',
+    event_id: eventId,
+    message: inbound.message,
+    thread: inbound.thread,
+  };
+  return JSON.stringify(event);
 }
 
 export type SandboxCounts = ReturnType<SandboxState['counts']>;

@@ -17,7 +17,7 @@ import { parseArgs } from 'node:util';
 import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import { Webhook } from 'svix';
 import { draftKey } from '../lib/keys';
-import { SandboxControl, type InboundResult } from '../sandbox/control-client';
+import { messageReceivedBody, SandboxControl, type InboundResult } from '../sandbox/control-client';
 import { migrateDatabase } from './db-migrate';
 import { SetupError, messageOf, runMain, sleep } from './services/main';
 import { freePort, waitForPort } from './services/ports';
@@ -151,16 +151,8 @@ async function main(): Promise<number> {
     const queue: Delivery[] = [];
     messages.forEach(({ inbound }, i) => {
       const base = started + (i / rate) * 1000;
-      const event = (eventId: string) =>
-        JSON.stringify({
-          type: 'event',
-          event_type: 'message.received',
-          event_id: eventId,
-          message: inbound.message,
-          thread: inbound.thread,
-        });
-      const original = event(inbound.event_id);
-      const resent = event(`evt_${randomUUID().replaceAll('-', '')}`);
+      const original = messageReceivedBody(inbound, inbound.event_id);
+      const resent = messageReceivedBody(inbound, `evt_${randomUUID().replaceAll('-', '')}`);
       for (const [body, svixId] of [
         [original, inbound.svix_id],
         [resent, `msg_${randomUUID()}`],

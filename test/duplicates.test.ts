@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { inboundWorkflowId } from '../lib/hashing';
 import type { MessageRef } from '../lib/keys';
-import type { InboundResult } from '../sandbox/control-client';
+import { messageReceivedBody } from '../sandbox/control-client';
 import { Harness, waitForStart } from './support/harness';
 import { signedHeaders } from './support/signing';
 import { eventually, workflowExists } from './support/temporal';
@@ -54,16 +54,6 @@ async function eventOutcomes(ref: MessageRef): Promise<Map<string, string>> {
   return new Map(rows.rows.map((r) => [r.event_id, r.outcome]));
 }
 
-/** The message.received body as AgentMail would post it, under any event id. */
-const eventBody = (inbound: InboundResult, eventId: string) =>
-  JSON.stringify({
-    type: 'event',
-    event_type: 'message.received',
-    event_id: eventId,
-    message: inbound.message,
-    thread: inbound.thread,
-  });
-
 const post = (body: string) =>
   fetch(`${h.apiUrl}/webhooks/agentmail`, { method: 'POST', body, headers: signedHeaders(h.webhookSecret, body) }).then(
     (r) => r.status,
@@ -78,13 +68,13 @@ describe('duplicates and races at the ingress', () => {
       const inboxId = h.newInbox();
       const inbound = await h.sandbox.inbound({ ...customerMail(inboxId), deliver: false });
       const ref = { inboxId, messageId: inbound.message.message_id };
-      const sameEvent = eventBody(inbound, inbound.event_id);
+      const sameEvent = messageReceivedBody(inbound, inbound.event_id);
       const resentEventIds = Array.from({ length: 50 }, () => `evt_${randomUUID().replaceAll('-', '')}`);
 
       // Act: all 100 deliveries in flight together
       const statuses = await Promise.all([
         ...Array.from({ length: 50 }, () => post(sameEvent)),
-        ...resentEventIds.map((eventId) => post(eventBody(inbound, eventId))),
+        ...resentEventIds.map((eventId) => post(messageReceivedBody(inbound, eventId))),
       ]);
 
       // Assess

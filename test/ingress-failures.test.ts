@@ -13,6 +13,7 @@ import { inboundWorkflowId } from '../lib/hashing';
 import type { MessageRef } from '../lib/keys';
 import { createLogger, type Logger } from '../lib/logger';
 import { intakeStarts } from '../lib/metrics';
+import { messageReceivedBody } from '../sandbox/control-client';
 import { AppProcess } from './support/app-process';
 import { testEnv } from './support/env';
 import { Harness } from './support/harness';
@@ -43,13 +44,7 @@ async function undeliveredMessage(): Promise<{ ref: MessageRef; body: string; ev
     text: 'Anyone there?',
     deliver: false,
   });
-  const body = JSON.stringify({
-    type: 'event',
-    event_type: 'message.received',
-    event_id: inbound.event_id,
-    message: inbound.message,
-    thread: inbound.thread,
-  });
+  const body = messageReceivedBody(inbound, inbound.event_id);
   return { ref: { inboxId, messageId: inbound.message.message_id }, body, eventId: inbound.event_id };
 }
 

@@ -1,6 +1,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
+import { messageReceivedBody } from '../sandbox/control-client';
 import { AppProcess } from './support/app-process';
 import { Harness } from './support/harness';
 import { signedHeaders } from './support/signing';
@@ -31,13 +32,7 @@ test('the API and the worker expose counters for webhooks, acks, operations and 
     });
     const ref = { inboxId, messageId: inbound.message.message_id };
     assert.equal((await h.resultOf(ref)).status, 'sent');
-    const body = JSON.stringify({
-      type: 'event',
-      event_type: 'message.received',
-      event_id: inbound.event_id,
-      message: inbound.message,
-      thread: inbound.thread,
-    });
+    const body = messageReceivedBody(inbound, inbound.event_id);
     await fetch(`${h.apiUrl}/webhooks/agentmail`, {
       method: 'POST',
       body,

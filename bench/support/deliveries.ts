@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Pool } from 'undici';
 import { Webhook } from 'svix';
+import { messageReceivedBody, type InboundResult } from '../../sandbox/control-client';
 import type { Delivery } from './load';
 
 /**
@@ -19,21 +20,6 @@ export interface SeededMessage {
 
 /** Inboxes the bench's mail is spread over (one email is one job per inbox; a few busy inboxes). */
 export const INBOXES = Array.from({ length: 8 }, (_, i) => `support-${i}@sandbox.agentmail.local`);
-
-interface InboundAnswer {
-  event_id: string;
-  message: { inbox_id: string; message_id: string };
-  thread: unknown;
-}
-
-export const eventBody = (eventId: string, answer: Pick<InboundAnswer, 'message' | 'thread'>): string =>
-  JSON.stringify({
-    type: 'event',
-    event_type: 'message.received',
-    event_id: eventId,
-    message: answer.message,
-    thread: answer.thread,
-  });
 
 /**
  * Creates `count` messages in the sandbox (no webhook: the bench delivers them itself), each
@@ -65,14 +51,14 @@ export async function seedMessages(
           deliver: false,
         }),
       });
-      const answer = (await response.body.json()) as InboundAnswer;
+      const answer = (await response.body.json()) as InboundResult;
       if (response.statusCode !== 200)
         throw new Error(`the sandbox refused a message: ${response.statusCode} ${JSON.stringify(answer)}`);
       messages[index] = {
         inboxId,
         messageId: answer.message.message_id,
         eventId: answer.event_id,
-        body: eventBody(answer.event_id, answer),
+        body: messageReceivedBody(answer, answer.event_id),
       };
       done += 1;
       if (done % 500 === 0) onProgress?.(done);
