@@ -6,17 +6,16 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Connection } from '@temporalio/client';
-import { chromium } from 'playwright-core';
 import { inboundWorkflowId } from '../lib/hashing';
 import type { Failpoint } from '../lib/failpoints';
 import { draftKey, type MessageRef } from '../lib/keys';
 import { loadTemporalConnection } from '../lib/temporal-connection';
-import type { InboundResult } from '../sandbox/control-client';
+import { messageReceivedBody, type InboundResult } from '../sandbox/control-client';
 import { migrateDatabase } from '../scripts/db-migrate';
 import { dropDatabasesAsSuperuser } from '../scripts/services/postgres';
 import { startRoundRobin, type RoundRobin } from '../scripts/services/round-robin';
@@ -25,10 +24,10 @@ import { AppProcess } from './support/app-process';
 import { Harness } from './support/harness';
 import { signedHeaders } from './support/signing';
 import { eventually } from './support/temporal';
+import { CHROMIUM, findInWorkflowList, keepScreenshot, launchChromium } from './support/web-ui';
 
 const ROOT = path.resolve(__dirname, '..');
 const NAME = `ptest_${process.pid}`;
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
 
 let stack: TemporalStack;
 let h: Harness;
@@ -144,13 +143,7 @@ describe('the production topology (Temporal server, Postgres, mTLS, 2 APIs, 2 wo
     const inboxId = h.newInbox();
     const inbound: InboundResult = await h.sandbox.inbound({ ...customerMail(inboxId), deliver: false });
     const ref = { inboxId, messageId: inbound.message.message_id };
-    const body = JSON.stringify({
-      type: 'event',
-      event_type: 'message.received',
-      event_id: `evt_${randomUUID()}`,
-      message: inbound.message,
-      thread: inbound.thread,
-    });
+    const body = messageReceivedBody(inbound, `evt_${randomUUID()}`);
     const statuses = await Promise.all(
       Array.from({ length: 20 }, (_, i) =>
         fetch(`${apis[i % apis.length]!.url}/webhooks/agentmail`, {
@@ -228,28 +221,17 @@ describe('the production topology (Temporal server, Postgres, mTLS, 2 APIs, 2 wo
       const inbound = await h.sandbox.inbound(customerMail(inboxId));
       const ref = { inboxId, messageId: inbound.message.message_id };
       assert.equal((await h.resultOf(ref, 60_000)).status, 'sent');
-      const browser = await chromium.launch({
-        executablePath: CHROMIUM,
-        args: ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking'],
-      });
+      const browser = await launchChromium();
       try {
         const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
         const query = `MessageId = "${ref.messageId}" AND ReplyStatus = "sent"`;
-        await page.goto(`${stack.uiUrl}/namespaces/${stack.namespace}/workflows?query=${encodeURIComponent(query)}`, {
-          waitUntil: 'networkidle',
+        const row = await findInWorkflowList(page, {
+          uiUrl: stack.uiUrl as string,
+          namespace: stack.namespace,
+          query,
+          workflowId: inboundWorkflowId(ref),
         });
-        const row = page.getByText(inboundWorkflowId(ref)).first();
-        for (let attempt = 0; attempt < 10; attempt += 1) {
-          try {
-            await row.waitFor({ state: 'visible', timeout: 3_000 });
-            break;
-          } catch {
-            await page.reload({ waitUntil: 'networkidle' });
-          }
-        }
-        const artifacts = path.join(ROOT, 'test-artifacts');
-        mkdirSync(artifacts, { recursive: true });
-        await page.screenshot({ path: path.join(artifacts, 'production-topology-web-ui.png'), fullPage: true });
+        await keepScreenshot(page, 'production-topology-web-ui');
         assert.ok(await row.isVisible(), `the workflow is listed for ${query}`);
       } finally {
         await browser.close();

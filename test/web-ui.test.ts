@@ -1,18 +1,16 @@
 import assert from 'node:assert/strict';
-import { existsSync, mkdirSync } from 'node:fs';
-import path from 'node:path';
+import { existsSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
 import { after, before, test } from 'node:test';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
 import { inboundWorkflowId } from '../lib/hashing';
 import { testEnv } from './support/env';
 import { Harness } from './support/harness';
+import { CHROMIUM, findInWorkflowList, keepScreenshot, launchChromium, openWorkflowList } from './support/web-ui';
 
-// The operator's path, as a person would take it: headless Chromium (Debian's package, driven by
-// playwright-core; no browser download) opens the dev server's Web UI, filters by MessageId and
-// ReplyStatus, and finds the message's workflow. A screenshot is kept as a test artifact.
-const CHROMIUM = process.env.CHROMIUM_PATH ?? '/usr/bin/chromium';
-const ARTIFACTS = path.resolve(__dirname, '..', 'test-artifacts');
+// The operator's path, as a person would take it: headless Chromium opens the dev server's Web
+// UI, filters by MessageId and ReplyStatus, and finds the message's workflow. A screenshot is
+// kept as a test artifact.
 const uiUrl = process.env.TEMPORAL_UI_URL;
 const skip = !uiUrl
   ? 'the suite runs against a Temporal server without a Web UI of its own (TEMPORAL_ADDRESS was set)'
@@ -25,18 +23,7 @@ let browser: Browser;
 before(async () => {
   if (skip) return;
   h = await Harness.start();
-  browser = await chromium.launch({
-    executablePath: CHROMIUM,
-    args: [
-      '--headless',
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-      '--no-first-run',
-    ],
-  });
+  browser = await launchChromium();
 });
 after(async () => {
   await browser?.close();
@@ -57,27 +44,21 @@ test('an operator finds a message in the Web UI by MessageId and sees its ReplyS
 
   const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
   const query = `MessageId = "${ref.messageId}" AND ReplyStatus = "sent"`;
-  await page.goto(`${uiUrl}/namespaces/${testEnv.namespace}/workflows?query=${encodeURIComponent(query)}`, {
-    waitUntil: 'networkidle',
+  const row = await findInWorkflowList(page, {
+    uiUrl: uiUrl as string,
+    namespace: testEnv.namespace,
+    query,
+    workflowId,
   });
-  // Visibility is eventually consistent: the list may need a reload or two.
-  const row = page.getByText(workflowId).first();
-  for (let attempt = 0; attempt < 10; attempt += 1) {
-    try {
-      await row.waitFor({ state: 'visible', timeout: 3_000 });
-      break;
-    } catch {
-      await page.reload({ waitUntil: 'networkidle' });
-    }
-  }
-  mkdirSync(ARTIFACTS, { recursive: true });
-  await page.screenshot({ path: path.join(ARTIFACTS, 'web-ui-message-search.png'), fullPage: true });
+  await keepScreenshot(page, 'web-ui-message-search');
   assert.ok(await row.isVisible(), `the workflow ${workflowId} is listed for ${query}`);
 
   // The same filter with another status finds nothing: the status shown is the real one.
-  await page.goto(
-    `${uiUrl}/namespaces/${testEnv.namespace}/workflows?query=${encodeURIComponent(`MessageId = "${ref.messageId}" AND ReplyStatus = "failed"`)}`,
-    { waitUntil: 'networkidle' },
+  await openWorkflowList(
+    page,
+    uiUrl as string,
+    testEnv.namespace,
+    `MessageId = "${ref.messageId}" AND ReplyStatus = "failed"`,
   );
   await page.getByText(/^0 Workflows$/).waitFor({ state: 'visible', timeout: 10_000 });
   assert.equal(await page.getByText(workflowId).count(), 0);
