@@ -1,11 +1,11 @@
 // Runs `temporal server start-dev` (the CLI that scripts/setup.sh builds) as a child process.
-import { spawn, type ChildProcess } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { closeSync, existsSync, mkdirSync, openSync, writeFileSync, writeSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
-import { Connection } from '@temporalio/client';
+import { stopChild, waitForTemporalFrontend } from './temporal-process';
 import { tail } from './log-tail';
-import { SetupError, messageOf, sleep } from './main';
+import { SetupError } from './main';
 import { LOOPBACK, assertPortFree, freePort } from './ports';
 
 /** The workflows' custom search attributes, registered at launch (and again by setupTemporal). */
@@ -108,11 +108,18 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
 
   const stop = async () => {
     process.removeListener('exit', killOnExit);
-    await stopChild(child, exited);
+    await stopChild(child, exited, STOP_GRACE_MS);
   };
   const address = `${LOOPBACK}:${port}`;
   try {
-    await waitUntilServing(address, exited, options.logFile);
+    await waitForTemporalFrontend({
+      name: 'the Temporal dev server',
+      connection: { address, connectTimeout: 1_000 },
+      exited,
+      logFile: options.logFile,
+      timeoutMs: READY_TIMEOUT_MS,
+      pollMs: 100,
+    });
   } catch (error) {
     await stop();
     throw error;
@@ -123,41 +130,4 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
     pid: child.pid,
     stop,
   };
-}
-
-async function waitUntilServing(address: string, exited: Promise<number | null>, logFile: string): Promise<void> {
-  const deadline = Date.now() + READY_TIMEOUT_MS;
-  let exitCode: number | null | undefined;
-  void exited.then((code) => (exitCode = code));
-  let lastError = 'no answer yet';
-  while (Date.now() < deadline) {
-    if (exitCode !== undefined) {
-      throw new SetupError(
-        `the Temporal dev server exited (code ${exitCode}) before it was ready:\n${tail(logFile)}\n  (full log: ${logFile})`,
-      );
-    }
-    try {
-      const connection = await Connection.connect({ address, connectTimeout: 1_000 });
-      try {
-        await connection.workflowService.getSystemInfo({});
-        return;
-      } finally {
-        await connection.close();
-      }
-    } catch (error) {
-      lastError = messageOf(error);
-    }
-    await sleep(100);
-  }
-  throw new SetupError(
-    `the Temporal dev server on ${address} did not answer within ${READY_TIMEOUT_MS / 1000} s (${lastError}); see ${logFile}`,
-  );
-}
-
-async function stopChild(child: ChildProcess, exited: Promise<unknown>): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
-  await exited;
-  clearTimeout(timer);
 }

@@ -4,16 +4,17 @@
 // a certificate of its own. The configuration files are deploy/'s, the ones docker-compose.yml mounts.
 // `npm run stack` adds the app's processes; test/production-topology.test.ts runs its tests on it.
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readFileSync, writeSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
-import { Connection } from '@temporalio/client';
 import { loadTemporalConnection, type TemporalConnectionSettings } from '../../lib/temporal-connection';
 import { setupTemporal } from '../temporal-setup';
-import { SetupError, messageOf, sleep } from './main';
+import { SetupError, sleep } from './main';
 import { LOOPBACK, freePort, isPortFree } from './ports';
 import { LOCAL_POSTGRES, dropDatabasesAsSuperuser, runSqlFileAsSuperuser } from './postgres';
 import { ensureTemporalBinaries, type TemporalBinaries } from './temporal-binaries';
+import { stopChild, waitForTemporalFrontend } from './temporal-process';
+import { tail } from './log-tail';
 
 const ROOT = path.resolve(__dirname, '..', '..');
 const DEPLOY = path.join(ROOT, 'deploy');
@@ -172,15 +173,23 @@ export async function startTemporalStack(options: TemporalStackOptions): Promise
       serverEnv,
       serverLog,
     );
-    await waitUntilServing(connection, server, serverLog);
+    await waitForTemporalFrontend({
+      name: 'the Temporal server',
+      connection: { ...connection.connectionOptions, address: connection.address, connectTimeout: 2_000 },
+      exited: server.exited,
+      logFile: serverLog,
+      timeoutMs: READY_TIMEOUT_MS,
+      pollMs: 250,
+      namespace: 'temporal-system',
+    });
     log(`Temporal server ${address} (mTLS) serving after ${Date.now() - t0} ms; log ${serverLog}`);
     return server;
   };
   let server = await startServer();
   const children: Child[] = [];
   const stop = async () => {
-    for (const child of [...children].reverse()) await stopChild(child);
-    await stopChild(server);
+    for (const child of [...children].reverse()) await stopChild(child.child, child.exited, STOP_GRACE_MS);
+    await stopChild(server.child, server.exited, STOP_GRACE_MS);
   };
   try {
     await setupTemporal({ connection, namespace, retentionDays: 7, connectTimeoutMs: 10_000 });
@@ -223,7 +232,7 @@ export async function startTemporalStack(options: TemporalStackOptions): Promise
       },
       temporalDatabases: [databases.temporal, databases.visibility],
       async restartServer() {
-        await stopChild(server);
+        await stopChild(server.child, server.exited, STOP_GRACE_MS);
         server = await startServer();
       },
       stop,
@@ -272,35 +281,6 @@ async function runLogged(file: string, args: string[], env: Record<string, strin
   if (code !== 0) throw new SetupError(`${path.basename(args[0] ?? file)} failed (exit ${code}):\n${tail(logFile)}`);
 }
 
-async function waitUntilServing(settings: TemporalConnectionSettings, server: Child, logFile: string): Promise<void> {
-  const deadline = Date.now() + READY_TIMEOUT_MS;
-  let exitCode: number | null | undefined;
-  void server.exited.then((code) => (exitCode = code));
-  let lastError = 'no answer yet';
-  while (Date.now() < deadline) {
-    if (exitCode !== undefined) {
-      throw new SetupError(`the Temporal server exited (code ${exitCode}) before it was ready:\n${tail(logFile)}`);
-    }
-    try {
-      const connection = await Connection.connect({ ...settings.connectionOptions, connectTimeout: 2_000 });
-      try {
-        await connection.workflowService.getSystemInfo({});
-        // The system namespace is created at first start; the frontend answers before it exists.
-        await connection.workflowService.describeNamespace({ namespace: 'temporal-system' });
-        return;
-      } finally {
-        await connection.close();
-      }
-    } catch (error) {
-      lastError = messageOf(error);
-    }
-    await sleep(250);
-  }
-  throw new SetupError(
-    `the Temporal server on ${settings.address} did not answer within ${READY_TIMEOUT_MS / 1000} s (${lastError}); see ${logFile}`,
-  );
-}
-
 async function waitForHttp(url: string, child: Child, logFile: string): Promise<void> {
   const deadline = Date.now() + 30_000;
   let exitCode: number | null | undefined;
@@ -315,25 +295,4 @@ async function waitForHttp(url: string, child: Child, logFile: string): Promise<
     await sleep(200);
   }
   throw new SetupError(`the Web UI server did not answer at ${url} within 30 s; see ${logFile}`);
-}
-
-async function stopChild({ child, exited }: Child): Promise<void> {
-  if (child.exitCode !== null || child.signalCode !== null) return;
-  child.kill('SIGTERM');
-  const timer = setTimeout(() => child.kill('SIGKILL'), STOP_GRACE_MS);
-  await exited;
-  clearTimeout(timer);
-}
-
-function tail(file: string, lines = 15): string {
-  try {
-    return readFileSync(file, 'utf8')
-      .trimEnd()
-      .split('\n')
-      .slice(-lines)
-      .map((line) => `  | ${line.slice(0, 400)}`)
-      .join('\n');
-  } catch {
-    return '  (no log)';
-  }
 }
