@@ -11,6 +11,7 @@ import { IntakeStore } from '../intake/intake-store';
 import { ConfigError, loadApiConfig, loadWorkerConfig } from '../lib/config';
 import { inboundWorkflowId } from '../lib/hashing';
 import { createLogger } from '../lib/logger';
+import { messageReceivedBody } from '../sandbox/control-client';
 import { Harness } from './support/harness';
 import { messageReceivedPayload, signedHeaders } from './support/signing';
 import { eventually, workflowExists } from './support/temporal';
@@ -229,13 +230,7 @@ describe('the catch-up module', () => {
     const [missed] = await arriveDuringOutage(inboxId, 1);
     const late = await h.sandbox.inbound({ ...mail(inboxId), deliver: false });
     const lateRef = { inboxId, messageId: late.message.message_id };
-    const lateBody = JSON.stringify({
-      type: 'event',
-      event_type: 'message.received',
-      event_id: late.event_id,
-      message: late.message,
-      thread: late.thread,
-    });
+    const lateBody = messageReceivedBody(late, late.event_id);
     // Each page listing takes 300 ms, so the webhook (posted after page 1) lands long before the last page.
     await h.sandbox.setFaults({
       match: { method: 'GET', path: `/v0/inboxes/${inboxId}/messages` },

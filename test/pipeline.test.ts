@@ -5,6 +5,7 @@ import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { inboundWorkflowId } from '../lib/hashing';
 import { decisionKey, draftKey, replyKey, ticketKey } from '../lib/keys';
 import { INBOUND_MESSAGE_WORKFLOW, operationsQuery, type InboundMessageResult } from '../workflows/shared';
+import { messageReceivedBody } from '../sandbox/control-client';
 import { Harness } from './support/harness';
 import { historyText } from './support/history';
 import { signedHeaders } from './support/signing';
@@ -177,13 +178,7 @@ describe('duplicates', () => {
     const inboxId = h.newInbox();
     const inbound = await h.sandbox.inbound({ ...customerMail(inboxId), deliver: false });
     const ref = { inboxId, messageId: inbound.message.message_id };
-    const body = JSON.stringify({
-      type: 'event',
-      event_type: 'message.received',
-      event_id: inbound.event_id,
-      message: inbound.message,
-      thread: inbound.thread,
-    });
+    const body = messageReceivedBody(inbound, inbound.event_id);
     const deliver = () =>
       fetch(`${h.apiUrl}/webhooks/agentmail`, {
         method: 'POST',
