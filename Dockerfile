@@ -5,6 +5,7 @@ COPY package.json package-lock.json ./
 RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY api ./api
+COPY contract ./contract
 COPY intake ./intake
 COPY activities ./activities
 COPY workflows ./workflows
@@ -25,6 +26,7 @@ COPY --from=build /app/dist ./dist
 COPY tsconfig.json ./
 COPY db ./db
 COPY api ./api
+COPY contract ./contract
 COPY intake ./intake
 COPY activities ./activities
 COPY workflows ./workflows

@@ -43,8 +43,8 @@ export default tseslint.config(
   },
   {
     // Workflow code is replayed: no I/O, no clocks, no randomness but Temporal's. Only the
-    // workflow SDK, @temporalio/common and our own pure modules may be imported (types are free).
-    files: ['workflows/**/*.ts'],
+    // workflow SDK, @temporalio/common and the pure contract may be imported (types are free).
+    files: ['workflows/*.ts'],
     rules: {
       '@typescript-eslint/no-restricted-imports': [
         'error',
@@ -55,13 +55,12 @@ export default tseslint.config(
           patterns: [
             {
               regex: '^(?!@temporalio/(workflow|common)(/|$)|\\.{1,2}/)',
-              message:
-                'Workflow code may import @temporalio/workflow, @temporalio/common and our own pure modules only.',
+              message: 'Workflow code may import @temporalio/workflow, @temporalio/common and contract/ only.',
               allowTypeImports: true,
             },
             {
-              regex: '^\\.\\./(activities|api|intake|worker|scripts|sandbox)(/|$)',
-              message: 'Workflows call activities through proxies: import their types only.',
+              regex: '^\\.\\./(?!contract(/|$))',
+              message: 'Workflow code imports contract/ only (activities through proxies: their types only).',
               allowTypeImports: true,
             },
           ],
@@ -70,7 +69,53 @@ export default tseslint.config(
     },
   },
   {
-    // The import graph flows api/worker/scripts → intake/workflows/activities → lib, never back up.
+    // workflows/interceptors/: two levels up is the project root.
+    files: ['workflows/interceptors/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          paths: builtinModules
+            .flatMap((name) => [name, `node:${name}`])
+            .map((name) => ({ name, message: 'Node built-ins are not deterministic: do the work in an activity.' })),
+          patterns: [
+            {
+              regex: '^(?!@temporalio/(workflow|common)(/|$)|\\.{1,2}/)',
+              message: 'Workflow code may import @temporalio/workflow, @temporalio/common and contract/ only.',
+              allowTypeImports: true,
+            },
+            {
+              regex: '^\\.\\./\\.\\./(?!contract(/|$))',
+              message: 'Workflow code imports contract/ only.',
+              allowTypeImports: true,
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // The contract is the bottom of the graph: pure, deterministic, and free of anything of ours.
+    files: ['contract/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          paths: builtinModules
+            .flatMap((name) => [name, `node:${name}`])
+            .map((name) => ({ name, message: 'contract/ is imported by workflow code: no Node built-ins.' })),
+          patterns: [
+            {
+              regex: '^(?!@temporalio/(workflow|common)(/|$)|@noble/hashes(/|$)|html-tag-names$|\\./)',
+              message: 'contract/ imports nothing of ours and only pure packages: everything else imports it.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // The import graph flows api/worker/scripts → intake/workflows/activities → lib → contract, never back up.
     files: ['lib/**/*.ts'],
     rules: {
       'no-restricted-imports': [
@@ -79,7 +124,7 @@ export default tseslint.config(
           patterns: [
             {
               regex: '^\\.\\./(api|worker|scripts|intake|workflows|activities|sandbox|bench|test)(/|$)',
-              message: 'lib/ is the bottom layer: it imports nothing of the project above it.',
+              message: 'lib/ is infrastructure: it imports contract/ and nothing else of the project above it.',
             },
           ],
         },
@@ -96,6 +141,43 @@ export default tseslint.config(
             {
               regex: '^(\\.\\./)+(api|worker|scripts|sandbox|bench|test)(/|$)',
               message: 'activities/ and intake/ sit below the processes: they never import api/, worker/ or scripts/.',
+            },
+            {
+              regex: '^(\\.\\./)+workflows(/|$)',
+              message: 'The contract is contract/: activities and intake never import workflow code.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // One folder per workflow step. A step imports contract/, lib/ and the shared folders
+    // (operation-store/, agentmail/, failures/); of another step only what that step publishes:
+    // the stored draft (draft/draft-store, which the send sends) and the budget's table
+    // (decide/reply-budget, which retention prunes).
+    files: ['activities/*/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '^(\\.\\./)+(api|worker|scripts|sandbox|bench|test)(/|$)',
+              message: 'activities/ and intake/ sit below the processes: they never import api/, worker/ or scripts/.',
+            },
+            {
+              regex: '^(\\.\\./)+workflows(/|$)',
+              message: 'The contract is contract/: activities never import workflow code.',
+            },
+            {
+              regex: '^(\\.\\./)+(decide|draft|ticket|send|upkeep)/(?!draft-store$|reply-budget$)',
+              message:
+                "A step's folder imports contract/, lib/, operation-store/, agentmail/ and failures/ only; move what two steps share there.",
+            },
+            {
+              regex: '^\\.\\./index$',
+              message: 'A step does not import the activities factory.',
             },
           ],
         },

@@ -1,21 +1,26 @@
 import type { AgentMailClient } from 'agentmail';
 import { DEFAULT_REPLY_CEILING_PER_INBOX_PER_HOUR, DEFAULT_REPLY_MAX_AGE_MS } from '../lib/config';
 import type { Db } from '../lib/db';
-import type { MessageRef } from '../lib/keys';
-import { withFailureBoundary } from './activity-boundary';
-import { decideReply, releaseReplyBudget, type DecideInput } from './decide-reply';
-import { draftReply, type DraftInput } from './draft-reply';
-import type { Drafter } from './drafting/drafter';
-import { labelMessage } from './label-message';
-import { openTicket, type TicketInput } from './open-ticket';
+import type { MessageRef, ReviewInput } from '../contract';
+import { withFailureBoundary } from './failures/boundary';
+import { decideReply, releaseReplyBudget, type DecideInput } from './decide/decide-reply';
+import { draftReply, type DraftInput } from './draft/draft-reply';
+import type { Drafter } from './draft/drafting/drafter';
+import { labelMessage } from './send/label-message';
+import { openTicket, type TicketInput } from './ticket/open-ticket';
 import { OperationStore } from './operation-store/store';
-import { OwnAddresses } from './own-addresses';
-import { pruneExpiredRecords } from './retention';
-import { catchUpInboxForWatchdog, checkWebhooks, reenableWebhook } from './webhook-watchdog';
-import { createProviderDraft, recallReview, recordReview, reviseDraft, type ProviderDraftInput } from './review';
-import { sendApprovedDraft, sendReply, type DraftSendInput, type SendInput } from './send-reply';
-import type { ReviewInput } from '../workflows/shared';
-import type { TicketProvider } from './tickets/ticket-provider';
+import { OwnAddresses } from './decide/own-addresses';
+import { pruneExpiredRecords } from './upkeep/retention';
+import { catchUpInboxForWatchdog, checkWebhooks, reenableWebhook } from './upkeep/webhook-watchdog';
+import {
+  createProviderDraft,
+  recallReview,
+  recordReview,
+  reviseDraft,
+  type ProviderDraftInput,
+} from './draft/approval';
+import { sendApprovedDraft, sendReply, type DraftSendInput, type SendInput } from './send/send-reply';
+import type { TicketProvider } from './ticket/ticket-provider';
 
 export interface ActivityDeps {
   db: Db;
@@ -52,7 +57,7 @@ export interface ActivityDeps {
 
 /**
  * The activities, closed over their dependencies (the worker builds these once). Each effect
- * takes its operation key from the workflow (lib/keys.ts, derived there once) and reports its
+ * takes its operation key from the workflow (contract/keys.ts, derived there once) and reports its
  * operation back; every failure leaves through one boundary (activity-boundary.ts).
  */
 export function createActivities(deps: ActivityDeps) {

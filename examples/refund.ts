@@ -1,18 +1,17 @@
 import { Context } from '@temporalio/activity';
 import { providerIdempotencyKey } from '../lib/hashing';
-import { operationKey, type MessageRef } from '../lib/keys';
+import { type MessageRef, operationKey, type OperationReport } from '../contract';
 import { runOperation } from '../activities/operation-store/run-operation';
 import type { OperationStore } from '../activities/operation-store/store';
-import type { OperationReport } from '../workflows/shared';
 
 /**
  * How a new effect is added, shown on a refund. This module is an example, outside the
  * production build (tsconfig.build.json): the worker does not register it and no workflow calls
  * it; test/effect-example.test.ts runs it against the real operation store. A real effect is
- * this one file in activities/, its key function in lib/keys.ts, and two lines (below).
+ * this one file in activities/, its key function in contract/keys.ts, and two lines (below).
  *
  * Following DESIGN.md's key table, an effect needs:
- *  1. its operation key, `<inbox>/<message>/<kind>/v1` (lib/keys.ts, `operationKey`, which
+ *  1. its operation key, `<inbox>/<message>/<kind>/v1` (contract/keys.ts, `operationKey`, which
  *     hashes ids too long for a key): stable across retries, restarts and replays; a new version
  *     only when the intended action changes (a different amount: v2). The workflow derives it
  *     once and passes it in; the activity never derives a key of its own;

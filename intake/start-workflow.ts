@@ -5,12 +5,7 @@ import { encodeUnifiedSearchAttributes } from '@temporalio/common/lib/converter/
 import { temporal } from '@temporalio/proto';
 import { inboundWorkflowId } from '../lib/hashing';
 import { traceWorkflowStart } from '../lib/tracing';
-import {
-  INBOUND_MESSAGE_WORKFLOW,
-  SearchAttributes,
-  type InboundMessageInput,
-  type ReplyStatus,
-} from '../workflows/shared';
+import { INBOUND_MESSAGE_WORKFLOW, type InboundMessageInput, type ReplyStatus, SearchAttributes } from '../contract';
 
 export interface StartOutcome {
   workflowId: string;

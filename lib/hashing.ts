@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
-import type { MessageRef } from './keys';
+import type { MessageRef } from '../contract';
 
-/** Hashing lives apart from lib/keys.ts because workflow code may not import node:crypto. */
+/** Hashing lives apart from contract/keys.ts because workflow code may not import node:crypto. */
 
 export const sha256Hex = (text: string): string => createHash('sha256').update(text, 'utf8').digest('hex');
 

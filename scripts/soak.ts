@@ -16,7 +16,7 @@ import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import { Webhook } from 'svix';
-import { draftKey } from '../lib/keys';
+import { draftKey } from '../contract';
 import { messageReceivedBody, SandboxControl, type InboundResult } from '../sandbox/control-client';
 import { migrateDatabase } from './db-migrate';
 import { SetupError, messageOf, runMain, sleep } from './services/main';

@@ -5,9 +5,20 @@ import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { ApplicationFailure, WorkflowUpdateFailedError } from '@temporalio/client';
 import { inboundWorkflowId, providerIdempotencyKey } from '../lib/hashing';
-import { decisionKey, draftKey, providerDraftKey, replyKey, reviewKey, ticketKey, type MessageRef } from '../lib/keys';
+import {
+  decisionKey,
+  draftKey,
+  INBOUND_MESSAGE_WORKFLOW,
+  type MessageRef,
+  operationsQuery,
+  providerDraftKey,
+  replyKey,
+  type ReplyStatus,
+  reviewKey,
+  reviewUpdate,
+  ticketKey,
+} from '../contract';
 import { temporalCliPath } from '../scripts/services/temporal-dev-server';
-import { INBOUND_MESSAGE_WORKFLOW, operationsQuery, reviewUpdate, type ReplyStatus } from '../workflows/shared';
 import { testEnv } from './support/env';
 import { Harness } from './support/harness';
 import { historyText } from './support/history';

@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { MAX_DRAFT_CHARACTERS, draftProblem, normalizedDraft } from '../lib/draft-text';
+import { draftProblem, MAX_DRAFT_CHARACTERS, normalizedDraft } from '../contract';
 
 // The one rule for a reply's text (drafter, the review Update, the admin route): plain text,
 // which may hold angle brackets, but no markup a mail client would render.

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { inboundWorkflowId } from '../lib/hashing';
-import type { MessageRef } from '../lib/keys';
+import type { MessageRef } from '../contract';
 import { messageReceivedBody } from '../sandbox/control-client';
 import { Harness, waitForStart } from './support/harness';
 import { signedHeaders } from './support/signing';

@@ -6,11 +6,11 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { AgentMailError, AgentMailTimeoutError } from 'agentmail';
 import { runOperation } from '../activities/operation-store/run-operation';
-import { providerFailure } from '../activities/provider-errors';
+import { providerFailure } from '../activities/agentmail/failures';
 import { OperationStore } from '../activities/operation-store/store';
-import type { TicketProvider, TicketRequest } from '../activities/tickets/ticket-provider';
+import type { TicketProvider, TicketRequest } from '../activities/ticket/ticket-provider';
 import type { Db } from '../lib/db';
-import { replyKey, ticketKey } from '../lib/keys';
+import { replyKey, ticketKey } from '../contract';
 import { providerErrorText } from '../lib/provider-errors';
 import { Harness } from './support/harness';
 import { historyText } from './support/history';
@@ -82,7 +82,7 @@ const isDatabaseRejected = (error: unknown) =>
 
 describe('Postgres constraint and data errors (SQLSTATE 22xxx, 23xxx) are final: DatabaseRejected', () => {
   test('a key the operations CHECK refuses fails the claim at once, naming the constraint, not the value', async () => {
-    // Prepare: a key past operation_key's 1000 characters (lib/keys.ts never makes one)
+    // Prepare: a key past operation_key's 1000 characters (contract/keys.ts never makes one)
     const store = new OperationStore(h.db);
     const key = `test/${'k'.repeat(1000)}/reply/v1`;
     let ran = false;

@@ -10,7 +10,7 @@ import { IntakeStore } from '../intake/intake-store';
 import { IntakeRelay, RELAY_DEFAULTS } from '../intake/relay';
 import { createDb, type Db } from '../lib/db';
 import { inboundWorkflowId } from '../lib/hashing';
-import type { MessageRef } from '../lib/keys';
+import type { MessageRef } from '../contract';
 import { createLogger, type Logger } from '../lib/logger';
 import { intakeStarts } from '../lib/metrics';
 import { messageReceivedBody } from '../sandbox/control-client';

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { canonicalJson, inboundWorkflowId, providerIdempotencyKey, requestHash, sha256Hex } from '../lib/hashing';
-import { MAX_KEY_PART, draftKey, keyPart, operationKey, replyKey, ticketKey } from '../lib/keys';
+import { draftKey, keyPart, MAX_KEY_PART, operationKey, replyKey, ticketKey } from '../contract';
 
 const ref = { inboxId: 'support@example.com', messageId: '<abc.123@mail.example.com>' };
 

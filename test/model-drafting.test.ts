@@ -3,13 +3,12 @@ import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { ActivityFailure, ApplicationFailure, WorkflowFailedError } from '@temporalio/client';
-import { createDrafter } from '../activities/drafting/create-drafter';
-import { DEFAULT_DRAFT_INSTRUCTIONS } from '../activities/drafting/prompt';
+import { createDrafter } from '../activities/draft/drafting/create-drafter';
+import { DEFAULT_DRAFT_INSTRUCTIONS } from '../activities/draft/drafting/prompt';
 import { inboundWorkflowId } from '../lib/hashing';
-import { draftKey, replyKey, type MessageRef } from '../lib/keys';
+import { draftKey, INBOUND_MESSAGE_WORKFLOW, type MessageRef, replyKey } from '../contract';
 import { buildModelStandIn } from '../sandbox/model/app';
 import { ModelStandInControl } from '../sandbox/model/control-client';
-import { INBOUND_MESSAGE_WORKFLOW } from '../workflows/shared';
 import { Harness } from './support/harness';
 import { eventually } from './support/temporal';
 

@@ -3,8 +3,15 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
 import { inboundWorkflowId } from '../lib/hashing';
-import { decisionKey, draftKey, replyKey, ticketKey } from '../lib/keys';
-import { INBOUND_MESSAGE_WORKFLOW, operationsQuery, type InboundMessageResult } from '../workflows/shared';
+import {
+  decisionKey,
+  draftKey,
+  INBOUND_MESSAGE_WORKFLOW,
+  type InboundMessageResult,
+  operationsQuery,
+  replyKey,
+  ticketKey,
+} from '../contract';
 import { messageReceivedBody } from '../sandbox/control-client';
 import { Harness } from './support/harness';
 import { historyText } from './support/history';

@@ -13,7 +13,7 @@ import { after, before, describe, test } from 'node:test';
 import { Connection } from '@temporalio/client';
 import { inboundWorkflowId } from '../lib/hashing';
 import type { Failpoint } from '../lib/failpoints';
-import { draftKey, type MessageRef } from '../lib/keys';
+import { draftKey, type MessageRef } from '../contract';
 import { loadTemporalConnection } from '../lib/temporal-connection';
 import { messageReceivedBody, type InboundResult } from '../sandbox/control-client';
 import { migrateDatabase } from '../scripts/db-migrate';

@@ -3,9 +3,8 @@ import { randomUUID } from 'node:crypto';
 import { after, afterEach, before, describe, test } from 'node:test';
 import type { WorkflowHandle } from '@temporalio/client';
 import { providerIdempotencyKey } from '../lib/hashing';
-import { draftKey, replyKey, type MessageRef } from '../lib/keys';
+import { draftKey, type InboundMessageResult, type MessageRef, operationsQuery, replyKey } from '../contract';
 import type { FaultSpec } from '../sandbox/control-client';
-import { operationsQuery, type InboundMessageResult } from '../workflows/shared';
 import { Harness } from './support/harness';
 import { eventually } from './support/temporal';
 import {

@@ -4,7 +4,7 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { Failpoint } from '../lib/failpoints';
 import { providerIdempotencyKey } from '../lib/hashing';
-import { draftKey, ticketKey, type MessageRef } from '../lib/keys';
+import { draftKey, type MessageRef, ticketKey } from '../contract';
 import { buildHelpdeskStandIn } from '../sandbox/helpdesk/app';
 import { HelpdeskControl } from '../sandbox/helpdesk/control-client';
 import { buildModelStandIn } from '../sandbox/model/app';

@@ -1,8 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { AgentMail } from 'agentmail';
-import { recipientOf, replyRecipient } from '../activities/recipients';
-import { skipReason } from '../activities/reply-policy';
+import { recipientOf, replyRecipient } from '../activities/agentmail/recipients';
+import { skipReason } from '../activities/decide/reply-policy';
 import { loadWorkerConfig, parseDuration } from '../lib/config';
 
 // The pure rules of issue 13: whom a reply goes to, and which messages look automatic.

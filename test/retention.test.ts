@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
-import { pruneExpiredRecords, type PruneResult } from '../activities/retention';
+import { pruneExpiredRecords, type PruneResult } from '../activities/upkeep/retention';
 import { ensureSchedules, scheduleIds } from '../worker/schedules';
 import { Harness } from './support/harness';
 import { eventually } from './support/temporal';

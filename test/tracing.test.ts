@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { inboundWorkflowId } from '../lib/hashing';
-import type { MessageRef } from '../lib/keys';
+import type { MessageRef } from '../contract';
 import { AppProcess } from './support/app-process';
 import { Harness } from './support/harness';
 import { OtlpReceiver, type ReceivedSpan } from './support/otlp-receiver';

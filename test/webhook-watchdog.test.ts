@@ -4,7 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import { ScheduleOverlapPolicy } from '@temporalio/client';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
-import { checkWebhooks, type InboxCatchUp, type WebhookCheck } from '../activities/webhook-watchdog';
+import { checkWebhooks, type InboxCatchUp, type WebhookCheck } from '../activities/upkeep/webhook-watchdog';
 import { webhookEndpointDisabled } from '../lib/metrics';
 import { SANDBOX_WEBHOOK_ID } from '../sandbox/webhooks';
 import { ensureSchedules, scheduleIds } from '../worker/schedules';

@@ -13,7 +13,7 @@ import {
 import { createActivities, type ActivityDeps } from '../activities';
 import { workflowOutcomes } from '../lib/metrics';
 import { activeTracing, annotateActiveSpan, type Tracing } from '../lib/tracing';
-import type { EndedStatus } from './workflow-outcomes';
+import type { EndedStatus } from '../workflows/interceptors/outcomes';
 
 export interface ReplyonceWorkerOptions {
   connection: NativeConnection;
@@ -71,7 +71,7 @@ async function bundleQuietly(workflowInterceptorModules: string[]): Promise<{ co
  * The workflow interceptor modules every worker's bundle holds (a bundle built ahead, e.g. by the
  * tests, passes these as `workflowInterceptorModules`): how each message's run ended, for /metrics.
  */
-export const WORKFLOW_INTERCEPTOR_MODULES = [require.resolve('./workflow-outcomes')];
+export const WORKFLOW_INTERCEPTOR_MODULES = [require.resolve('../workflows/interceptors/outcomes')];
 
 /**
  * Tracing's interceptors, only when tracing is on (off, the worker has none). The workflow side is

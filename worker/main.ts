@@ -1,8 +1,8 @@
 import './instrumentation'; // first: tracing patches http and pg as they load
 import { Client } from '@temporalio/client';
 import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
-import { createDrafter } from '../activities/drafting/create-drafter';
-import { createTicketProvider } from '../activities/tickets/create-ticket-provider';
+import { createDrafter } from '../activities/draft/drafting/create-drafter';
+import { createTicketProvider } from '../activities/ticket/create-ticket-provider';
 import { createAgentMailClient } from '../lib/agentmail';
 import { ConfigError, loadWorkerConfig } from '../lib/config';
 import { createDb } from '../lib/db';

@@ -1,4 +1,4 @@
-import { INBOUND_MESSAGE_WORKFLOW, SearchAttributes, type ReplyStatus } from '../workflows/shared';
+import { INBOUND_MESSAGE_WORKFLOW, type ReplyStatus, SearchAttributes } from '../contract';
 
 /**
  * A message is "unanswered" while its workflow still runs, past this age, and is not waiting for a

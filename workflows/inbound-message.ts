@@ -14,30 +14,28 @@ import {
 } from '@temporalio/workflow';
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
 import type { Activities } from '../activities';
-import { draftProblem } from '../lib/draft-text';
 import {
   decisionKey,
   draftKey,
-  providerDraftKey,
-  replyKey,
-  reviewKey,
-  ticketKey,
-  type MessageRef,
-  type OperationKind,
-} from '../lib/keys';
-import {
+  draftProblem,
   FailureType,
-  SearchAttributes,
-  operationsQuery,
-  reviewSignal,
-  reviewUpdate,
   type InboundMessageInput,
   type InboundMessageResult,
+  type MessageRef,
+  type OperationKind,
   type OperationReport,
+  operationsQuery,
   type OperationView,
+  providerDraftKey,
+  replyKey,
   type ReplyStatus,
   type ReviewInput,
-} from './shared';
+  reviewKey,
+  reviewSignal,
+  reviewUpdate,
+  SearchAttributes,
+  ticketKey,
+} from '../contract';
 
 /**
  * One workflow per inbound message (its ID comes from inbox_id + message_id): decide whether a
@@ -389,7 +387,7 @@ function reviewProblem(input: ReviewInput | undefined): string | null {
   if (input.text !== undefined && input.verdict === 'reject') return 'a rejection carries no text';
   if (input.text !== undefined) {
     if (typeof input.text !== 'string') return 'text, when given, must be a string';
-    // The rule the activity applies to the stored edit (lib/draft-text.ts): accepted here, accepted there.
+    // The rule the activity applies to the stored edit (contract/draft-text.ts): accepted here, accepted there.
     const problem = draftProblem(input.text);
     if (problem !== null) return `text ${problem}`;
   }

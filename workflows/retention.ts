@@ -1,6 +1,6 @@
 import { proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { PruneResult } from '../activities/retention';
+import type { PruneResult } from '../activities/upkeep/retention';
 
 /**
  * Run by a Temporal Schedule (worker/schedules.ts): deletes inbound_events older than 7 days,

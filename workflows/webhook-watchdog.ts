@@ -1,6 +1,6 @@
 import { proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import type { DisabledWebhook, InboxCatchUp } from '../activities/webhook-watchdog';
+import type { DisabledWebhook, InboxCatchUp } from '../activities/upkeep/webhook-watchdog';
 
 /**
  * Run by a Temporal Schedule (worker/schedules.ts): checks AgentMail's webhooks; when one reads
@@ -28,7 +28,7 @@ const { reenableWebhook } = proxyActivities<Activities>({
  * The catch-up heartbeats every page and message. No attempt limit, for the reason above: the
  * webhook is back on, so only this run can still hand over what arrived while it was off. What no
  * retry can fix ends it anyway (an inbox AgentMail no longer has is "not run"; an AgentMail 4xx or a
- * Postgres constraint error is a final failure, activities/activity-boundary.ts).
+ * Postgres constraint error is a final failure, activities/failures/boundary.ts).
  */
 const { catchUpInbox } = proxyActivities<Activities>({
   startToCloseTimeout: '1 hour',

@@ -1,10 +1,9 @@
 import { ApplicationFailure, Context } from '@temporalio/activity';
 import { effectFailpoint, failpoint } from '../../lib/failpoints';
 import { requestHash } from '../../lib/hashing';
-import type { OperationKind } from '../../lib/keys';
+import { FailureType, type OperationKind, type OperationReport } from '../../contract';
 import * as metrics from '../../lib/metrics';
-import { FailureType, type OperationReport } from '../../workflows/shared';
-import { databaseRejection, rethrowDatabaseRejection } from '../database-errors';
+import { databaseRejection, rethrowDatabaseRejection } from '../failures/database';
 import { LeaseLostError, OperationConflictError, OperationFailedError, OperationInProgressError } from './errors';
 import type { OperationStore } from './store';
 

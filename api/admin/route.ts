@@ -3,10 +3,9 @@ import { type Client, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@
 import { AgentMailError } from 'agentmail';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
-import { draftProblem } from '../../lib/draft-text';
+import { draftProblem, reviewUpdate } from '../../contract';
 import { inboundWorkflowId } from '../../lib/hashing';
 import { isAgentMailError, providerErrorText } from '../../lib/provider-errors';
-import { reviewUpdate } from '../../workflows/shared';
 import {
   catchUpInbox,
   CatchUpRequestError,
@@ -41,7 +40,7 @@ const reviewBody = z.object({
   inbox_id: z.string().min(1),
   message_id: z.string().min(1),
   verdict: z.enum(['approve', 'reject']),
-  /** The edited reply: the one rule for a reply's text (lib/draft-text.ts), as the workflow's Update applies it. */
+  /** The edited reply: the one rule for a reply's text (contract/draft-text.ts), as the workflow's Update applies it. */
   text: z
     .string()
     .superRefine((text, ctx) => {

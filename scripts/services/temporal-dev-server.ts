@@ -7,9 +7,10 @@ import { stopChild, waitForTemporalFrontend } from './temporal-process';
 import { tail } from './log-tail';
 import { SetupError } from './main';
 import { LOOPBACK, assertPortFree, freePort } from './ports';
+import { SEARCH_ATTRIBUTE_NAMES } from '../../contract';
 
 /** The workflows' custom search attributes, registered at launch (and again by setupTemporal). */
-export const SEARCH_ATTRIBUTES = ['InboxId', 'MessageId', 'ThreadId', 'ReplyStatus', 'SkipReason'] as const;
+export const SEARCH_ATTRIBUTES = SEARCH_ATTRIBUTE_NAMES;
 
 /**
  * One partition per task queue: partitions spread a busy queue over matching hosts, but the dev

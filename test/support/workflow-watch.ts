@@ -2,7 +2,7 @@ import { ActivityFailure, ApplicationFailure, WorkflowFailedError, type Workflow
 import { optionalTsToMs } from '@temporalio/common/lib/time';
 import { temporal } from '@temporalio/proto';
 import { inboundWorkflowId } from '../../lib/hashing';
-import type { MessageRef } from '../../lib/keys';
+import type { MessageRef } from '../../contract';
 import { waitForStart, type Harness } from './harness';
 import { eventually } from './temporal';
 

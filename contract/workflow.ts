@@ -79,30 +79,5 @@ export const SearchAttributes = {
   SkipReason: defineSearchAttributeKey('SkipReason', 'KEYWORD'),
 } as const;
 
-/** Failure types a person can search for in the Web UI; also the non-retryable list. */
-export const FailureType = {
-  OperationConflict: 'OperationConflict',
-  ReplyConflict: 'ReplyConflict',
-  ReplyRejected: 'ReplyRejected',
-  MessageNotFound: 'MessageNotFound',
-  DraftMissing: 'DraftMissing',
-  InvalidDraft: 'InvalidDraft',
-  /** The model declined to write a reply (a refusal or a content filter): a person answers. */
-  DraftRefused: 'DraftRefused',
-  /** The model's provider rejected the request itself (400/413/422, e.g. the thread exceeds its context). */
-  DraftRequestRejected: 'DraftRequestRejected',
-  /** The help desk refused the ticket's idempotency key: the key was used with a different request. */
-  TicketConflict: 'TicketConflict',
-  /** The help desk rejected the ticket as invalid (422 and other 4xx that retrying cannot fix). */
-  TicketRejected: 'TicketRejected',
-  InvalidReview: 'InvalidReview',
-  /** A reply was about to go out without a single valid recipient (activities/recipients.ts): a bug, never guessed. */
-  NoValidRecipient: 'NoValidRecipient',
-  /** An effect activity was called without its operation key (a task scheduled by an older workflow version). */
-  OperationKeyMissing: 'OperationKeyMissing',
-  /** Postgres refused a statement for good: a constraint or data error (SQLSTATE 22xxx, 23xxx). */
-  DatabaseRejected: 'DatabaseRejected',
-  /** AgentMail refused a request that retrying cannot fix (a 4xx other than 404, 408, 409, 429). */
-  AgentMailRejected: 'AgentMailRejected',
-} as const;
-export type FailureType = (typeof FailureType)[keyof typeof FailureType];
+/** The custom search attributes' names, all Keyword: what the namespace set-up registers (scripts/services/). */
+export const SEARCH_ATTRIBUTE_NAMES = Object.values(SearchAttributes).map((key) => key.name);

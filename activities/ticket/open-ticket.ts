@@ -1,11 +1,10 @@
 import { Context } from '@temporalio/activity';
 import type { AgentMailClient } from 'agentmail';
-import { OperationKind, type MessageRef } from '../lib/keys';
-import type { OperationReport } from '../workflows/shared';
-import { fetchMessage } from './mail';
-import { runOperation } from './operation-store/run-operation';
-import type { OperationStore } from './operation-store/store';
-import type { TicketProvider } from './tickets/ticket-provider';
+import { type MessageRef, OperationKind, type OperationReport } from '../../contract';
+import { fetchMessage } from '../agentmail/reads';
+import { runOperation } from '../operation-store/run-operation';
+import type { OperationStore } from '../operation-store/store';
+import type { TicketProvider } from './ticket-provider';
 
 export interface TicketInput extends MessageRef {
   /** The ticket's operation key (…/ticket/v1), derived by the workflow; also the help desk's external id. */

@@ -10,7 +10,7 @@ import {
   type Sinks,
   type WorkflowInterceptorsFactory,
 } from '@temporalio/workflow';
-import { INBOUND_MESSAGE_WORKFLOW, type InboundMessageResult } from '../workflows/shared';
+import { INBOUND_MESSAGE_WORKFLOW, type InboundMessageResult } from '../../contract';
 
 export type EndedStatus = InboundMessageResult['status'] | 'failed';
 

@@ -1,16 +1,21 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import { AgentMail, AgentMailError, type AgentMailClient } from 'agentmail';
-import { providerIdempotencyKey } from '../lib/hashing';
-import * as metrics from '../lib/metrics';
-import { OperationKind, type MessageRef } from '../lib/keys';
-import { providerErrorText } from '../lib/provider-errors';
-import { FailureType, type OperationReport } from '../workflows/shared';
-import { storedDraft } from './drafts';
-import { emailAddress, fetchMessage, fetchThread } from './mail';
-import { runOperation, type OwnedAttempt } from './operation-store/run-operation';
-import type { OperationStore } from './operation-store/store';
-import { providerFailure } from './provider-errors';
-import { recipientOf } from './recipients';
+import { providerIdempotencyKey } from '../../lib/hashing';
+import * as metrics from '../../lib/metrics';
+import {
+  FailureType,
+  type MessageRef,
+  OperationKind,
+  type OperationReport,
+  RetryableFailureType,
+} from '../../contract';
+import { providerErrorText } from '../../lib/provider-errors';
+import { storedDraft } from '../draft/draft-store';
+import { emailAddress, fetchMessage, fetchThread } from '../agentmail/reads';
+import { runOperation, type OwnedAttempt } from '../operation-store/run-operation';
+import type { OperationStore } from '../operation-store/store';
+import { providerFailure } from '../agentmail/failures';
+import { recipientOf } from '../agentmail/recipients';
 
 export interface SendInput extends MessageRef {
   /** The stored text to send (…/draft/vN). */
@@ -93,7 +98,7 @@ export async function sendApprovedDraft(deps: SendDeps, input: DraftSendInput): 
 
 /**
  * The send's operation: claim the reply key, reconcile when the provider key may be gone, send.
- * The reply budget was reserved by the decision (activities/reply-budget.ts), not counted here.
+ * The reply budget was reserved by the decision (activities/decide/reply-budget.ts), not counted here.
  */
 async function sendOnce(
   deps: SendDeps,
@@ -148,7 +153,7 @@ export function classifySendError(error: unknown, replyKey: string): unknown {
   if (error instanceof AgentMail.ConflictError) {
     if (stillInFlight(error)) {
       return ApplicationFailure.create({
-        type: 'ReplyInProgress',
+        type: RetryableFailureType.ReplyInProgress,
         message: `AgentMail is still processing the first request for ${replyKey}: ${answer}`,
         nonRetryable: false,
       });
@@ -169,7 +174,7 @@ export function classifySendError(error: unknown, replyKey: string): unknown {
   const failure = providerFailure(error, `sending ${replyKey}`);
   if (failure.nonRetryable || failure.type === 'AgentMailUnauthorized') return failure;
   return ApplicationFailure.create({
-    type: 'ReplyOutcomeUnknown',
+    type: RetryableFailureType.ReplyOutcomeUnknown,
     message: `sending ${replyKey} ended without an answer we can trust (${answer}); retrying with the same key`,
     nonRetryable: false,
   });

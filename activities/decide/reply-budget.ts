@@ -1,5 +1,5 @@
-import { checkOut, type Db } from '../lib/db';
-import { addressHash } from '../lib/hashing';
+import { checkOut, type Db } from '../../lib/db';
+import { addressHash } from '../../lib/hashing';
 
 /**
  * The reply budget, one owner (table `reply_reservations`). Two limits, checked and reserved in
@@ -48,7 +48,7 @@ export interface ReservationRequest {
   inboxId: string;
   /** Who wrote to us (bare address). */
   sender: string;
-  /** The one address the reply goes to (activities/recipients.ts); usually the sender. */
+  /** The one address the reply goes to (activities/agentmail/recipients.ts); usually the sender. */
   recipient: string;
 }
 

@@ -1,7 +1,7 @@
 import { ApplicationFailure } from '@temporalio/activity';
-import { isAgentMailError } from '../lib/provider-errors';
-import { databaseRejection } from './database-errors';
-import { providerFailure } from './provider-errors';
+import { isAgentMailError } from '../../lib/provider-errors';
+import { databaseRejection } from './database';
+import { providerFailure } from '../agentmail/failures';
 
 /**
  * What an activity's failure may carry out of the worker, applied once to every activity

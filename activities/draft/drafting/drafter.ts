@@ -4,7 +4,7 @@
  * however often the workflow is retried or replayed.
  *
  * Nothing in a request can choose where the reply goes: recipients, the reply reference and the
- * sending inbox come from the inbound message when the reply is sent (activities/send-reply.ts).
+ * sending inbox come from the inbound message when the reply is sent (activities/send/send-reply.ts).
  */
 
 export interface DraftRequest {

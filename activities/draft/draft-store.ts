@@ -1,12 +1,10 @@
 import { ApplicationFailure } from '@temporalio/activity';
-import { draftProblem, normalizedDraft } from '../lib/draft-text';
-import { OperationKind } from '../lib/keys';
-import { FailureType, type OperationReport } from '../workflows/shared';
-import { runOperation } from './operation-store/run-operation';
-import type { OperationStore } from './operation-store/store';
+import { draftProblem, FailureType, normalizedDraft, OperationKind, type OperationReport } from '../../contract';
+import { runOperation } from '../operation-store/run-operation';
+import type { OperationStore } from '../operation-store/store';
 
 /**
- * Drafts, the one module for them: the rule a reply's text must pass (lib/draft-text.ts, also
+ * Drafts, the one module for them: the rule a reply's text must pass (contract/draft-text.ts, also
  * run by the workflow's review Update and the admin route), the text stored under a draft key
  * before any send, and its versions (v1 drafted, v2 an approver's edit). The draft activity
  * (draft-reply.ts), the review path (review.ts) and the send (send-reply.ts) all go through here.

@@ -1,7 +1,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { providerIdempotencyKey } from '../../lib/hashing';
-import { FailureType } from '../../workflows/shared';
-import { retryAfterMs } from '../retry-after';
+import { FailureType, RetryableFailureType } from '../../contract';
+import { retryAfterMs } from '../failures/retry-after';
 import type { TicketAttempt, TicketProvider, TicketRequest } from './ticket-provider';
 
 /**
@@ -60,7 +60,7 @@ export class ZendeskTickets implements TicketProvider {
     const created = (await response.json()) as { ticket?: ZendeskTicket };
     if (typeof created.ticket?.id !== 'number') {
       throw ApplicationFailure.create({
-        type: 'TicketOutcomeUnknown',
+        type: RetryableFailureType.TicketOutcomeUnknown,
         message: `Zendesk answered ${response.status} without a ticket id for ${request.externalId}`,
         nonRetryable: false,
       });

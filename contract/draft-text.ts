@@ -1,7 +1,7 @@
 import { htmlTagNames } from 'html-tag-names';
 
 /**
- * The one rule for a reply's text, whoever wrote it: the drafter (activities/drafts.ts), an
+ * The one rule for a reply's text, whoever wrote it: the drafter (activities/draft/draft-store.ts), an
  * approver's edit in the workflow's `review` Update and Signal (workflows/inbound-message.ts),
  * and the admin route (api/admin/route.ts). Pure and deterministic, so workflow code can run
  * it: an edit the Update accepts is one the activity accepts.

@@ -1,5 +1,6 @@
 import { ApplicationFailure, log } from '@temporalio/activity';
 import { AgentMailError, type AgentMailClient } from 'agentmail';
+import { RetryableFailureType } from '../../contract';
 
 /**
  * Our own addresses (DESIGN.md, "Whom we write to"): every inbox of the AgentMail organisation,
@@ -94,7 +95,7 @@ export class OwnAddresses {
       });
       if (this.inboxes === null) {
         throw ApplicationFailure.create({
-          type: 'OwnInboxesUnavailable',
+          type: RetryableFailureType.OwnInboxesUnavailable,
           message:
             `cannot list the organisation's AgentMail inboxes (${status ?? name}); no message is answered until ` +
             'we know which senders are ours (the API key must be allowed to list inboxes)',

@@ -1,7 +1,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { APICallError } from 'ai';
-import { FailureType } from '../../workflows/shared';
-import { retryAfterMs } from '../retry-after';
+import { FailureType } from '../../../contract';
+import { retryAfterMs } from '../../failures/retry-after';
 
 /**
  * What a failed model call means for the message, as a Temporal failure a person can search for.

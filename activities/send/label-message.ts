@@ -1,7 +1,7 @@
 import { log } from '@temporalio/activity';
 import { AgentMail, type AgentMailClient } from 'agentmail';
-import type { MessageRef } from '../lib/keys';
-import { providerFailure } from './provider-errors';
+import type { MessageRef } from '../../contract';
+import { providerFailure } from '../agentmail/failures';
 
 /**
  * Labels are set-like (add "replied", remove "unread"), so this effect is idempotent by nature: no key.

@@ -1,6 +1,6 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import pg from 'pg';
-import { FailureType } from '../workflows/shared';
+import { FailureType } from '../../contract';
 
 /**
  * Postgres errors that no retry can pass: a constraint the row breaks (SQLSTATE class 23) or

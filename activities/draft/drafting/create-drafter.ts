@@ -2,7 +2,7 @@ import { createAnthropic } from '@ai-sdk/anthropic';
 import { createOpenAI } from '@ai-sdk/openai';
 import { createOpenAICompatible } from '@ai-sdk/openai-compatible';
 import type { LanguageModel } from 'ai';
-import type { WorkerConfig } from '../../lib/config';
+import type { WorkerConfig } from '../../../lib/config';
 import type { Drafter } from './drafter';
 import { ModelDrafter } from './model-drafter';
 import { OfflineDrafter } from './offline-drafter';

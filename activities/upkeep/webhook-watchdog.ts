@@ -1,10 +1,10 @@
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import { AgentMailError, type AgentMail, type AgentMailClient } from 'agentmail';
-import { catchUpInbox, CatchUpRequestError, type CatchUpSummary } from '../intake/catch-up';
-import { InboxCursors } from '../intake/inbox-cursors';
-import { IntakeStore } from '../intake/intake-store';
-import type { Db } from '../lib/db';
-import { webhookEndpointDisabled } from '../lib/metrics';
+import { catchUpInbox, CatchUpRequestError, type CatchUpSummary } from '../../intake/catch-up';
+import { InboxCursors } from '../../intake/inbox-cursors';
+import { IntakeStore } from '../../intake/intake-store';
+import type { Db } from '../../lib/db';
+import { webhookEndpointDisabled } from '../../lib/metrics';
 
 /**
  * The webhook watchdog's effects. AgentMail disables a webhook after 5 days of failed deliveries,

@@ -1,6 +1,6 @@
 import { Context, log } from '@temporalio/activity';
-import type { Db } from '../lib/db';
-import { pruneReservations } from './reply-budget';
+import type { Db } from '../../lib/db';
+import { pruneReservations } from '../decide/reply-budget';
 
 /**
  * Retention: rows that have done their job are deleted in bounded batches (short statements, short
@@ -25,7 +25,7 @@ export interface PruneResult {
   /** Intake rows whose workflow was started that long ago (the record of the hand-over). */
   intake: number;
   operations: number;
-  /** The reply budget's reservations (activities/reply-budget.ts owns their retention period). */
+  /** The reply budget's reservations (activities/decide/reply-budget.ts owns their retention period). */
   replyReservations: number;
   /** Cursors of inboxes with no message for OPERATION_RETENTION_DAYS (a resume could not reach back further). */
   inboxCursors: number;

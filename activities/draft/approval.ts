@@ -1,14 +1,13 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import type { AgentMailClient } from 'agentmail';
-import { providerIdempotencyKey } from '../lib/hashing';
-import { OperationKind, type MessageRef } from '../lib/keys';
-import { FailureType, type OperationReport, type ReviewInput } from '../workflows/shared';
-import { storeDraftVersion, storedDraft, validDraft } from './drafts';
-import { fetchMessage } from './mail';
-import { runOperation } from './operation-store/run-operation';
-import type { OperationStore } from './operation-store/store';
-import { providerFailure } from './provider-errors';
-import { recipientOf } from './recipients';
+import { providerIdempotencyKey } from '../../lib/hashing';
+import { FailureType, type MessageRef, OperationKind, type OperationReport, type ReviewInput } from '../../contract';
+import { storeDraftVersion, storedDraft, validDraft } from './draft-store';
+import { fetchMessage } from '../agentmail/reads';
+import { runOperation } from '../operation-store/run-operation';
+import type { OperationStore } from '../operation-store/store';
+import { providerFailure } from '../agentmail/failures';
+import { recipientOf } from '../agentmail/recipients';
 
 /**
  * The human-approval path. A reviewer's verdict is stored like any effect, under

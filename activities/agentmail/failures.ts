@@ -1,8 +1,8 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import { AgentMailError } from 'agentmail';
-import { describeProviderError, providerErrorText } from '../lib/provider-errors';
-import { FailureType } from '../workflows/shared';
-import { retryAfterMs } from './retry-after';
+import { describeProviderError, providerErrorText } from '../../lib/provider-errors';
+import { FailureType, RetryableFailureType } from '../../contract';
+import { retryAfterMs } from '../failures/retry-after';
 
 /**
  * AgentMail's errors as Temporal failures: the one place that turns them into something history,
@@ -23,7 +23,7 @@ export function providerFailure(error: unknown, doing: string): ApplicationFailu
   const message = `${doing}: ${providerErrorText(error)}`;
   if (status === 401)
     return ApplicationFailure.create({
-      type: 'AgentMailUnauthorized',
+      type: RetryableFailureType.AgentMailUnauthorized,
       message: `${message}; check AGENTMAIL_API_KEY`,
       nonRetryable: false,
     });
@@ -32,7 +32,7 @@ export function providerFailure(error: unknown, doing: string): ApplicationFailu
   // A 429 or 503 may say how long to wait (Retry-After); Temporal's backoff decides otherwise.
   const wait = error instanceof AgentMailError ? retryAfterMs(error.rawResponse?.headers) : undefined;
   return ApplicationFailure.create({
-    type: 'AgentMailUnavailable',
+    type: RetryableFailureType.AgentMailUnavailable,
     message,
     nonRetryable: false,
     ...(wait !== undefined ? { nextRetryDelay: wait } : {}),

@@ -1,6 +1,6 @@
 import type { AgentMail } from 'agentmail';
-import { header } from './mail';
-import { bareAddress } from './recipients';
+import { header } from '../agentmail/reads';
+import { bareAddress } from '../agentmail/recipients';
 
 /**
  * Which messages get a reply (DESIGN.md, loop safety). An agent that answers every message
@@ -29,7 +29,7 @@ export type SkipReason =
   | 'flagged-by-provider'
   /** Older than REPLY_MAX_AGE: a late replay must not answer a customer again; a person looks. */
   | 'too-old'
-  /** No single address to answer (activities/recipients.ts), or it is one of ours. */
+  /** No single address to answer (activities/agentmail/recipients.ts), or it is one of ours. */
   | 'no-valid-recipient'
   | 'sender-budget-exceeded'
   /** The inbox's replies of the last hour reached REPLY_CEILING_PER_INBOX_PER_HOUR: a person answers. */

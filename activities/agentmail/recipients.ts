@@ -1,8 +1,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import type { AgentMail } from 'agentmail';
 import { parseAddressList, type ParsedMailbox } from 'email-addresses';
-import type { MessageRef } from '../lib/keys';
-import { FailureType } from '../workflows/shared';
+import { FailureType, type MessageRef } from '../../contract';
 
 /**
  * Whom a reply goes to (DESIGN.md, "Whom we write to"). The one rule, used by the decision and by
@@ -17,7 +16,7 @@ import { FailureType } from '../workflows/shared';
  * Exactly one recipient, taken from the inbound message alone: never from model output, never
  * more than one. Pure and independent of configuration, so every attempt of every activity
  * resolves the same address (the send's request hash covers it). That the address is none of
- * our own is the decision's check (activities/own-addresses.ts), which skips the message then.
+ * our own is the decision's check (activities/decide/own-addresses.ts), which skips the message then.
  *
  * The address goes out bare, without the display name: a name is the sender's free text, and a
  * provider that parses `"a@x, b@y" <c@z>` differently from us must not find a second address in it.
@@ -50,7 +49,7 @@ export function recipientOf(message: Pick<AgentMail.Message, 'from' | 'replyTo'>
   if (found === null || found.normalized === ref.inboxId.toLowerCase()) {
     throw ApplicationFailure.create({
       type: FailureType.NoValidRecipient,
-      message: `message ${ref.messageId} in ${ref.inboxId} has no single address to reply to (activities/recipients.ts)`,
+      message: `message ${ref.messageId} in ${ref.inboxId} has no single address to reply to (activities/agentmail/recipients.ts)`,
       nonRetryable: true,
     });
   }

@@ -1,9 +1,8 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import { AgentMail, type AgentMailClient } from 'agentmail';
 import { LRUCache } from 'lru-cache';
-import type { MessageRef } from '../lib/keys';
-import { FailureType } from '../workflows/shared';
-import { providerFailure } from './provider-errors';
+import { FailureType, type MessageRef } from '../../contract';
+import { providerFailure } from './failures';
 
 /** Reads from AgentMail (no effect, no key): the message and its thread, by id. */
 

@@ -1,12 +1,11 @@
 import { Context, log } from '@temporalio/activity';
 import type { AgentMailClient } from 'agentmail';
-import { OperationKind, type MessageRef } from '../lib/keys';
-import type { OperationReport } from '../workflows/shared';
-import { validDraft, type StoredDraft } from './drafts';
+import { type MessageRef, OperationKind, type OperationReport } from '../../contract';
+import { validDraft, type StoredDraft } from './draft-store';
 import type { Drafter } from './drafting/drafter';
-import { fetchMessage, fetchThread } from './mail';
-import { runOperation } from './operation-store/run-operation';
-import type { OperationStore } from './operation-store/store';
+import { fetchMessage, fetchThread } from '../agentmail/reads';
+import { runOperation } from '../operation-store/run-operation';
+import type { OperationStore } from '../operation-store/store';
 
 export interface DraftInput extends MessageRef {
   /** The draft's operation key (…/draft/v1), derived by the workflow. */

@@ -1,14 +1,13 @@
 import { log } from '@temporalio/activity';
 import type { AgentMailClient } from 'agentmail';
-import type { Db } from '../lib/db';
-import type { MessageRef } from '../lib/keys';
-import * as metrics from '../lib/metrics';
-import type { OperationReport } from '../workflows/shared';
-import { fetchMessage } from './mail';
-import { runOperation } from './operation-store/run-operation';
-import type { OperationStore } from './operation-store/store';
+import type { Db } from '../../lib/db';
+import type { MessageRef, OperationReport } from '../../contract';
+import * as metrics from '../../lib/metrics';
+import { fetchMessage } from '../agentmail/reads';
+import { runOperation } from '../operation-store/run-operation';
+import type { OperationStore } from '../operation-store/store';
 import type { OwnAddresses } from './own-addresses';
-import { replyRecipient, senderOf } from './recipients';
+import { replyRecipient, senderOf } from '../agentmail/recipients';
 import { releaseReply, reserveReply, retakeReply } from './reply-budget';
 import { skipReason, TICKET_ALWAYS, TICKET_NEVER, type SkipReason } from './reply-policy';
 
