@@ -145,61 +145,76 @@ const duration = z.string().transform((value, ctx) => {
   return ms;
 });
 
+/**
+ * What the activities read of the worker's configuration: one validated slice, its defaults here
+ * and nowhere else. Each step's dependencies take the part of it they read (`Pick<ActivityConfig, …>`).
+ */
+const activityVars = {
+  OPERATION_RETENTION_DAYS,
+  /** Whether the webhook watchdog turns a disabled AgentMail webhook back on (and then catches up). */
+  WATCHDOG_REENABLE: offByDefault,
+  /** The webhooks the watchdog watches; empty: every webhook of the account that receives message.received. */
+  WATCHDOG_WEBHOOK_IDS: z
+    .string()
+    .default('')
+    .transform((v) =>
+      v
+        .split(',')
+        .map((s) => s.trim())
+        .filter(Boolean),
+    ),
+  /** Extra addresses that are ours (besides the receiving inbox): never answered, to avoid loops. */
+  REPLYONCE_OWN_ADDRESSES: commaList,
+  /** Replies allowed to one sender address per 24 h before we stop answering (loop safety). */
+  REPLY_BUDGET_PER_SENDER: z.coerce.number().int().min(0).default(5),
+  /** The inboxes replyonce answers (comma-separated); unset: every inbox of the organisation. */
+  REPLYONCE_INBOXES: commaList,
+  /** Circuit breaker: past this many replies in an hour, an inbox's messages get a ticket for a person instead. */
+  REPLY_CEILING_PER_INBOX_PER_HOUR: z.coerce.number().int().min(0).default(DEFAULT_REPLY_CEILING_PER_INBOX_PER_HOUR),
+  /** Messages older than this (e.g. 7d, 36h, 90m) get a ticket, not an automatic reply. */
+  REPLY_MAX_AGE: duration.default(DEFAULT_REPLY_MAX_AGE_MS),
+  /** Inboxes whose replies wait for a person's approval (comma-separated; `*` for every inbox). */
+  APPROVAL_REQUIRED_INBOXES: commaList,
+  /** How long a reply waits for approval before it is escalated (it is never sent unapproved). */
+  APPROVAL_TIMEOUT_MS: z.coerce
+    .number()
+    .int()
+    .min(1_000)
+    .default(24 * 60 * 60 * 1000),
+  /** Whether a message we decide not to answer still gets a ticket. */
+  TICKET_FOR_SKIPPED: booleanFlag,
+  /**
+   * Past this age a send whose outcome is unknown reconciles from the thread before retrying:
+   * AgentMail forgets an Idempotency-Key 24 h after the send completed, so an hour of margin.
+   */
+  SEND_RECONCILE_AFTER_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .default(23 * 60 * 60 * 1000),
+  /**
+   * How long an operation claim stays exclusive without renewal (renewed every third of it).
+   * After a worker crash the next attempt waits at most this long before taking the effect over.
+   */
+  OPERATION_LEASE_MS: z.coerce.number().int().min(1_000).default(15_000),
+};
+const activitySchema = z.object(activityVars);
+export type ActivityConfig = z.output<typeof activitySchema>;
+
+/** The activities' configuration with every default, changed only where `overrides` says (tests, tools). */
+export const activityConfig = (overrides: Partial<ActivityConfig> = {}): ActivityConfig => ({
+  ...activitySchema.parse({}),
+  ...overrides,
+});
+
 const workerSchema = z
   .object({
     ...commonVars,
     ...agentmailVars,
-    OPERATION_RETENTION_DAYS,
-    /** Whether the webhook watchdog turns a disabled AgentMail webhook back on (and then catches up). */
-    WATCHDOG_REENABLE: offByDefault,
-    /** The webhooks the watchdog watches; empty: every webhook of the account that receives message.received. */
-    WATCHDOG_WEBHOOK_IDS: z
-      .string()
-      .default('')
-      .transform((v) =>
-        v
-          .split(',')
-          .map((s) => s.trim())
-          .filter(Boolean),
-      ),
+    ...activityVars,
     ...draftingVars,
     ...ticketVars,
-    /** Extra addresses that are ours (besides the receiving inbox): never answered, to avoid loops. */
-    REPLYONCE_OWN_ADDRESSES: commaList,
-    /** Replies allowed to one sender address per 24 h before we stop answering (loop safety). */
-    REPLY_BUDGET_PER_SENDER: z.coerce.number().int().min(0).default(5),
-    /** The inboxes replyonce answers (comma-separated); unset: every inbox of the organisation. */
-    REPLYONCE_INBOXES: commaList,
-    /** Circuit breaker: past this many replies in an hour, an inbox's messages get a ticket for a person instead. */
-    REPLY_CEILING_PER_INBOX_PER_HOUR: z.coerce.number().int().min(0).default(DEFAULT_REPLY_CEILING_PER_INBOX_PER_HOUR),
-    /** Messages older than this (e.g. 7d, 36h, 90m) get a ticket, not an automatic reply. */
-    REPLY_MAX_AGE: duration.default(DEFAULT_REPLY_MAX_AGE_MS),
-    /** Inboxes whose replies wait for a person's approval (comma-separated; `*` for every inbox). */
-    APPROVAL_REQUIRED_INBOXES: commaList,
-    /** How long a reply waits for approval before it is escalated (it is never sent unapproved). */
-    APPROVAL_TIMEOUT_MS: z.coerce
-      .number()
-      .int()
-      .min(1_000)
-      .default(24 * 60 * 60 * 1000),
-    /** Whether a message we decide not to answer still gets a ticket. */
-    TICKET_FOR_SKIPPED: booleanFlag,
-    /**
-     * Past this age a send whose outcome is unknown reconciles from the thread before retrying:
-     * AgentMail forgets an Idempotency-Key 24 h after the send completed, so an hour of margin.
-     */
-    SEND_RECONCILE_AFTER_MS: z.coerce
-      .number()
-      .int()
-      .min(0)
-      .default(23 * 60 * 60 * 1000),
-    /**
-     * How long an operation claim stays exclusive without renewal (renewed every third of it).
-     * After a worker crash the next attempt waits at most this long before taking the effect over.
-     */
-    OPERATION_LEASE_MS: z.coerce.number().int().min(1_000).default(15_000),
-    /** The worker's Prometheus endpoint (0: any free port, logged at start-up). */
-    /** Unset: 9464, or any free port when 9464 is taken (logged); set: exactly that port (0: any free one). */
+    /** The worker's Prometheus endpoint. Unset: 9464, or any free port when 9464 is taken (logged); set: exactly that port (0: any free one). */
     METRICS_PORT: z.coerce.number().int().min(0).max(65535).optional(),
     METRICS_HOST: z.string().trim().min(1).default('127.0.0.1'),
     WORKER_MAX_CONCURRENT_ACTIVITIES: z.coerce.number().int().min(1).default(50),

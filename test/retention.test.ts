@@ -90,7 +90,10 @@ describe('retention', () => {
 
     // Act
     const env = new MockActivityEnvironment(undefined, { logger: new DefaultLogger('WARN') });
-    const result: PruneResult = await env.run(pruneExpiredRecords, { db: h.db, operationRetentionDays: 30 });
+    const result: PruneResult = await env.run(pruneExpiredRecords, {
+      db: h.db,
+      config: { OPERATION_RETENTION_DAYS: 30 },
+    });
 
     // Assess
     const left = await h.db.query<{ workflow_id: string }>(
@@ -153,7 +156,7 @@ describe('retention', () => {
     const env = new MockActivityEnvironment(undefined, { logger: new DefaultLogger('WARN') });
     const heartbeats: PruneResult[] = [];
     env.on('heartbeat', (details: PruneResult) => heartbeats.push({ ...details }));
-    await env.run(pruneExpiredRecords, { db: h.db, operationRetentionDays: 30 }, { batchSize: 2 });
+    await env.run(pruneExpiredRecords, { db: h.db, config: { OPERATION_RETENTION_DAYS: 30 } }, { batchSize: 2 });
     assert.deepEqual(await remaining(run), { events: 0, operations: 1, replyReservations: 0, tickets: 0 });
     const eventProgress = [...new Set(heartbeats.map((beat) => beat.inboundEvents))];
     assert.deepEqual(eventProgress.slice(0, 3), [2, 4, 5], 'five expired events go in batches of 2, 2, 1');

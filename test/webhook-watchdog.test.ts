@@ -11,6 +11,7 @@ import { ensureSchedules, scheduleIds } from '../worker/schedules';
 import type { WebhookWatchdogResult } from '../workflows/webhook-watchdog';
 import { Harness } from './support/harness';
 import { eventually } from './support/temporal';
+import { activityConfig } from '../lib/config';
 
 // The watchdog on real parts: the sandbox switches its webhook off as AgentMail does after 5
 // days of failures (silently, never redelivering), and the watchdog workflow — started by hand
@@ -138,14 +139,15 @@ describe('webhook watchdog', () => {
       const deps = {
         db: quiet.db,
         agentmail: quiet.agentmail,
-        reenable: true,
-        webhookIds: [],
-        operationRetentionDays: 90,
+        config: activityConfig({ WATCHDOG_REENABLE: true, WATCHDOG_WEBHOOK_IDS: [], OPERATION_RETENTION_DAYS: 90 }),
       };
       const check: WebhookCheck = await env.run(checkWebhooks, deps);
       assert.ok(check.disabled[0]?.inboxes.includes(inboxId));
       // WATCHDOG_WEBHOOK_IDS: only the named webhooks are watched.
-      const named: WebhookCheck = await env.run(checkWebhooks, { ...deps, webhookIds: ['ep_someone_else'] });
+      const named: WebhookCheck = await env.run(checkWebhooks, {
+        ...deps,
+        config: { ...deps.config, WATCHDOG_WEBHOOK_IDS: ['ep_someone_else'] },
+      });
       assert.deepEqual(named.watched, []);
     } finally {
       await quiet.close();

@@ -10,6 +10,7 @@ import type { OwnAddresses } from './own-addresses';
 import { replyRecipient, senderOf } from '../agentmail/recipients';
 import { releaseReply, reserveReply, retakeReply } from './reply-budget';
 import { skipReason, TICKET_ALWAYS, TICKET_NEVER, type SkipReason } from './reply-policy';
+import type { ActivityConfig } from '../../lib/config';
 
 export interface ReplyDecision {
   reply: boolean;
@@ -26,16 +27,18 @@ export interface DecideDeps {
   store: OperationStore;
   agentmail: AgentMailClient;
   own: OwnAddresses;
-  /** REPLYONCE_INBOXES (lower case); empty: every inbox of the organisation. */
-  allowedInboxes: readonly string[];
-  replyBudgetPerSender: number;
-  replyCeilingPerInboxPerHour: number;
-  replyMaxAgeMs: number;
-  ticketForSkipped: boolean;
-  /** Inboxes (lower case) whose replies need a person's approval; `*` means every inbox. */
-  approvalInboxes: readonly string[];
-  approvalTimeoutMs: number;
-  leaseMs: number;
+  /** The worker's validated configuration, the part this step reads (lib/config.ts has the defaults). */
+  config: Pick<
+    ActivityConfig,
+    | 'APPROVAL_REQUIRED_INBOXES'
+    | 'APPROVAL_TIMEOUT_MS'
+    | 'OPERATION_LEASE_MS'
+    | 'REPLYONCE_INBOXES'
+    | 'REPLY_BUDGET_PER_SENDER'
+    | 'REPLY_CEILING_PER_INBOX_PER_HOUR'
+    | 'REPLY_MAX_AGE'
+    | 'TICKET_FOR_SKIPPED'
+  >;
 }
 
 export interface DecideInput extends MessageRef {
@@ -60,21 +63,22 @@ export async function decideReply(
       key: ref.key,
       kind: 'decision',
       request: { inboxId: ref.inboxId, messageId: ref.messageId },
-      leaseMs: deps.leaseMs,
+      leaseMs: deps.config.OPERATION_LEASE_MS,
     },
     async () => {
       const message = await fetchMessage(deps.agentmail, ref);
       const reason = await whyNotAnswer(deps, ref, message);
       const approvalRequired =
-        deps.approvalInboxes.includes('*') || deps.approvalInboxes.includes(ref.inboxId.toLowerCase());
+        deps.config.APPROVAL_REQUIRED_INBOXES.includes('*') ||
+        deps.config.APPROVAL_REQUIRED_INBOXES.includes(ref.inboxId.toLowerCase());
       const ticket =
-        reason === null || TICKET_ALWAYS.has(reason) || (deps.ticketForSkipped && !TICKET_NEVER.has(reason));
+        reason === null || TICKET_ALWAYS.has(reason) || (deps.config.TICKET_FOR_SKIPPED && !TICKET_NEVER.has(reason));
       return {
         reply: reason === null,
         reason,
         threadId: message.threadId,
         ticket,
-        approval: { required: approvalRequired, timeoutMs: deps.approvalTimeoutMs },
+        approval: { required: approvalRequired, timeoutMs: deps.config.APPROVAL_TIMEOUT_MS },
       };
     },
   );
@@ -94,11 +98,11 @@ async function whyNotAnswer(
   ref: DecideInput,
   message: Awaited<ReturnType<typeof fetchMessage>>,
 ): Promise<SkipReason | null> {
-  if (deps.allowedInboxes.length > 0 && !deps.allowedInboxes.includes(ref.inboxId.toLowerCase()))
+  if (deps.config.REPLYONCE_INBOXES.length > 0 && !deps.config.REPLYONCE_INBOXES.includes(ref.inboxId.toLowerCase()))
     return 'inbox-not-allowed';
   const sender = senderOf(message);
   if (sender !== null && (await deps.own.isOwn(sender.normalized, ref.inboxId))) return 'from-own-inbox';
-  const reason = skipReason(message, { now: Date.now(), maxAgeMs: deps.replyMaxAgeMs });
+  const reason = skipReason(message, { now: Date.now(), maxAgeMs: deps.config.REPLY_MAX_AGE });
   if (reason !== null) return reason;
 
   const recipient = replyRecipient(message);
@@ -107,7 +111,7 @@ async function whyNotAnswer(
   const reservation = await reserveReply(
     deps.db,
     { replyKey: ref.budgetKey, inboxId: ref.inboxId, sender: sender.normalized, recipient: recipient.normalized },
-    { perAddress: deps.replyBudgetPerSender, perInboxPerHour: deps.replyCeilingPerInboxPerHour },
+    { perAddress: deps.config.REPLY_BUDGET_PER_SENDER, perInboxPerHour: deps.config.REPLY_CEILING_PER_INBOX_PER_HOUR },
   );
   return reservation.granted ? null : reservation.reason;
 }

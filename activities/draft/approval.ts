@@ -8,6 +8,7 @@ import { runOperation } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
 import { providerFailure } from '../agentmail/failures';
 import { recipientOf } from '../agentmail/recipients';
+import type { ActivityConfig } from '../../lib/config';
 
 /**
  * The human-approval path. A reviewer's verdict is stored like any effect, under
@@ -20,7 +21,8 @@ import { recipientOf } from '../agentmail/recipients';
 export interface ReviewDeps {
   store: OperationStore;
   agentmail: AgentMailClient;
-  leaseMs: number;
+  /** The worker's validated configuration, the part this step reads (lib/config.ts has the defaults). */
+  config: Pick<ActivityConfig, 'OPERATION_LEASE_MS'>;
 }
 
 export interface StoredReview {
@@ -51,7 +53,7 @@ export async function recordReview(
       key: input.key,
       kind: OperationKind.review,
       request: { inboxId: input.inboxId, messageId: input.messageId },
-      leaseMs: deps.leaseMs,
+      leaseMs: deps.config.OPERATION_LEASE_MS,
     },
     async () => ({
       verdict: input.review.verdict,
@@ -119,7 +121,7 @@ export async function createProviderDraft(
       key: input.key,
       kind: OperationKind.providerDraft,
       request: { inboxId: input.inboxId, ...request },
-      leaseMs: deps.leaseMs,
+      leaseMs: deps.config.OPERATION_LEASE_MS,
     },
     async () => {
       try {

@@ -6,6 +6,7 @@ import type { Drafter } from './drafting/drafter';
 import { fetchMessage, fetchThread } from '../agentmail/reads';
 import { runOperation } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
+import type { ActivityConfig } from '../../lib/config';
 
 export interface DraftInput extends MessageRef {
   /** The draft's operation key (…/draft/v1), derived by the workflow. */
@@ -21,7 +22,8 @@ export interface DraftDeps {
   store: OperationStore;
   agentmail: AgentMailClient;
   drafter: Drafter;
-  leaseMs: number;
+  /** The worker's validated configuration, the part this step reads (lib/config.ts has the defaults). */
+  config: Pick<ActivityConfig, 'OPERATION_LEASE_MS'>;
 }
 
 /**
@@ -36,7 +38,7 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
       key,
       kind: OperationKind.draft,
       request: { inboxId: ref.inboxId, messageId: ref.messageId },
-      leaseMs: deps.leaseMs,
+      leaseMs: deps.config.OPERATION_LEASE_MS,
     },
     async () => {
       const message = await fetchMessage(deps.agentmail, ref);

@@ -2,6 +2,7 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { draftProblem, FailureType, normalizedDraft, OperationKind, type OperationReport } from '../../contract';
 import { runOperation } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
+import type { ActivityConfig } from '../../lib/config';
 
 /**
  * Drafts, the one module for them: the rule a reply's text must pass (contract/draft-text.ts, also
@@ -56,7 +57,7 @@ export interface DraftVersionInput {
 
 /** Stores a new version of the draft (an approver's edit), validated by the same rule as the drafter's. */
 export async function storeDraftVersion(
-  deps: { store: OperationStore; leaseMs: number },
+  deps: { store: OperationStore; config: Pick<ActivityConfig, 'OPERATION_LEASE_MS'> },
   input: DraftVersionInput,
 ): Promise<{ characters: number; operation: OperationReport }> {
   const outcome = await runOperation<StoredDraft>(
@@ -65,7 +66,7 @@ export async function storeDraftVersion(
       key: input.key,
       kind: OperationKind.draft,
       request: { inboxId: input.inboxId, messageId: input.messageId, source: input.source },
-      leaseMs: deps.leaseMs,
+      leaseMs: deps.config.OPERATION_LEASE_MS,
     },
     async () => ({ text: validDraft(input.text, input.author), drafter: input.author }),
   );

@@ -16,6 +16,7 @@ import { runOperation, type OwnedAttempt } from '../operation-store/run-operatio
 import type { OperationStore } from '../operation-store/store';
 import { providerFailure } from '../agentmail/failures';
 import { recipientOf } from '../agentmail/recipients';
+import type { ActivityConfig } from '../../lib/config';
 
 export interface SendInput extends MessageRef {
   /** The stored text to send (…/draft/vN). */
@@ -36,9 +37,8 @@ export interface SentReply {
 export interface SendDeps {
   store: OperationStore;
   agentmail: AgentMailClient;
-  leaseMs: number;
-  /** Age of the first attempt past which an unknown outcome is reconciled from the thread first. */
-  reconcileAfterMs: number;
+  /** The worker's validated configuration, the part this step reads (lib/config.ts has the defaults). */
+  config: Pick<ActivityConfig, 'OPERATION_LEASE_MS' | 'SEND_RECONCILE_AFTER_MS'>;
 }
 
 /** Our replies say they are automatic (RFC 3834), so well-behaved robots do not answer them. */
@@ -109,7 +109,12 @@ async function sendOnce(
 ): Promise<SendOutcome> {
   const outcome = await runOperation<SentReply>(
     deps.store,
-    { key: input.replyKey, kind: OperationKind.reply, request: resolvedRequest, leaseMs: deps.leaseMs },
+    {
+      key: input.replyKey,
+      kind: OperationKind.reply,
+      request: resolvedRequest,
+      leaseMs: deps.config.OPERATION_LEASE_MS,
+    },
     async (attempt) => {
       const earlier = await reconcileIfKeyMayHaveExpired(deps, input, threadId, attempt);
       return earlier ?? (await send());
@@ -198,7 +203,7 @@ async function reconcileIfKeyMayHaveExpired(
   threadId: string,
   attempt: OwnedAttempt,
 ): Promise<SentReply | null> {
-  if (!attempt.resumed || attempt.firstAttemptAgeMs < deps.reconcileAfterMs) return null;
+  if (!attempt.resumed || attempt.firstAttemptAgeMs < deps.config.SEND_RECONCILE_AFTER_MS) return null;
   const thread = await fetchThread(deps.agentmail, input.inboxId, threadId);
   const ours = thread.messages.find(
     (m) =>

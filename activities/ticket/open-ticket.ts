@@ -5,6 +5,7 @@ import { fetchMessage } from '../agentmail/reads';
 import { runOperation } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
 import type { TicketProvider } from './ticket-provider';
+import type { ActivityConfig } from '../../lib/config';
 
 export interface TicketInput extends MessageRef {
   /** The ticket's operation key (…/ticket/v1), derived by the workflow; also the help desk's external id. */
@@ -18,7 +19,8 @@ export interface TicketDeps {
   store: OperationStore;
   agentmail: AgentMailClient;
   tickets: TicketProvider;
-  leaseMs: number;
+  /** The worker's validated configuration, the part this step reads (lib/config.ts has the defaults). */
+  config: Pick<ActivityConfig, 'OPERATION_LEASE_MS'>;
 }
 
 export async function openTicket(
@@ -35,7 +37,7 @@ export async function openTicket(
   };
   const outcome = await runOperation<{ ticketId: string }>(
     deps.store,
-    { key, kind: OperationKind.ticket, request, leaseMs: deps.leaseMs },
+    { key, kind: OperationKind.ticket, request, leaseMs: deps.config.OPERATION_LEASE_MS },
     async (attempt) => {
       const message = await fetchMessage(deps.agentmail, input);
       return deps.tickets.create(

@@ -1,6 +1,7 @@
 import { Context, log } from '@temporalio/activity';
 import type { Db } from '../../lib/db';
 import { pruneReservations } from '../decide/reply-budget';
+import type { ActivityConfig } from '../../lib/config';
 
 /**
  * Retention: rows that have done their job are deleted in bounded batches (short statements, short
@@ -16,8 +17,8 @@ export const PRUNE_BATCH_SIZE = 1_000;
 
 export interface RetentionDeps {
   db: Db;
-  /** OPERATION_RETENTION_DAYS: operation rows (draft texts, reply results) are kept this long. */
-  operationRetentionDays: number;
+  /** The worker's validated configuration, the part this step reads (lib/config.ts has the defaults). */
+  config: Pick<ActivityConfig, 'OPERATION_RETENTION_DAYS'>;
 }
 
 export interface PruneResult {
@@ -52,8 +53,8 @@ export async function pruneExpiredRecords(
     // The events' schedule: a retry that finds its event gone finds its row gone with it, and is
     // then a new job whose start finds the workflow (or, past Temporal's retention, the store).
     intake: INBOUND_EVENT_RETENTION_DAYS * 24 * hour,
-    operations: deps.operationRetentionDays * 24 * hour,
-    inboxCursors: deps.operationRetentionDays * 24 * hour,
+    operations: deps.config.OPERATION_RETENTION_DAYS * 24 * hour,
+    inboxCursors: deps.config.OPERATION_RETENTION_DAYS * 24 * hour,
   };
   const result: PruneResult = { inboundEvents: 0, intake: 0, operations: 0, inboxCursors: 0, replyReservations: 0 };
   const inBatches = async (name: keyof PruneResult, prune: () => Promise<number>) => {

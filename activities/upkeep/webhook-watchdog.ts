@@ -5,6 +5,7 @@ import { InboxCursors } from '../../intake/inbox-cursors';
 import { IntakeStore } from '../../intake/intake-store';
 import type { Db } from '../../lib/db';
 import { webhookEndpointDisabled } from '../../lib/metrics';
+import type { ActivityConfig } from '../../lib/config';
 
 /**
  * The webhook watchdog's effects. AgentMail disables a webhook after 5 days of failed deliveries,
@@ -15,11 +16,8 @@ import { webhookEndpointDisabled } from '../../lib/metrics';
 export interface WatchdogDeps {
   db: Db;
   agentmail: AgentMailClient;
-  /** WATCHDOG_REENABLE: turn a disabled webhook back on, then catch up. */
-  reenable: boolean;
-  /** WATCHDOG_WEBHOOK_IDS; empty: every webhook that receives message.received. */
-  webhookIds: readonly string[];
-  operationRetentionDays: number;
+  /** The worker's validated configuration, the part this step reads (lib/config.ts has the defaults). */
+  config: Pick<ActivityConfig, 'OPERATION_RETENTION_DAYS' | 'WATCHDOG_REENABLE' | 'WATCHDOG_WEBHOOK_IDS'>;
 }
 
 export interface DisabledWebhook {
@@ -44,10 +42,10 @@ const MESSAGE_RECEIVED = 'message.received';
 export async function checkWebhooks(deps: WatchdogDeps): Promise<WebhookCheck> {
   const all = await listWebhooks(deps.agentmail);
   const watched =
-    deps.webhookIds.length > 0
-      ? all.filter((w) => deps.webhookIds.includes(w.webhookId))
+    deps.config.WATCHDOG_WEBHOOK_IDS.length > 0
+      ? all.filter((w) => deps.config.WATCHDOG_WEBHOOK_IDS.includes(w.webhookId))
       : all.filter(receivesMessages);
-  for (const id of deps.webhookIds.filter((id) => !all.some((w) => w.webhookId === id))) {
+  for (const id of deps.config.WATCHDOG_WEBHOOK_IDS.filter((id) => !all.some((w) => w.webhookId === id))) {
     log.warn('a watched webhook does not exist at AgentMail (WATCHDOG_WEBHOOK_IDS)', { webhookId: id });
   }
   const disabled = watched.filter((w) => !w.enabled);
@@ -59,8 +57,8 @@ export async function checkWebhooks(deps: WatchdogDeps): Promise<WebhookCheck> {
       {
         alert: 'webhook_disabled',
         webhookId: webhook.webhookId,
-        reenable: deps.reenable,
-        remedy: deps.reenable
+        reenable: deps.config.WATCHDOG_REENABLE,
+        remedy: deps.config.WATCHDOG_REENABLE
           ? 're-enabling it and catching up'
           : 're-enable it at AgentMail, then run `npm run replay -- --all` (or set WATCHDOG_REENABLE=true)',
       },
@@ -75,7 +73,7 @@ export async function checkWebhooks(deps: WatchdogDeps): Promise<WebhookCheck> {
       webhookId: w.webhookId,
       inboxes: w.inboxIds?.length ? [...w.inboxIds] : withCursor,
     })),
-    reenable: deps.reenable,
+    reenable: deps.config.WATCHDOG_REENABLE,
   };
 }
 
@@ -93,7 +91,7 @@ export async function catchUpInboxForWatchdog(deps: WatchdogDeps, input: { inbox
         agentmail: deps.agentmail,
         intake: new IntakeStore(deps.db, context.info.taskQueue),
         cursors: new InboxCursors(deps.db),
-        operationRetentionDays: deps.operationRetentionDays,
+        operationRetentionDays: deps.config.OPERATION_RETENTION_DAYS,
       },
       {
         inboxId: input.inboxId,

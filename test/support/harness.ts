@@ -9,6 +9,7 @@ import { PostgresTickets } from '../../activities/ticket/postgres-tickets';
 import type { TicketProvider } from '../../activities/ticket/ticket-provider';
 import { buildApp } from '../../api/app';
 import { createAgentMailClient, type AgentMailClient } from '../../lib/agentmail';
+import { activityConfig } from '../../lib/config';
 import { createDb, type Db } from '../../lib/db';
 import { inboundWorkflowId } from '../../lib/hashing';
 import type { InboundMessageResult, MessageRef } from '../../contract';
@@ -157,17 +158,21 @@ export class Harness {
         agentmail,
         drafter,
         tickets: options.tickets ?? new PostgresTickets(db),
-        ownAddresses: options.ownAddresses ?? [],
-        allowedInboxes: options.allowedInboxes ?? [],
-        replyBudgetPerSender: options.replyBudgetPerSender ?? 5,
-        replyCeilingPerInboxPerHour: options.replyCeilingPerInboxPerHour,
-        replyMaxAgeMs: options.replyMaxAgeMs,
-        ticketForSkipped: options.ticketForSkipped ?? true,
-        approvalInboxes: options.approvalInboxes ?? [],
-        approvalTimeoutMs: options.approvalTimeoutMs ?? 60_000,
-        reconcileAfterMs: options.reconcileAfterMs ?? 23 * 60 * 60 * 1000,
-        leaseMs: options.leaseMs ?? 5_000,
-        webhookReenable: options.webhookReenable ?? false,
+        config: activityConfig({
+          REPLYONCE_OWN_ADDRESSES: options.ownAddresses ?? [],
+          REPLYONCE_INBOXES: options.allowedInboxes ?? [],
+          REPLY_BUDGET_PER_SENDER: options.replyBudgetPerSender ?? 5,
+          ...(options.replyCeilingPerInboxPerHour === undefined
+            ? {}
+            : { REPLY_CEILING_PER_INBOX_PER_HOUR: options.replyCeilingPerInboxPerHour }),
+          ...(options.replyMaxAgeMs === undefined ? {} : { REPLY_MAX_AGE: options.replyMaxAgeMs }),
+          TICKET_FOR_SKIPPED: options.ticketForSkipped ?? true,
+          APPROVAL_REQUIRED_INBOXES: options.approvalInboxes ?? [],
+          APPROVAL_TIMEOUT_MS: options.approvalTimeoutMs ?? 60_000,
+          SEND_RECONCILE_AFTER_MS: options.reconcileAfterMs ?? 23 * 60 * 60 * 1000,
+          OPERATION_LEASE_MS: options.leaseMs ?? 5_000,
+          WATCHDOG_REENABLE: options.webhookReenable ?? false,
+        }),
       },
     });
     const running = worker.run();
