@@ -11,6 +11,7 @@ import { openTicket, type TicketInput } from './ticket/open-ticket';
 import { OperationStore } from './operation-store/store';
 import { OwnAddresses } from './decide/own-addresses';
 import { pruneExpiredRecords } from './upkeep/retention';
+import { syncKnowledge } from './upkeep/knowledge-sync';
 import { catchUpInboxForWatchdog, checkWebhooks, reenableWebhook } from './upkeep/webhook-watchdog';
 import {
   createProviderDraft,
@@ -61,6 +62,7 @@ export function createActivities(deps: ActivityDeps) {
     reenableWebhook: (input: { webhookId: string }) => reenableWebhook(deps, input),
     catchUpInbox: (input: { inboxId: string }) => catchUpInboxForWatchdog(deps, input),
     pruneExpiredRecords: (input: { batchSize?: number } = {}) => pruneExpiredRecords(deps, input),
+    syncKnowledge: () => syncKnowledge(deps),
   });
 }
 

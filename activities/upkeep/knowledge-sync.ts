@@ -1,0 +1,23 @@
+import { log } from '@temporalio/activity';
+import { syncConfigured, type SyncStats } from '../../knowledge';
+import type { ActivityConfig } from '../../lib/config';
+import type { Db } from '../../lib/db';
+
+/**
+ * The knowledge schedule's step (worker/schedules.ts): re-syncs KNOWLEDGE_DIR and KNOWLEDGE_URLS
+ * into Postgres, as `npm run knowledge:sync` does. Idempotent (an unchanged article is not
+ * touched), so a retry or an overlap with the CLI changes nothing twice. Only counts are returned.
+ */
+export interface KnowledgeSyncDeps {
+  db: Db;
+  config: Pick<
+    ActivityConfig,
+    'KNOWLEDGE_DIR' | 'KNOWLEDGE_URLS' | 'KNOWLEDGE_LANGUAGE' | 'KNOWLEDGE_COLLECTION_LANGUAGES'
+  >;
+}
+
+export async function syncKnowledge(deps: KnowledgeSyncDeps): Promise<{ collections: SyncStats[]; problems: number }> {
+  const report = await syncConfigured(deps.db, deps.config);
+  for (const problem of report.problems) log.warn('knowledge source skipped', { ...problem });
+  return { collections: report.collections, problems: report.problems.length };
+}
