@@ -34,6 +34,11 @@ export async function openTicket(
   input: TicketInput,
 ): Promise<{ ticketId: string; operation: OperationReport }> {
   const { key, draftKey, ...base } = input;
+  // One ticket per message: once opened, a later run (a rerun after a failure, whose draft may have
+  // come out differently) gets the same ticket back, whatever its note would say now.
+  const opened = await deps.store.completed<{ ticketId: string }>(key, OperationKind.ticket);
+  if (opened !== undefined)
+    return { ticketId: opened.ticketId, operation: { key, kind: OperationKind.ticket, state: 'replayed' } };
   const draft = draftKey === undefined ? undefined : await deps.store.completed<StoredDraft>(draftKey, OperationKind.draft);
   const ticket = { ...base, note: draft ? noteWithDraft(input.note, draft) : input.note };
   const request = {
