@@ -58,9 +58,7 @@ export async function syncConfigured(db: Db, sources: KnowledgeSources): Promise
     const fetched = await fetchPages(pages.filter((p) => p.collection === collection).map((p) => p.value));
     documents.push(...fetched.documents);
     report.problems.push(...fetched.problems);
-    report.collections.push(
-      await syncCollection(db, { ...plan, documents, keep: [...fetched.unreachable] }),
-    );
+    report.collections.push(await syncCollection(db, { ...plan, documents, keep: [...fetched.unreachable] }));
   }
   return report;
 }

@@ -139,7 +139,13 @@ async function search(
        FROM best JOIN knowledge_sections s USING (id)
       ORDER BY best.rank DESC, s.id
       LIMIT $5`,
-    [query.collections, terms.join(' or '), corrections.length > 0 ? corrections.join(' | ') : '', corrections, query.limit],
+    [
+      query.collections,
+      terms.join(' or '),
+      corrections.length > 0 ? corrections.join(' | ') : '',
+      corrections,
+      query.limit,
+    ],
   );
   return rows.rows.map((row) => ({
     id: row.id,
@@ -158,7 +164,11 @@ async function search(
  * is matched to the nearest lexeme they do (same first letter, one edit for short words, two for
  * longer ones), from the collections' own vocabulary. The corrections are lexemes already.
  */
-async function spellingCorrections(db: Db, collections: readonly string[], terms: readonly string[]): Promise<string[]> {
+async function spellingCorrections(
+  db: Db,
+  collections: readonly string[],
+  terms: readonly string[],
+): Promise<string[]> {
   const rows = await db.query<{ term: string; lexemes: string[] }>(
     `SELECT t AS term, array_agg(DISTINCT l) FILTER (WHERE l IS NOT NULL) AS lexemes
        FROM unnest($2::text[]) AS t
@@ -187,7 +197,10 @@ async function spellingCorrections(db: Db, collections: readonly string[], terms
       if (word[0] !== row.term[0] || Math.abs(word.length - row.term.length) > 2) continue;
       const limit = row.term.length <= 5 ? 1 : 2;
       const distance = Math.min(...[row.term, ...lexemes].map((form) => editDistance(form, word, limit)));
-      if (distance <= limit && (best === null || distance < best.distance || (distance === best.distance && word < best.word)))
+      if (
+        distance <= limit &&
+        (best === null || distance < best.distance || (distance === best.distance && word < best.word))
+      )
         best = { word, distance };
     }
     if (best && /^[\p{L}\p{N}]+$/u.test(best.word)) corrections.add(best.word);
@@ -204,7 +217,8 @@ export function editDistance(a: string, b: string, limit = Infinity): number {
     for (let j = 1; j <= b.length; j++) {
       const cost = a[i - 1] === b[j - 1] ? 0 : 1;
       let value = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
-      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1]) value = Math.min(value, d[i - 2]![j - 2]! + 1);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+        value = Math.min(value, d[i - 2]![j - 2]! + 1);
       d[i]![j] = value;
     }
   }

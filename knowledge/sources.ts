@@ -24,9 +24,7 @@ export interface SourceProblem {
   problem: string;
 }
 
-export async function readFolder(
-  root: string,
-): Promise<{ documents: SourceDocument[]; problems: SourceProblem[] }> {
+export async function readFolder(root: string): Promise<{ documents: SourceDocument[]; problems: SourceProblem[] }> {
   const documents: SourceDocument[] = [];
   const problems: SourceProblem[] = [];
   const entries = await readdir(root, { recursive: true, withFileTypes: true });

@@ -51,9 +51,7 @@ export async function syncCollection(db: Db, plan: CollectionPlan): Promise<Sync
     await client.query('BEGIN');
     await client.query("SELECT pg_advisory_xact_lock(hashtext('knowledge:' || $1))", [plan.collection]);
     const language = (
-      await client.query<{ cfg: string }>('SELECT cfgname AS cfg FROM pg_ts_config WHERE cfgname = $1', [
-        plan.language,
-      ])
+      await client.query<{ cfg: string }>('SELECT cfgname AS cfg FROM pg_ts_config WHERE cfgname = $1', [plan.language])
     ).rows[0]?.cfg;
     if (language === undefined)
       throw new Error(
@@ -136,10 +134,10 @@ export async function syncCollection(db: Db, plan: CollectionPlan): Promise<Sync
     const keep = new Set(plan.keep ?? []);
     for (const [source, row] of known) {
       if (seen.has(source) || keep.has(source) || row.retired) continue;
-      await client.query(
-        'UPDATE knowledge_articles SET retired_at = now() WHERE collection = $1 AND source = $2',
-        [plan.collection, source],
-      );
+      await client.query('UPDATE knowledge_articles SET retired_at = now() WHERE collection = $1 AND source = $2', [
+        plan.collection,
+        source,
+      ]);
       stats.retired += 1;
     }
     if (stats.added + stats.changed + stats.retired > 0 || stats.reindexed || !previous.rows[0])

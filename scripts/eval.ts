@@ -96,7 +96,11 @@ export async function runEvaluation(db: Db, options: EvalOptions): Promise<EvalR
     }
     const scores = scoreEvaluation(questions, outcomes);
     const modelJudged = options.drafter !== null && options.drafter.name !== 'offline';
-    return { scores, modelJudged, line: summaryLine(modelJudged ? scores : { ...scores, handoffPrecision: null, handoffRecall: null }) };
+    return {
+      scores,
+      modelJudged,
+      line: summaryLine(modelJudged ? scores : { ...scores, handoffPrecision: null, handoffRecall: null }),
+    };
   } finally {
     await db.query('DELETE FROM knowledge_collections WHERE name = $1', [collection]);
   }
@@ -136,7 +140,9 @@ async function main(): Promise<number> {
       throw new SetupError(messageOf(error));
     });
     const s = report.scores;
-    console.log(`retrieval over ${s.answerable} answerable questions of ${s.questions}: recall@3 ${s.recallAt3.toFixed(3)}, MRR ${s.mrr.toFixed(3)}`);
+    console.log(
+      `retrieval over ${s.answerable} answerable questions of ${s.questions}: recall@3 ${s.recallAt3.toFixed(3)}, MRR ${s.mrr.toFixed(3)}`,
+    );
     if (report.modelJudged)
       console.log(
         `drafted by ${drafter.name}: citation validity ${s.citationValidity?.toFixed(3) ?? 'n/a'}, hand-off precision ${s.handoffPrecision?.toFixed(3) ?? 'n/a'}, recall ${s.handoffRecall?.toFixed(3) ?? 'n/a'}`,

@@ -205,8 +205,9 @@ describe('drafting with retrieval, a worker killed around the draft, the knowled
     });
     const ref = { inboxId, messageId: inbound.message.message_id };
     assert.equal((await crashing.exited).signal, 'SIGKILL', `the worker died at ${failpoint}`);
-    const hashBefore = (await h.db.query('SELECT request_hash FROM operations WHERE operation_key = $1', [draftKey(ref)]))
-      .rows[0]?.request_hash as string;
+    const hashBefore = (
+      await h.db.query('SELECT request_hash FROM operations WHERE operation_key = $1', [draftKey(ref)])
+    ).rows[0]?.request_hash as string;
     writeFileSync(
       path.join(helpCentre, 'shipping/countries.md'),
       `# Countries we ship to\nWe ship to the UK, the EU, Norway, Switzerland and Iceland (edited ${marker.slice(-6)}).\n`,
@@ -215,8 +216,9 @@ describe('drafting with retrieval, a worker killed around the draft, the knowled
     const healthy = await startWorker([], env);
     const result = await h.workflowResult(ref);
     await healthy.stop();
-    const hashAfter = (await h.db.query('SELECT request_hash FROM operations WHERE operation_key = $1', [draftKey(ref)]))
-      .rows[0]?.request_hash as string;
+    const hashAfter = (
+      await h.db.query('SELECT request_hash FROM operations WHERE operation_key = $1', [draftKey(ref)])
+    ).rows[0]?.request_hash as string;
     return { ref, result, calls: (await model.calls({ contains: marker })).length, hashBefore, hashAfter };
   }
 

@@ -106,7 +106,10 @@ describe('the sync', () => {
     assert.deepEqual(untouched(after), untouched(before), 'the other articles are not rewritten');
     const card = (rows: typeof before) => rows.find((r) => r.source === 'billing/cards.txt')!;
     assert.notEqual(card(after).content_hash, card(before).content_hash);
-    assert.equal((await retrieve(db, { collections: [collection], text: 'paypal', limit: 3 }))[0]?.source, 'billing/cards.txt');
+    assert.equal(
+      (await retrieve(db, { collections: [collection], text: 'paypal', limit: 3 }))[0]?.source,
+      'billing/cards.txt',
+    );
 
     rmSync(path.join(root, 'shipping/countries.html'));
     const removed = await syncFolder(collection, root);
@@ -121,7 +124,10 @@ describe('the sync', () => {
 
     writeFileSync(path.join(root, 'shipping/countries.html'), files['shipping/countries.html']);
     assert.equal((await syncFolder(collection, root)).added, 1);
-    assert.equal((await retrieve(db, { collections: [collection], text: 'ship to Norway', limit: 3 }))[0]?.source, 'shipping/countries.html');
+    assert.equal(
+      (await retrieve(db, { collections: [collection], text: 'ship to Norway', limit: 3 }))[0]?.source,
+      'shipping/countries.html',
+    );
   });
 
   test('a page that does not answer this time is kept as it was, not retired', async () => {
@@ -149,19 +155,26 @@ describe('the sync', () => {
     }
   });
 
-  test("each collection is searched in its own language; an unknown language is refused", async () => {
+  test('each collection is searched in its own language; an unknown language is refused', async () => {
     const text = { 'rueckgabe.md': '# Rückgabe\nSie können Artikel innerhalb von 30 Tagen zurückschicken.' };
     const german = unique('kt-de');
     const english = unique('kt-en');
     await syncFolder(german, folderWith(text), 'german');
     await syncFolder(english, folderWith(text), 'english');
     const stems = async (collection: string) =>
-      (await db.query<{ v: string }>('SELECT search::text AS v FROM knowledge_sections WHERE collection = $1', [collection]))
-        .rows[0]?.v;
+      (
+        await db.query<{ v: string }>('SELECT search::text AS v FROM knowledge_sections WHERE collection = $1', [
+          collection,
+        ])
+      ).rows[0]?.v;
     assert.match((await stems(german)) ?? '', /'zuruckschick'/, 'German stemming (and umlaut folding)');
     assert.match((await stems(english)) ?? '', /'zurückschicken'/);
-    const found = await retrieve(db, { collections: [german], text: 'Wie viele Tage habe ich für das Zurückschicken?', limit: 3 });
-    assert.equal(found[0]?.source, 'rueckgabe.md', 'the query is parsed in the collection\'s language too');
+    const found = await retrieve(db, {
+      collections: [german],
+      text: 'Wie viele Tage habe ich für das Zurückschicken?',
+      limit: 3,
+    });
+    assert.equal(found[0]?.source, 'rueckgabe.md', "the query is parsed in the collection's language too");
     await assert.rejects(syncFolder(unique('kt-xx'), folderWith(text), 'klingon'), /text-search language "klingon"/);
   });
 });
@@ -208,18 +221,18 @@ describe('retrieval on the bundled help centre', () => {
     });
   }
 
-  test('a mistyped word is matched to the help centre\'s own vocabulary', async () => {
+  test("a mistyped word is matched to the help centre's own vocabulary", async () => {
     assert.ok(editDistance('parcle', 'parcel') === 1 && editDistance('norwey', 'norway') === 1);
     assert.ok((await top('i forgott my pasword')).includes('accounts/reset-password.md'));
     assert.ok((await top('do you shipp to norwey')).includes('shipping/countries.md'));
   });
 
-  test('two questions in one email: each one\'s article is in the top 3', async () => {
+  test("two questions in one email: each one's article is in the top 3", async () => {
     const found = await top('I would like to change my email address and also unsubscribe from the newsletter.');
     assert.ok(found.includes('accounts/change-email.md') && found.includes('accounts/newsletter.md'), found.join(', '));
   });
 
-  test('the customer\'s text cannot inject query syntax', async () => {
+  test("the customer's text cannot inject query syntax", async () => {
     assert.deepEqual(await top('"-" or -- ) ( & | ! :* \' ; DROP TABLE'), []);
   });
 });
@@ -266,7 +279,7 @@ describe('the eval', () => {
     assert.equal(left.rows[0]?.n, 0, 'the scratch collection is dropped');
   });
 
-  test('a team\'s own folder and questions, drafted by a model (the stand-in): hand-off precision and recall and citation validity', async () => {
+  test("a team's own folder and questions, drafted by a model (the stand-in): hand-off precision and recall and citation validity", async () => {
     const standIn = buildModelStandIn();
     await standIn.app.listen({ port: 0, host: '127.0.0.1' });
     const model = new ModelStandInControl(`http://127.0.0.1:${(standIn.app.server.address() as AddressInfo).port}`);

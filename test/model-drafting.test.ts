@@ -348,7 +348,11 @@ describe('answers grounded in the knowledge base', () => {
 
     const history = await historyText(h.client, h.client.workflow.getHandle(inboundWorkflowId(ref)));
     assert.ok(history.payloads > 0);
-    for (const secret of ['Leeds, United Kingdom', 'do you ship to Norway', (await h.sandbox.outbox({ inbox_id: ref.inboxId }))[0]!.message.text!.slice(0, 40)])
+    for (const secret of [
+      'Leeds, United Kingdom',
+      'do you ship to Norway',
+      (await h.sandbox.outbox({ inbox_id: ref.inboxId }))[0]!.message.text!.slice(0, 40),
+    ])
       assert.ok(!history.text.includes(secret), `the history does not contain ${JSON.stringify(secret)}`);
   });
 
@@ -413,7 +417,10 @@ describe('answers grounded in the knowledge base', () => {
     const { ref, marker } = await ask(kb.handoff, 'Where is order FH-10293?');
     await model.setBehaviours({ match: { contains: marker }, action: 'handoff', text: 'REASON-ORDER-STATUS' });
     const result = await h.resultOf(ref);
-    assert.deepEqual(result, { status: 'handed_off', ticketId: result.status === 'handed_off' ? result.ticketId : null });
+    assert.deepEqual(result, {
+      status: 'handed_off',
+      ticketId: result.status === 'handed_off' ? result.ticketId : null,
+    });
     const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
     assert.deepEqual((await handle.describe()).searchAttributes.ReplyStatus, ['handed_off']);
     assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 0, 'no email');
@@ -431,7 +438,11 @@ describe('answers grounded in the knowledge base', () => {
 
   test('a citation of an article that was not given counts as a hand-off', async () => {
     const { ref, marker } = await ask(kb.citation, 'How much is shipping to Germany?');
-    await model.setBehaviours({ match: { contains: marker }, action: 'bad-citation', text: 'kb-invented:refunds.md#1' });
+    await model.setBehaviours({
+      match: { contains: marker },
+      action: 'bad-citation',
+      text: 'kb-invented:refunds.md#1',
+    });
     assert.equal((await h.resultOf(ref)).status, 'handed_off');
     const stored = (await operation(draftKey(ref)))!.result as { handoff?: { kind: string; reason: string } };
     assert.equal(stored.handoff?.kind, 'bad-citation');
@@ -449,11 +460,18 @@ describe('answers grounded in the knowledge base', () => {
       'the hand-off to wait for a person',
     );
     assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 0, 'nothing sent before the verdict');
-    assert.match((await h.ticketsFor(ref))[0]!.note, /awaiting review[\s\S]*Handed off to a person: no article about dogs/);
+    assert.match(
+      (await h.ticketsFor(ref))[0]!.note,
+      /awaiting review[\s\S]*Handed off to a person: no article about dogs/,
+    );
     await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', reviewer: 'test-reviewer' }] });
     const result = await handle.result();
     assert.equal(result.status, 'sent');
     const [sent] = await h.sandbox.outbox({ inbox_id: ref.inboxId });
-    assert.equal(sent!.message.text, (await operation(draftKey(ref)))?.result?.text, 'the reviewed text is the one sent');
+    assert.equal(
+      sent!.message.text,
+      (await operation(draftKey(ref)))?.result?.text,
+      'the reviewed text is the one sent',
+    );
   });
 });

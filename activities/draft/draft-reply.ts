@@ -1,6 +1,12 @@
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import type { AgentMailClient } from 'agentmail';
-import { draftProblem, type MessageRef, OperationKind, type OperationReport, RetryableFailureType } from '../../contract';
+import {
+  draftProblem,
+  type MessageRef,
+  OperationKind,
+  type OperationReport,
+  RetryableFailureType,
+} from '../../contract';
 import { collectionsFor, liveCollections, retrievalRefs, retrieve, type RetrievedSection } from '../../knowledge';
 import type { ActivityConfig } from '../../lib/config';
 import type { Db } from '../../lib/db';
@@ -55,10 +61,17 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
 
   const message = await fetchMessage(deps.agentmail, ref);
   const text = message.extractedText ?? message.text ?? '';
-  const collections = await liveCollections(deps.db, collectionsFor(ref.inboxId, deps.config.KNOWLEDGE_INBOX_COLLECTIONS));
+  const collections = await liveCollections(
+    deps.db,
+    collectionsFor(ref.inboxId, deps.config.KNOWLEDGE_INBOX_COLLECTIONS),
+  );
   const knowledge = collections.length > 0;
   const sections: RetrievedSection[] = knowledge
-    ? await retrieve(deps.db, { collections, text: `${message.subject ?? ''}\n${text}`, limit: deps.config.KNOWLEDGE_TOP_K })
+    ? await retrieve(deps.db, {
+        collections,
+        text: `${message.subject ?? ''}\n${text}`,
+        limit: deps.config.KNOWLEDGE_TOP_K,
+      })
     : [];
   // Without a knowledge base the request is what it always was, so drafts stored before keep their hash.
   const request = {

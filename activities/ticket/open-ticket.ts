@@ -39,7 +39,8 @@ export async function openTicket(
   const opened = await deps.store.completed<{ ticketId: string }>(key, OperationKind.ticket);
   if (opened !== undefined)
     return { ticketId: opened.ticketId, operation: { key, kind: OperationKind.ticket, state: 'replayed' } };
-  const draft = draftKey === undefined ? undefined : await deps.store.completed<StoredDraft>(draftKey, OperationKind.draft);
+  const draft =
+    draftKey === undefined ? undefined : await deps.store.completed<StoredDraft>(draftKey, OperationKind.draft);
   const ticket = { ...base, note: draft ? noteWithDraft(input.note, draft) : input.note };
   const request = {
     inboxId: input.inboxId,
@@ -78,6 +79,7 @@ export function noteWithDraft(note: string, draft: StoredDraft): string {
   if (draft.handoff) lines.push(`Handed off to a person: ${draft.handoff.reason}`);
   if (draft.considered !== undefined)
     lines.push(`Articles considered: ${draft.considered.length > 0 ? draft.considered.join(', ') : 'none matched'}`);
-  if (draft.citations !== undefined && draft.citations.length > 0) lines.push(`Articles cited: ${draft.citations.join(', ')}`);
+  if (draft.citations !== undefined && draft.citations.length > 0)
+    lines.push(`Articles cited: ${draft.citations.join(', ')}`);
   return lines.join('\n');
 }

@@ -189,9 +189,14 @@ export const articleIds = (prompt: string): string[] =>
 /** The structured answer for this rule, as the object a model would produce. */
 function structuredAnswer(rule: Behaviour | undefined, prompt: string): unknown {
   const [first] = articleIds(prompt);
-  const holding = 'Hello,\n\nThank you for your message. A member of our team will follow up shortly.\n\nBest regards,\nThe support team';
+  const holding =
+    'Hello,\n\nThank you for your message. A member of our team will follow up shortly.\n\nBest regards,\nThe support team';
   if (rule?.action === 'handoff')
-    return { reply: holding, citations: [], handoff: { reason: rule.text ?? 'the articles given do not answer this question' } };
+    return {
+      reply: holding,
+      citations: [],
+      handoff: { reason: rule.text ?? 'the articles given do not answer this question' },
+    };
   if (rule?.action === 'bad-citation')
     return { reply: defaultReply(prompt), citations: [rule.text ?? 'no-such-collection:invented.md#1'], handoff: null };
   if (rule?.action === 'reply') return { reply: rule.text ?? '', citations: first ? [first] : [], handoff: null };
@@ -212,7 +217,8 @@ function answer(
   const cut = rule?.action === 'truncate';
   const raw = rule?.action === 'raw';
   const json = structured !== 'none' && !refused && !cut && !raw ? structuredAnswer(rule, prompt) : undefined;
-  if (json !== undefined && structured === 'tool' && api === 'anthropic-messages') return toolAnswer(reply, model, json, prompt);
+  if (json !== undefined && structured === 'tool' && api === 'anthropic-messages')
+    return toolAnswer(reply, model, json, prompt);
   const text = refused
     ? ''
     : raw

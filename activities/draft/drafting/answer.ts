@@ -31,7 +31,11 @@ export function judgeAnswer(answer: DraftAnswer, request: Pick<DraftRequest, 'kn
   const given = new Set(request.articles.map((a) => a.id));
   const citations = [...new Set(answer.citations.map((c) => c.trim()).filter(Boolean))];
   if (answer.handoff !== null)
-    return { reply: answer.reply, citations, handoff: { kind: 'model', reason: answer.handoff.reason.trim() || 'the model handed off' } };
+    return {
+      reply: answer.reply,
+      citations,
+      handoff: { kind: 'model', reason: answer.handoff.reason.trim() || 'the model handed off' },
+    };
   const unknown = citations.filter((c) => !given.has(c));
   if (unknown.length > 0)
     return {
