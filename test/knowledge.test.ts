@@ -21,7 +21,11 @@ import { createDb, type Db } from '../lib/db';
 import { buildModelStandIn } from '../sandbox/model/app';
 import { ModelStandInControl } from '../sandbox/model/control-client';
 import { BUNDLED, runEvaluation } from '../scripts/eval';
+import { inboundWorkflowId } from '../lib/hashing';
+import { reviewUpdate } from '../contract';
 import { testEnv } from './support/env';
+import { Harness } from './support/harness';
+import { eventually } from './support/temporal';
 
 // The knowledge base on the suite's real Postgres: the sync's idempotence, per-inbox collections,
 // the embedded full-text retrieval's ranks on the bundled help centre, and the eval's plumbing.
@@ -330,5 +334,66 @@ describe('the eval', () => {
     } finally {
       await standIn.app.close();
     }
+  });
+});
+
+describe('HANDOFF=review in an inbox that needs no approval (the offline drafter)', () => {
+  let h: Harness;
+  const collection = unique('kt-review');
+  const inbox = `kb-review-${randomUUID().slice(0, 8)}@sandbox.agentmail.local`;
+  const noKnowledge = `kb-none-${randomUUID().slice(0, 8)}@sandbox.agentmail.local`;
+  before(async () => {
+    h = await Harness.start({
+      handoff: 'review',
+      knowledgeInboxCollections: { [inbox]: [collection], [noKnowledge]: [unique('kt-never-synced')] },
+    });
+    await syncFolder(collection, folderWith({ 'hours.md': '# Opening hours\nOpen Monday to Friday, 9 to 5.' }));
+  });
+  after(() => h.close());
+
+  async function message(inboxId: string, text: string) {
+    const inbound = await h.sandbox.inbound({
+      inbox_id: inboxId,
+      from: `ada-${randomUUID().slice(0, 8)}@customer.example`,
+      subject: 'Question',
+      text,
+    });
+    return { inboxId, messageId: inbound.message.message_id };
+  }
+
+  test('an article matches: the offline drafter points to it, cites it, and the reply is sent', async () => {
+    const ref = await message(inbox, 'What are your opening hours on Friday?');
+    assert.equal((await h.resultOf(ref)).status, 'sent');
+    const [sent] = await h.sandbox.outbox({ inbox_id: inbox });
+    assert.match(sent!.message.text ?? '', /Our help article "Opening hours"/);
+  });
+
+  test('no article matches: handed_off, waiting for a person like an approval; approved, it is sent', async () => {
+    const ref = await message(inbox, 'Can I pay with cryptocurrency?');
+    const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
+    await eventually(
+      async () =>
+        (await handle.describe().catch(() => undefined))?.searchAttributes.ReplyStatus?.[0] === 'handed_off'
+          ? true
+          : undefined,
+      'the hand-off to wait for a review',
+    );
+    assert.deepEqual(
+      (await h.sandbox.outbox({ inbox_id: inbox })).filter((m) => m.message.in_reply_to === ref.messageId),
+      [],
+    );
+    assert.match((await h.ticketsFor(ref))[0]!.note, /awaiting review[\s\S]*no article in the knowledge base matches/);
+    await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', reviewer: 'test' }] });
+    assert.equal((await handle.result()).status, 'sent');
+  });
+
+  test('an inbox whose collections hold no article has no knowledge base: drafted as before, no citation asked for', async () => {
+    const ref = await message(noKnowledge, 'Can I pay with cryptocurrency?');
+    assert.equal((await h.resultOf(ref)).status, 'sent');
+    const draft = await h.db.query<{ result: Record<string, unknown> }>(
+      "SELECT result FROM operations WHERE operation_key LIKE $1 AND kind = 'draft'",
+      [`${noKnowledge}/%`],
+    );
+    assert.deepEqual(Object.keys(draft.rows[0]!.result).sort(), ['drafter', 'text']);
   });
 });
