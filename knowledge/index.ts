@@ -9,3 +9,4 @@ export * from './plan';
 export * from './sources';
 export * from './sections';
 export * from './eval';
+export * from './embeddings';

@@ -1,4 +1,5 @@
 import type { Db } from '../lib/db';
+import { embedMissing, type Embedder } from './embeddings';
 import { fetchPages, readFolder, type SourceProblem } from './sources';
 import { syncCollection, type CollectionPlan, type SyncStats } from './sync';
 
@@ -38,7 +39,11 @@ export interface SyncReport {
 }
 
 /** Reads every configured source and syncs each collection; nothing configured, nothing done. */
-export async function syncConfigured(db: Db, sources: KnowledgeSources): Promise<SyncReport> {
+export async function syncConfigured(
+  db: Db,
+  sources: KnowledgeSources,
+  embedder: Embedder | null = null,
+): Promise<SyncReport> {
   const folders = named(sources.KNOWLEDGE_DIR);
   const pages = named(sources.KNOWLEDGE_URLS);
   const report: SyncReport = { collections: [], problems: [] };
@@ -58,7 +63,10 @@ export async function syncConfigured(db: Db, sources: KnowledgeSources): Promise
     const fetched = await fetchPages(pages.filter((p) => p.collection === collection).map((p) => p.value));
     documents.push(...fetched.documents);
     report.problems.push(...fetched.problems);
-    report.collections.push(await syncCollection(db, { ...plan, documents, keep: [...fetched.unreachable] }));
+    const stats = await syncCollection(db, { ...plan, documents, keep: [...fetched.unreachable] });
+    // After the text is committed: an embedding service that is down leaves full-text search working.
+    if (embedder) stats.embedded = await embedMissing(db, collection, embedder);
+    report.collections.push(stats);
   }
   return report;
 }

@@ -1,4 +1,5 @@
 import type { Db } from '../lib/db';
+import { cosineSimilarity, storedEmbeddings, type Embedder } from './embeddings';
 
 /**
  * Retrieval where Postgres runs: full-text search over the sections of the collections an inbox
@@ -50,6 +51,45 @@ export function searchTerms(text: string, max = 60): string[] {
  * article for each question makes the top k instead of the one that shares the most words overall.
  */
 export async function retrieve(
+  db: Db,
+  query: { collections: readonly string[]; text: string; limit: number; embedder?: Embedder | null },
+): Promise<RetrievedSection[]> {
+  if (!query.embedder) return textRetrieve(db, query);
+  const candidates = await textRetrieve(db, { ...query, limit: Math.max(20, query.limit) });
+  if (candidates.length === 0) return [];
+  return rerank(db, candidates, query.text, query.embedder, query.limit);
+}
+
+/** Embedding weight in the re-ranking: half the text rank (normalised to the best), half the cosine. */
+const EMBEDDING_WEIGHT = 0.5;
+
+async function rerank(
+  db: Db,
+  candidates: RetrievedSection[],
+  text: string,
+  embedder: Embedder,
+  limit: number,
+): Promise<RetrievedSection[]> {
+  const [vectors, queryVector] = await Promise.all([
+    storedEmbeddings(
+      db,
+      candidates.map((c) => c.id),
+      embedder.name,
+    ),
+    embedder.embed(text),
+  ]);
+  const best = Math.max(...candidates.map((c) => c.rank)) || 1;
+  return candidates
+    .map((c) => {
+      const vector = vectors.get(c.id);
+      const cosine = vector ? Math.max(0, cosineSimilarity(queryVector, vector)) : 0;
+      return { ...c, rank: (1 - EMBEDDING_WEIGHT) * (c.rank / best) + EMBEDDING_WEIGHT * cosine };
+    })
+    .sort((a, b) => b.rank - a.rank || (a.id < b.id ? -1 : 1))
+    .slice(0, limit);
+}
+
+async function textRetrieve(
   db: Db,
   query: { collections: readonly string[]; text: string; limit: number },
 ): Promise<RetrievedSection[]> {

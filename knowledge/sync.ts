@@ -30,6 +30,8 @@ export interface SyncStats {
   sections: number;
   /** The language changed since the last sync: every section was re-indexed. */
   reindexed: boolean;
+  /** Sections given an embedding this time (only with embeddings configured). */
+  embedded?: number;
 }
 
 /** A section's id: what the model cites and the draft's request names. Stable while the article keeps its source. */

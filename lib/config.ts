@@ -197,6 +197,14 @@ export const knowledgeVars = {
     z.record(z.string().min(1), z.array(collectionName)),
     '{"billing@example.com": ["billing"], "*": ["default"]}',
   ).transform((map) => Object.fromEntries(Object.entries(map).map(([inbox, list]) => [inbox.toLowerCase(), list]))),
+  /**
+   * Optional embeddings: an OpenAI-compatible `/v1/embeddings` root (e.g. a local service) and its
+   * model. Set both and the sync embeds each section, and retrieval re-ranks the text-search
+   * candidates by cosine similarity too. Unset: full-text search alone.
+   */
+  KNOWLEDGE_EMBEDDINGS_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),
+  KNOWLEDGE_EMBEDDINGS_MODEL: z.string().trim().min(1).optional(),
+  KNOWLEDGE_EMBEDDINGS_API_KEY: z.string().trim().min(1).optional(),
   /** How many articles the model is shown (the best section of each). */
   KNOWLEDGE_TOP_K: z.coerce.number().int().min(1).max(20).default(5),
   /**

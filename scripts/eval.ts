@@ -17,6 +17,9 @@ import { judgeAnswer } from '../activities/draft/drafting/answer';
 import { createDrafter } from '../activities/draft/drafting/create-drafter';
 import type { Drafter } from '../activities/draft/drafting/drafter';
 import {
+  createEmbedder,
+  embedMissing,
+  type Embedder,
   parseQuestions,
   readFolder,
   retrieve,
@@ -45,6 +48,8 @@ export interface EvalOptions {
   topK: number;
   /** Null: retrieval only. The offline drafter runs the plumbing; a model gives real hand-off figures. */
   drafter: Drafter | null;
+  /** Optional embeddings (KNOWLEDGE_EMBEDDINGS_*): the scratch collection is embedded and retrieval re-ranks. */
+  embedder?: Embedder | null;
   log?: (line: string) => void;
 }
 
@@ -68,9 +73,16 @@ export async function runEvaluation(db: Db, options: EvalOptions): Promise<EvalR
   try {
     const stats = await syncCollection(db, { collection, language: options.language, documents });
     log(`synced ${stats.added} articles (${stats.sections} sections) into the scratch collection ${collection}`);
+    if (options.embedder)
+      log(`embedded ${await embedMissing(db, collection, options.embedder)} sections with ${options.embedder.name}`);
     const outcomes: QuestionOutcome[] = [];
     for (const question of questions) {
-      const found = await retrieve(db, { collections: [collection], text: question.text, limit: 10 });
+      const found = await retrieve(db, {
+        collections: [collection],
+        text: question.text,
+        limit: 10,
+        embedder: options.embedder ?? null,
+      });
       const outcome: QuestionOutcome = { retrieved: found.map((s) => s.source) };
       if (options.drafter) {
         const request = {
@@ -135,6 +147,7 @@ async function main(): Promise<number> {
       language: values.language ?? config.KNOWLEDGE_LANGUAGE,
       topK: config.KNOWLEDGE_TOP_K,
       drafter,
+      embedder: createEmbedder(config),
       log: (line) => console.log(line),
     }).catch((error: unknown) => {
       throw new SetupError(messageOf(error));

@@ -8,7 +8,7 @@
 //
 // docs/knowledge.md has the variables.
 import { parseArgs } from 'node:util';
-import { configuredCollections, syncConfigured } from '../knowledge';
+import { configuredCollections, createEmbedder, syncConfigured } from '../knowledge';
 import { ConfigError, loadKnowledgeConfig } from '../lib/config';
 import { createDb } from '../lib/db';
 import { runMain, SetupError } from './services/main';
@@ -29,12 +29,13 @@ async function main(): Promise<number> {
     throw new SetupError('nothing to sync: set KNOWLEDGE_DIR (a folder of articles) and/or KNOWLEDGE_URLS (pages)');
   const db = createDb(config.DATABASE_URL, { queryTimeoutMs: 120_000 });
   try {
-    const report = await syncConfigured(db, config);
+    const report = await syncConfigured(db, config, createEmbedder(config));
     for (const problem of report.problems) console.error(`skipped ${problem.source}: ${problem.problem}`);
     for (const c of report.collections)
       console.log(
         `${c.collection}: ${c.added} added, ${c.changed} changed, ${c.unchanged} unchanged, ${c.retired} retired` +
-          `${c.reindexed ? ' (re-indexed for its new language)' : ''}`,
+          `${c.reindexed ? ' (re-indexed for its new language)' : ''}` +
+          `${c.embedded !== undefined ? `; ${c.embedded} sections embedded` : ''}`,
       );
     return 0;
   } finally {

@@ -9,6 +9,8 @@ import { createDrafter } from '../activities/draft/drafting/create-drafter';
 import { OfflineDrafter } from '../activities/draft/drafting/offline-drafter';
 import {
   collectionsFor,
+  createEmbedder,
+  embedMissing,
   editDistance,
   liveCollections,
   readFolder,
@@ -395,5 +397,50 @@ describe('HANDOFF=review in an inbox that needs no approval (the offline drafter
       [`${noKnowledge}/%`],
     );
     assert.deepEqual(Object.keys(draft.rows[0]!.result).sort(), ['drafter', 'text']);
+  });
+});
+
+describe('optional embeddings (an OpenAI-compatible /v1/embeddings: the stand-in)', () => {
+  test('the sync embeds new and changed sections once; retrieval re-ranks the text candidates with one embedding call; unset, none', async () => {
+    const standIn = buildModelStandIn();
+    await standIn.app.listen({ port: 0, host: '127.0.0.1' });
+    try {
+      const embedder = createEmbedder({
+        KNOWLEDGE_EMBEDDINGS_URL: `http://127.0.0.1:${(standIn.app.server.address() as AddressInfo).port}/v1`,
+        KNOWLEDGE_EMBEDDINGS_MODEL: 'stand-in-embed',
+      })!;
+      assert.equal(createEmbedder({}), null, 'unset: full-text search alone');
+      const collection = unique('kt-embed');
+      const root = folderWith({
+        'hours.md': '# Opening hours\nOpen Monday to Friday, 9 to 5.',
+        'parking.md': '# Parking\nFree parking behind the shop on weekdays.\n\n## Weekends\nPaid parking on Saturday.',
+      });
+      await syncFolder(collection, root);
+      assert.equal(await embedMissing(db, collection, embedder), 3);
+      assert.equal(await embedMissing(db, collection, embedder), 0, 'a rerun embeds nothing');
+      writeFileSync(path.join(root, 'hours.md'), '# Opening hours\nOpen every day, 9 to 6.');
+      await syncFolder(collection, root);
+      assert.equal(await embedMissing(db, collection, embedder), 1, 'only the changed article');
+      const stored = await db.query<{ n: number }>(
+        "SELECT count(*)::int AS n FROM knowledge_sections WHERE collection = $1 AND array_length(embedding, 1) = 64 AND embedding_model = 'stand-in-embed'",
+        [collection],
+      );
+      assert.equal(stored.rows[0]?.n, 3);
+
+      const calls = standIn.embeddingCalls.length;
+      const found = await retrieve(db, {
+        collections: [collection],
+        text: 'is there parking on Saturday?',
+        limit: 2,
+        embedder,
+      });
+      assert.equal(standIn.embeddingCalls.length, calls + 1, 'one embedding call for the query');
+      assert.equal(found[0]?.id, `${collection}:parking.md#2`);
+      assert.ok(found.every((s) => s.rank > 0 && s.rank <= 1));
+      await retrieve(db, { collections: [collection], text: 'is there parking on Saturday?', limit: 2 });
+      assert.equal(standIn.embeddingCalls.length, calls + 1, 'without an embedder, no call');
+    } finally {
+      await standIn.app.close();
+    }
   });
 });

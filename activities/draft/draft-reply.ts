@@ -7,7 +7,14 @@ import {
   type OperationReport,
   RetryableFailureType,
 } from '../../contract';
-import { collectionsFor, liveCollections, retrievalRefs, retrieve, type RetrievedSection } from '../../knowledge';
+import {
+  collectionsFor,
+  type Embedder,
+  liveCollections,
+  retrievalRefs,
+  retrieve,
+  type RetrievedSection,
+} from '../../knowledge';
 import type { ActivityConfig } from '../../lib/config';
 import type { Db } from '../../lib/db';
 import { requestHash } from '../../lib/hashing';
@@ -41,6 +48,8 @@ export interface DraftDeps {
   store: OperationStore;
   agentmail: AgentMailClient;
   drafter: Drafter;
+  /** Optional embeddings re-ranking the text-search candidates; null: full-text search alone. */
+  embedder?: Embedder | null;
   /** The worker's validated configuration, the part this step reads (lib/config.ts has the defaults). */
   config: Pick<ActivityConfig, 'OPERATION_LEASE_MS' | 'KNOWLEDGE_INBOX_COLLECTIONS' | 'KNOWLEDGE_TOP_K' | 'HANDOFF'>;
 }
@@ -66,11 +75,13 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
     collectionsFor(ref.inboxId, deps.config.KNOWLEDGE_INBOX_COLLECTIONS),
   );
   const knowledge = collections.length > 0;
+  const query = { collections, text: `${message.subject ?? ''}\n${text}`, limit: deps.config.KNOWLEDGE_TOP_K };
   const sections: RetrievedSection[] = knowledge
-    ? await retrieve(deps.db, {
-        collections,
-        text: `${message.subject ?? ''}\n${text}`,
-        limit: deps.config.KNOWLEDGE_TOP_K,
+    ? await retrieve(deps.db, { ...query, embedder: deps.embedder ?? null }).catch(async (error: unknown) => {
+        if (!deps.embedder) throw error;
+        // The embedding service is down: the text ranking alone (a changed ranking is a changed request).
+        log.warn('embeddings unavailable; retrieving by full-text search alone', { error: String(error) });
+        return retrieve(deps.db, query);
       })
     : [];
   // Without a knowledge base the request is what it always was, so drafts stored before keep their hash.

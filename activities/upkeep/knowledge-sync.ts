@@ -1,5 +1,5 @@
 import { log } from '@temporalio/activity';
-import { syncConfigured, type SyncStats } from '../../knowledge';
+import { syncConfigured, type Embedder, type SyncStats } from '../../knowledge';
 import type { ActivityConfig } from '../../lib/config';
 import type { Db } from '../../lib/db';
 
@@ -10,6 +10,8 @@ import type { Db } from '../../lib/db';
  */
 export interface KnowledgeSyncDeps {
   db: Db;
+  /** Embeds new and changed sections when embeddings are configured. */
+  embedder: Embedder | null;
   config: Pick<
     ActivityConfig,
     'KNOWLEDGE_DIR' | 'KNOWLEDGE_URLS' | 'KNOWLEDGE_LANGUAGE' | 'KNOWLEDGE_COLLECTION_LANGUAGES'
@@ -17,7 +19,7 @@ export interface KnowledgeSyncDeps {
 }
 
 export async function syncKnowledge(deps: KnowledgeSyncDeps): Promise<{ collections: SyncStats[]; problems: number }> {
-  const report = await syncConfigured(deps.db, deps.config);
+  const report = await syncConfigured(deps.db, deps.config, deps.embedder);
   for (const problem of report.problems) log.warn('knowledge source skipped', { ...problem });
   return { collections: report.collections, problems: report.problems.length };
 }

@@ -36,8 +36,10 @@ CREATE TABLE knowledge_sections (
   heading      text,
   body         text NOT NULL,
   search       tsvector NOT NULL,
-  -- Optional embedding of title + body, from the configured model provider; re-ranks in process.
-  embedding    real[],
+  -- Optional embedding of title + heading + body, from the configured embedding model (its name
+  -- beside it, so a change of model re-embeds); re-ranks the text-search candidates in process.
+  embedding       real[],
+  embedding_model text,
   FOREIGN KEY (collection, source) REFERENCES knowledge_articles (collection, source) ON DELETE CASCADE
 );
 CREATE INDEX knowledge_sections_search_idx ON knowledge_sections USING gin (search);

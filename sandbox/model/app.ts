@@ -41,6 +41,8 @@ export interface ModelCall {
 export interface ModelStandIn {
   app: FastifyInstance;
   calls: ModelCall[];
+  /** Every `/v1/embeddings` request's inputs (kept apart from the chat calls, which tests count per message). */
+  embeddingCalls: string[][];
   behaviours: Behaviours;
 }
 
@@ -78,6 +80,7 @@ export function buildModelStandIn(options: ModelStandInOptions = {}): ModelStand
     bodyLimit: 10 * 1024 * 1024,
   });
   const calls: ModelCall[] = [];
+  const embeddingCalls: string[][] = [];
   const behaviours = new Behaviours();
 
   /** Records the call and decides the answer; undefined means "already answered" (dropped). */
@@ -152,6 +155,27 @@ export function buildModelStandIn(options: ModelStandInOptions = {}): ModelStand
     });
   });
 
+  // OpenAI's embeddings API (what the AI SDK's `embed` speaks): a deterministic bag-of-words
+  // vector per input, so texts sharing words are close. Plumbing, not semantics.
+  app.post('/v1/embeddings', async (request, reply) => {
+    const body = z
+      .object({ model: z.string(), input: z.union([z.string(), z.array(z.string()).min(1)]) })
+      .passthrough()
+      .safeParse(request.body);
+    if (!body.success) return failure('openai-chat', reply, 400, `invalid request: ${body.error.message}`);
+    if (options.apiKey !== undefined && request.headers.authorization !== `Bearer ${options.apiKey}`)
+      return failure('openai-chat', reply, 401, 'invalid api key');
+    const inputs = typeof body.data.input === 'string' ? [body.data.input] : body.data.input;
+    embeddingCalls.push(inputs);
+    return reply.send({
+      object: 'list',
+      model: body.data.model,
+      data: inputs.map((input, index) => ({ object: 'embedding', index, embedding: bagOfWords(input) })),
+      usage: { prompt_tokens: inputs.join(' ').length, total_tokens: inputs.join(' ').length },
+    });
+  });
+  app.get('/_model/embeddings', async () => ({ count: embeddingCalls.length, calls: embeddingCalls }));
+
   // Control: what a test or a developer scripts and inspects. No auth: loopback only.
   app.get<{ Querystring: { contains?: string } }>('/_model/calls', async (request) => {
     const { contains } = request.query;
@@ -173,10 +197,11 @@ export function buildModelStandIn(options: ModelStandInOptions = {}): ModelStand
   app.post('/_model/reset', async () => {
     behaviours.clear();
     calls.length = 0;
+    embeddingCalls.length = 0;
     return { ok: true };
   });
 
-  return { app, calls, behaviours };
+  return { app, calls, embeddingCalls, behaviours };
 }
 
 /** How the request asked for structured output: not at all, as JSON text, or as Anthropic's `json` tool. */
@@ -267,6 +292,18 @@ function answer(
     stop_sequence: null,
     usage: { input_tokens: Math.ceil(prompt.length / 4), output_tokens: Math.ceil(text.length / 4) },
   });
+}
+
+/** 64 dimensions, each word hashed into one; normalised. */
+export function bagOfWords(text: string): number[] {
+  const vector = new Array<number>(64).fill(0);
+  for (const word of text
+    .toLowerCase()
+    .split(/[^\p{L}\p{N}]+/u)
+    .filter((w) => w.length > 2))
+    vector[createHash('sha256').update(word).digest()[0]! % 64]! += 1;
+  const norm = Math.hypot(...vector) || 1;
+  return vector.map((v) => v / norm);
 }
 
 /** Anthropic's JSON-tool fallback for structured output: the answer is the `json` tool's input. */
