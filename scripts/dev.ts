@@ -9,7 +9,7 @@
 import path from 'node:path';
 import { loadTemporalConfig } from '../lib/config';
 import { migrateDatabase } from './db-migrate';
-import { setupTemporal } from './temporal-setup';
+import { setupTemporal } from './services/temporal-setup';
 import { loadDevSecrets } from './services/dev-secrets';
 import { runMain } from './services/main';
 import { assertPortFree, waitForPort } from './services/ports';

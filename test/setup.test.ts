@@ -9,7 +9,7 @@ import { after, before, describe, test } from 'node:test';
 import { Connection } from '@temporalio/client';
 import { msToTs, tsToMs } from '@temporalio/common/lib/time';
 import { migrateDatabase } from '../scripts/db-migrate';
-import { SEARCH_ATTRIBUTES, setupTemporal } from '../scripts/temporal-setup';
+import { SEARCH_ATTRIBUTES, setupTemporal } from '../scripts/services/temporal-setup';
 import { databaseUrlFor, withClient } from '../scripts/services/postgres';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
