@@ -72,7 +72,9 @@ function prettyStream(): pino.DestinationStream | undefined {
     sync: true,
     colorize: process.stdout.isTTY,
     translateTime: 'SYS:HH:MM:ss.l',
-    ignore: 'pid,hostname',
+    // One line a message, without what is the same on every line of a process.
+    singleLine: true,
+    ignore: 'pid,hostname,sdkComponent,taskQueue,namespace,runId,workflowRunId,workflowType,isLocal',
   });
 }
 

@@ -281,6 +281,14 @@ function printBanner(options: {
     lines.push('  AgentMail     the real API (AGENTMAIL_API_KEY is set); send an email to your inbox');
   }
   const env = options.env;
+  // `npm run temporal` assumes 127.0.0.1:7233 and the namespace replyonce: said when they moved.
+  const cliEnv = [
+    ...(options.temporalAddress !== `127.0.0.1:${DEFAULT_PORTS.temporal}`
+      ? [`TEMPORAL_ADDRESS='${options.temporalAddress}'`]
+      : []),
+    ...(options.namespace !== 'replyonce' ? [`TEMPORAL_NAMESPACE='${options.namespace}'`] : []),
+  ];
+  const cli = `${cliEnv.map((v) => `${v} `).join('')}npm run temporal -- `;
   const on = (flag: boolean, text: string) => (flag ? text : `${text} (off)`);
   lines.push(
     '',
@@ -292,7 +300,7 @@ function printBanner(options: {
     `  watchdog      ${on(env.WATCHDOG_REENABLE === 'true', 're-enables a disabled webhook (WATCHDOG_REENABLE)')}`,
     '',
     'Operator commands against this stack (another terminal):',
-    `  npm run temporal -- workflow list --query 'ReplyStatus = "sent"'`,
+    `  ${cli}workflow list --query 'ReplyStatus = "sent"'`,
     `  npm run ids -- --inbox <inbox id> --message <message id>   (a message's workflow id and operation keys)`,
     replayCommand(options),
   );
@@ -300,11 +308,11 @@ function printBanner(options: {
     lines.push(
       '',
       'Replies waiting for a verdict (approval is on):',
-      `  npm run temporal -- workflow list --query 'ReplyStatus = "awaiting_approval" OR ReplyStatus = "escalated"'`,
+      `  ${cli}workflow list --query 'ReplyStatus = "awaiting_approval" OR ReplyStatus = "escalated"'`,
       env.ADMIN_TOKEN
         ? `  curl -sS -X POST http://127.0.0.1:${API_PORT}/admin/review -H "authorization: Bearer $ADMIN_TOKEN" -H 'content-type: application/json' \\
       -d '{"inbox_id":"<inbox id>","message_id":"<message id>","verdict":"approve","reviewer":"<you>"}'`
-        : `  npm run temporal -- workflow update execute --workflow-id <workflow id> --name review --input '{"verdict":"approve","reviewer":"<you>"}'`,
+        : `  ${cli}workflow update execute --workflow-id <workflow id> --name review --input '{"verdict":"approve","reviewer":"<you>"}'`,
     );
   }
   console.log(`${lines.join('\n')}\n`);

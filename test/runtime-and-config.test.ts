@@ -63,7 +63,7 @@ describe('logs a person can follow', () => {
 
   test('LOG_FORMAT=pretty prints lines for a person; json (the default) one JSON object a line', () => {
     const pretty = logOutput({ LOG_FORMAT: 'pretty' });
-    assert.match(pretty, /INFO \(probe\): decided: reply\n\s+workflowId: "wf-1"/);
+    assert.match(pretty, /^\[[\d:.]+\] INFO \(probe\): decided: reply \{"workflowId":"wf-1"\}$/m);
     assert.throws(() => JSON.parse(pretty.split('\n')[0] ?? ''));
     const json = logOutput({})
       .trim()
