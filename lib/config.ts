@@ -57,6 +57,8 @@ const commonVars = {
   ...temporalVars,
   DATABASE_URL: postgresUrl,
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** `json` (one object a line, for machines) or `pretty` (for a terminal; needs the dev dependency pino-pretty). */
+  LOG_FORMAT: z.enum(['json', 'pretty']).default('json'),
 };
 
 /**

@@ -6,7 +6,7 @@ import { createTicketProvider } from '../activities/ticket/create-ticket-provide
 import { createAgentMailClient } from '../lib/agentmail';
 import { ConfigError, loadWorkerConfig } from '../lib/config';
 import { createDb } from '../lib/db';
-import { createLogger } from '../lib/logger';
+import { createLogger, forwardSdkLog } from '../lib/logger';
 import { connectTemporalWorker, describeTemporal } from '../lib/temporal-connection';
 import { countProviderErrors, countUnansweredOnScrape } from '../lib/metrics';
 import { activeTracing } from '../lib/tracing';
@@ -24,14 +24,13 @@ class StartupError extends Error {
 /** The worker process: builds its clients, runs until SIGINT/SIGTERM, then closes them. */
 async function main(): Promise<void> {
   const config = loadWorkerConfig();
-  const log = createLogger('worker', config.LOG_LEVEL);
+  const log = createLogger('worker', config.LOG_LEVEL, config.LOG_FORMAT);
   // Before Temporal's runtime starts its threads, so they inherit it.
   const priority = lowerCpuPriority(config.WORKER_NICE);
-  // The SDK's own logs (and activities' `log`) go through pino too: one JSON stream per process.
+  // The SDK's own logs (and activities' and workflows' `log`) go through pino too: one stream per
+  // process, without the task tokens and state chatter at info (lib/logger.ts).
   Runtime.install({
-    logger: new DefaultLogger(temporalLevel(config.LOG_LEVEL), ({ level, message, meta }) => {
-      log[level.toLowerCase() as 'info'](meta ?? {}, message);
-    }),
+    logger: new DefaultLogger(temporalLevel(config.LOG_LEVEL), (entry) => forwardSdkLog(log, entry)),
   });
   const db = createDb(config.DATABASE_URL);
   const drafter = createDrafter(config);
@@ -126,7 +125,10 @@ function temporalLevel(level: string): LogLevel {
 
 main().catch((error: unknown) => {
   // A problem the operator fixes (configuration, a port, an unreachable server): its message, no stack.
-  const known = error instanceof ConfigError || error instanceof MetricsPortInUseError || error instanceof StartupError;
-  console.error(known ? `worker: ${error.message}` : error);
+  // A ConfigError already says "The worker cannot start: …"; the others get that prefix once.
+  if (error instanceof ConfigError) console.error(error.message);
+  else if (error instanceof MetricsPortInUseError || error instanceof StartupError)
+    console.error(`The worker cannot start: ${error.message}`);
+  else console.error(error);
   process.exit(1);
 });

@@ -118,6 +118,8 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
   const setStatus = (status: ReplyStatus, more: SearchAttributeUpdatePair[] = []) => {
     upsertSearchAttributes([{ key: SearchAttributes.ReplyStatus, value: status }, ...more]);
     operations.status(status);
+    // The wait for a person, in the log a person follows (the other outcome lines: interceptors/outcomes.ts).
+    if (status === 'awaiting_approval') log.info("awaiting approval: a reviewer's verdict is needed", { status });
   };
   const review = reviewInbox();
   // Every operation key of this message, derived here once and handed to the activity that runs
