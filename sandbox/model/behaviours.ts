@@ -5,21 +5,25 @@ import { z } from 'zod';
  * rule that matches it and has uses left; with none, it answers with a plain default reply.
  *  - reply:      answer `text` (empty, HTML, too long, an injected "To:" line…), finish "stop"
  *  - delay:      wait `ms`, then answer as it otherwise would (a slow model; the client may give up)
- *  - status:     answer `status` (500, 503, 401, 400…) with the provider's error body
+ *  - status:     answer `status` (500, 503, 401, 400…) with the provider's error body (`text`, if given, as its message)
  *  - rate-limit: answer 429 with `retry-after: <retry_after_seconds>`
  *  - refuse:     a refusal (OpenAI: `message.refusal`; Anthropic: `stop_reason: "refusal"`)
  *  - truncate:   a reply cut off at the output limit (finish "length" / "max_tokens")
  *  - drop:       reset the connection without answering
+ *  - malformed:  answer 200 with a body the client cannot read, holding `text` (a wrong-shaped
+ *                JSON object, or with `cut: true` JSON cut off mid-way): a proxy's page, a broken model
  */
 export const behaviourSchema = z.object({
   match: z.object({ contains: z.string().min(1).optional() }).default({}),
   /** How many requests the rule affects; unlimited when absent. */
   count: z.number().int().positive().optional(),
-  action: z.enum(['reply', 'delay', 'status', 'rate-limit', 'refuse', 'truncate', 'drop']),
+  action: z.enum(['reply', 'delay', 'status', 'rate-limit', 'refuse', 'truncate', 'drop', 'malformed']),
   text: z.string().optional(),
   ms: z.number().int().min(0).max(600_000).optional(),
   status: z.number().int().min(400).max(599).optional(),
   retry_after_seconds: z.number().min(0).optional(),
+  /** malformed: the JSON is cut off (unparseable) instead of well-formed but of the wrong shape. */
+  cut: z.boolean().optional(),
 });
 export type BehaviourInput = z.input<typeof behaviourSchema>;
 export type Behaviour = z.output<typeof behaviourSchema> & { id: number; hits: number };
