@@ -93,6 +93,8 @@ async function main(): Promise<number> {
       DATABASE_URL: databaseUrl,
       AGENTMAIL_WEBHOOK_SECRET: webhookSecret,
       PORT: String(API_PORT),
+      // The webhook the sandbox posts to: the watchdog watches and re-enables that one only.
+      ...(useSandbox ? { PUBLIC_WEBHOOK_URL: `http://127.0.0.1:${API_PORT}/webhooks/agentmail` } : {}),
     };
     const startApp = (name: string, file: string, childEnv: NodeJS.ProcessEnv) => {
       const pid = group.start(name, file, childEnv);

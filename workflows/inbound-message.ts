@@ -162,18 +162,28 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
         ? []
         : [{ key: SearchAttributes.ThreadId, value: decision.threadId }];
 
-    const openTicket = async (note: string) =>
+    const openTicket = async (note: string, fold?: { reason: string }) =>
       (
         await operations.run(
           keys.ticket,
           'ticket',
-          effects.openTicket({ ...ref, key: keys.ticket, threadId: decision.threadId, note }),
-          (t) => t.ticketId,
+          effects.openTicket({
+            ...ref,
+            key: keys.ticket,
+            threadId: decision.threadId,
+            note,
+            ...(fold ? { fold } : {}),
+          }),
+          (t) => t.ticketId ?? `counted on the open ticket of ${t.foldedInto ?? 'this inbox'}`,
         )
       ).ticketId;
 
     if (!decision.reply) {
-      const ticketId = decision.ticket ? await openTicket(`not answered automatically: ${decision.reason}`) : null;
+      // An optional ticket for skipped mail is bounded per inbox (the activity counts it on the open one).
+      const fold = decision.foldTicket ? { reason: decision.reason ?? 'unknown' } : undefined;
+      const ticketId = decision.ticket
+        ? await openTicket(`not answered automatically: ${decision.reason}`, fold)
+        : null;
       setStatus('skipped', [...thread, { key: SearchAttributes.SkipReason, value: decision.reason ?? 'unknown' }]);
       return { status: 'skipped', reason: decision.reason ?? 'unknown', ticketId };
     }

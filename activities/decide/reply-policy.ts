@@ -39,6 +39,22 @@ export type SkipReason =
 export const TICKET_ALWAYS: ReadonlySet<SkipReason> = new Set(['too-old', 'inbox-ceiling-reached']);
 /** Skips that are none of our business: never a ticket. */
 export const TICKET_NEVER: ReadonlySet<SkipReason> = new Set(['inbox-not-allowed']);
+/**
+ * Robots, lists, bounces, our own mail and spam: no ticket under TICKET_FOR_SKIPPED unless
+ * TICKET_FOR_ROBOTS is on (a loop or a list must not fill the help desk either).
+ */
+export const TICKET_IF_ROBOTS_WANTED: ReadonlySet<SkipReason> = new Set([
+  'from-own-inbox',
+  'our-outbound-message',
+  'auto-submitted',
+  'bulk-precedence',
+  'auto-responder',
+  'auto-response-suppressed',
+  'mailing-list',
+  'bounce',
+  'robot-sender',
+  'flagged-by-provider',
+]);
 
 export interface PolicyContext {
   /** Now, in ms since the epoch (the activity's clock). */

@@ -6,6 +6,8 @@ import { runOperation } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
 import type { TicketProvider } from './ticket-provider';
 import type { ActivityConfig } from '../../lib/config';
+import type { Db } from '../../lib/db';
+import { foldSkippedTicket } from './skipped-fold';
 
 export interface TicketInput extends MessageRef {
   /** The ticket's operation key (…/ticket/v1), derived by the workflow; also the help desk's external id. */
@@ -13,32 +15,54 @@ export interface TicketInput extends MessageRef {
   threadId: string;
   /** Why the ticket exists: answered by the agent, or skipped and why. Part of the request. */
   note: string;
+  /**
+   * A skipped message's optional ticket (TICKET_FOR_SKIPPED), with its skip reason: bounded per
+   * inbox, counted on the inbox's open ticket past the limit (skipped-fold.ts) instead of opened.
+   */
+  fold?: { reason: string };
+}
+
+export interface TicketResult {
+  /** The help desk's ticket; null when the message was counted on another ticket instead. */
+  ticketId: string | null;
+  /** The ticket key of the open ticket this skipped message was counted on. */
+  foldedInto?: string;
 }
 
 export interface TicketDeps {
+  db: Db;
   store: OperationStore;
   agentmail: AgentMailClient;
   tickets: TicketProvider;
   /** The worker's validated configuration, the part this step reads (lib/config.ts has the defaults). */
-  config: Pick<ActivityConfig, 'OPERATION_LEASE_MS'>;
+  config: Pick<ActivityConfig, 'OPERATION_LEASE_MS' | 'TICKET_FOR_SKIPPED_PER_INBOX' | 'TICKET_FOR_SKIPPED_WINDOW'>;
 }
 
 export async function openTicket(
   deps: TicketDeps,
   input: TicketInput,
-): Promise<{ ticketId: string; operation: OperationReport }> {
-  const { key, ...ticket } = input;
+): Promise<TicketResult & { operation: OperationReport }> {
+  const { key, fold, ...ticket } = input;
   const request = {
     inboxId: input.inboxId,
     messageId: input.messageId,
     threadId: input.threadId,
     note: input.note,
     provider: deps.tickets.name,
+    ...(fold ? { fold: fold.reason } : {}),
   };
-  const outcome = await runOperation<{ ticketId: string }>(
+  const outcome = await runOperation<TicketResult>(
     deps.store,
     { key, kind: OperationKind.ticket, request, leaseMs: deps.config.OPERATION_LEASE_MS },
     async (attempt) => {
+      if (fold) {
+        const folded = await foldSkippedTicket(
+          deps.db,
+          { ticketKey: key, inboxId: input.inboxId, reason: fold.reason },
+          { perWindow: deps.config.TICKET_FOR_SKIPPED_PER_INBOX, windowMs: deps.config.TICKET_FOR_SKIPPED_WINDOW },
+        );
+        if (folded.folded) return { ticketId: null, foldedInto: folded.into };
+      }
       const message = await fetchMessage(deps.agentmail, input);
       return deps.tickets.create(
         {
@@ -56,5 +80,5 @@ export async function openTicket(
       );
     },
   );
-  return { ticketId: outcome.result.ticketId, operation: outcome.operation };
+  return { ...outcome.result, operation: outcome.operation };
 }
