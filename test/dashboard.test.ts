@@ -24,7 +24,7 @@ before(async () => {
   processes.push(worker);
   const workerMetrics = String(worker.logs('worker polling')[0]?.metrics);
   served = {
-    api: await (await fetch(`${api.url}/metrics`)).text(),
+    api: await (await fetch(api.metricsUrl)).text(),
     worker: await (await fetch(workerMetrics)).text(),
   };
 });
