@@ -67,10 +67,7 @@ export function modelCallFailure(error: unknown, context: CallContext): unknown 
   const status = error.statusCode;
   const wait = retryAfterMs(error.responseHeaders);
   if (status === undefined) {
-    return retryable(
-      DraftFailureType.ProviderUnavailable,
-      `cannot reach the ${drafter} model${connectionCode(error)}`,
-    );
+    return retryable(DraftFailureType.ProviderUnavailable, `cannot reach the ${drafter} model${connectionCode(error)}`);
   }
   if (status >= 200 && status < 300) {
     // A 2xx the SDK could not read (invalid JSON, the wrong shape): its message quotes the body.
