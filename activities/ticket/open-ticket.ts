@@ -5,6 +5,7 @@ import { fetchMessage } from '../agentmail/reads';
 import { runOperation } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
 import type { TicketProvider } from './ticket-provider';
+import type { StoredDraft } from '../draft/draft-store';
 import type { ActivityConfig } from '../../lib/config';
 import type { Db } from '../../lib/db';
 import { foldSkippedTicket } from './skipped-fold';
@@ -15,6 +16,11 @@ export interface TicketInput extends MessageRef {
   threadId: string;
   /** Why the ticket exists: answered by the agent, or skipped and why. Part of the request. */
   note: string;
+  /**
+   * The stored draft this ticket follows, if any: its hand-off reason and the articles it was
+   * given and cited are added to the note here, from the store, so they never pass through history.
+   */
+  draftKey?: string;
   /**
    * A skipped message's optional ticket (TICKET_FOR_SKIPPED), with its skip reason: bounded per
    * inbox, counted on the inbox's open ticket past the limit (skipped-fold.ts) instead of opened.
@@ -42,12 +48,19 @@ export async function openTicket(
   deps: TicketDeps,
   input: TicketInput,
 ): Promise<TicketResult & { operation: OperationReport }> {
-  const { key, fold, ...ticket } = input;
+  const { key, draftKey, fold, ...base } = input;
+  // One ticket per message: once opened, a later run (a rerun after a failure, whose draft may have
+  // come out differently) gets the same ticket back, whatever its note would say now.
+  const opened = await deps.store.completed<TicketResult>(key, OperationKind.ticket);
+  if (opened !== undefined) return { ...opened, operation: { key, kind: OperationKind.ticket, state: 'replayed' } };
+  const draft =
+    draftKey === undefined ? undefined : await deps.store.completed<StoredDraft>(draftKey, OperationKind.draft);
+  const ticket = { ...base, note: draft ? noteWithDraft(input.note, draft) : input.note };
   const request = {
     inboxId: input.inboxId,
     messageId: input.messageId,
     threadId: input.threadId,
-    note: input.note,
+    note: ticket.note,
     provider: deps.tickets.name,
     ...(fold ? { fold: fold.reason } : {}),
   };
@@ -63,7 +76,7 @@ export async function openTicket(
         );
         if (folded.folded) return { ticketId: null, foldedInto: folded.into };
       }
-      const message = await fetchMessage(deps.agentmail, input);
+      const message = await fetchMessage(deps.agentmail, base);
       return deps.tickets.create(
         {
           ...ticket,
@@ -81,4 +94,15 @@ export async function openTicket(
     },
   );
   return { ...outcome.result, operation: outcome.operation };
+}
+
+/** The internal note: why the ticket exists, then the hand-off's reason and the articles considered and cited. */
+export function noteWithDraft(note: string, draft: StoredDraft): string {
+  const lines = [note];
+  if (draft.handoff) lines.push(`Handed off to a person: ${draft.handoff.reason}`);
+  if (draft.considered !== undefined)
+    lines.push(`Articles considered: ${draft.considered.length > 0 ? draft.considered.join(', ') : 'none matched'}`);
+  if (draft.citations !== undefined && draft.citations.length > 0)
+    lines.push(`Articles cited: ${draft.citations.join(', ')}`);
+  return lines.join('\n');
 }
