@@ -5,7 +5,7 @@ import { createIntake, type IntakeOptions } from '../intake/intake';
 import type { AgentMailClient } from '../lib/agentmail';
 import type { Db } from '../lib/db';
 import type { Logger } from '../lib/logger';
-import { observeIntakeBacklog, registry } from '../lib/metrics';
+import { observeIntakeBacklog } from '../lib/metrics';
 import { adminRoutes } from './admin/route';
 import { installLoadShedding } from './load-shedding';
 import type { StartupChecks } from './startup-checks';
@@ -79,12 +79,13 @@ export function buildApp(options: AppOptions): FastifyInstance {
 
   installLoadShedding(app, {
     maxConcurrentRequests: options.maxConcurrentRequests ?? 512,
-    exempt: ['/healthz', '/readyz', '/metrics'],
+    exempt: ['/healthz', '/readyz'],
   });
 
   app.get('/healthz', async () => ({ status: 'ok' }));
 
-  app.get('/metrics', async (_request, reply) => reply.type(registry.contentType).send(await registry.metrics()));
+  // No /metrics here: this port is public (AgentMail posts to it). api/main.ts serves the metrics on
+  // a listener of their own, loopback by default (API_METRICS_PORT, API_METRICS_HOST).
 
   // Ready means "can accept webhooks", and accepting needs Postgres alone: with Temporal away the
   // API still answers 204 and the intake backlog grows (replyonce_intake_backlog says so); the

@@ -9,6 +9,7 @@ import { connectTemporalClient, describeTemporal, plainReason } from '../lib/tem
 import { activeTracing } from '../lib/tracing';
 import { buildApp } from './app';
 import { StartupChecks } from './startup-checks';
+import { MetricsPortInUseError, startMetricsServer } from '../worker/metrics-server';
 
 /** A start-up failure with a cause the operator can act on, said in one line. */
 class StartupError extends Error {
@@ -35,6 +36,9 @@ function temporalProblem(error: unknown, namespace: string, security: string, ti
   if (code === DEADLINE_EXCEEDED || code === UNAVAILABLE) return `no answer within ${timeoutMs / 1000} s (${hint})`;
   return `${plainReason(error instanceof Error ? error.message : String(error))} (${hint})`;
 }
+
+/** Where Prometheus finds an API replica's /metrics unless API_METRICS_PORT says otherwise (the worker's is 9464). */
+export const DEFAULT_API_METRICS_PORT = 9465;
 
 /**
  * The ingress process. Temporal is connected lazily so the API comes up while Temporal is down:
@@ -116,6 +120,25 @@ async function main(): Promise<void> {
     await activeTracing()?.shutdown(); // flushes the last spans
   });
 
+  // The metrics on a listener of their own, off the public port (issue 18 point 10).
+  const metricsServer = await startMetricsServer({
+    port: config.API_METRICS_PORT ?? DEFAULT_API_METRICS_PORT,
+    host: config.API_METRICS_HOST,
+    fallbackToFreePort: config.API_METRICS_PORT === undefined,
+  }).catch(async (error: unknown) => {
+    await app.close();
+    throw error instanceof MetricsPortInUseError
+      ? new StartupError(
+          `API_METRICS_PORT=${config.API_METRICS_PORT} on ${config.API_METRICS_HOST} is already in use: set API_METRICS_PORT to a free port, or to 0 for any free one`,
+        )
+      : error;
+  });
+  app.addHook('onClose', () => metricsServer.close());
+  if (metricsServer.movedFrom !== undefined)
+    logger.warn(
+      { metrics: metricsServer.url, taken: metricsServer.movedFrom },
+      `API metrics port ${metricsServer.movedFrom} is taken (another replica on this host?): serving /metrics on a free port; set API_METRICS_PORT to choose one`,
+    );
   const shutdown = (signal: string) => {
     logger.info({ signal }, 'shutting down: finishing in-flight requests, the relay pass and the starts in flight');
     app.close().then(
@@ -145,6 +168,7 @@ async function main(): Promise<void> {
   logger.info(
     {
       address,
+      metrics: metricsServer.url,
       temporal: describeTemporal(config.temporal),
       namespace: config.TEMPORAL_NAMESPACE,
       taskQueue: config.TEMPORAL_TASK_QUEUE,

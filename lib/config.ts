@@ -86,6 +86,13 @@ const apiSchema = z
     AGENTMAIL_WEBHOOK_SECRET: webhookSecret,
     PORT: z.coerce.number({ error: 'must be a port number' }).int().min(0).max(65535).default(3000),
     HOST: z.string().trim().min(1).default('127.0.0.1'),
+    /**
+     * The API's Prometheus endpoint, a listener of its own (never the public PORT). Unset: 9465, or
+     * any free port when 9465 is taken (logged); set: exactly that port (0: any free one).
+     */
+    API_METRICS_PORT: z.coerce.number({ error: 'must be a port number' }).int().min(0).max(65535).optional(),
+    /** Where the metrics listener binds: loopback unless a scraper elsewhere must reach it (compose: the container's network). */
+    API_METRICS_HOST: z.string().trim().min(1).default('127.0.0.1'),
     /** How long the ingress waits for Postgres before answering 500 (AgentMail gives up at 15 s). */
     INGRESS_DEADLINE_MS: z.coerce.number().int().min(100).max(12_000).default(5_000),
     /**
@@ -224,7 +231,15 @@ const activityVars = {
   OPERATION_RETENTION_DAYS,
   /** Whether the webhook watchdog turns a disabled AgentMail webhook back on (and then catches up). */
   WATCHDOG_REENABLE: offByDefault,
-  /** The webhooks the watchdog watches; empty: every webhook of the account that receives message.received. */
+  /**
+   * This deployment's webhook URL (what AgentMail posts message.received to, e.g.
+   * https://mail.example.com/webhooks/agentmail): the watchdog watches and re-enables only webhooks
+   * with this URL (or those of WATCHDOG_WEBHOOK_IDS); others are reported, never changed.
+   */
+  PUBLIC_WEBHOOK_URL: z
+    .url({ error: 'must be an http(s) URL, e.g. https://mail.example.com/webhooks/agentmail' })
+    .optional(),
+  /** The webhooks the watchdog watches, by id; empty: those whose URL is PUBLIC_WEBHOOK_URL. */
   WATCHDOG_WEBHOOK_IDS: z
     .string()
     .default('')
@@ -254,6 +269,17 @@ const activityVars = {
     .default(24 * 60 * 60 * 1000),
   /** Whether a message we decide not to answer still gets a ticket. */
   TICKET_FOR_SKIPPED: booleanFlag,
+  /**
+   * Whether robots, lists and bounces (auto-submitted, bulk, auto-responders, mailing lists,
+   * bounces, robot senders, our own mail, spam) get a ticket under TICKET_FOR_SKIPPED. Off: none.
+   */
+  TICKET_FOR_ROBOTS: offByDefault,
+  /**
+   * Tickets skipped mail may open per inbox per TICKET_FOR_SKIPPED_WINDOW; later skipped messages
+   * are counted on the newest of them. (Answered, too-old and ceiling messages always get their own.)
+   */
+  TICKET_FOR_SKIPPED_PER_INBOX: z.coerce.number().int().min(1).default(1),
+  TICKET_FOR_SKIPPED_WINDOW: duration.default(24 * 60 * 60 * 1000),
   /**
    * Past this age a send whose outcome is unknown reconciles from the thread before retrying:
    * AgentMail forgets an Idempotency-Key 24 h after the send completed, so an hour of margin.

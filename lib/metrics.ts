@@ -97,6 +97,19 @@ export const webhookEndpointDisabled = new Gauge({
   registers: [registry],
 });
 
+export const webhookEndpointDisabledNotOurs = new Gauge({
+  name: 'replyonce_webhook_endpoint_disabled_not_ours',
+  help: "Disabled AgentMail webhook endpoints of the organisation that are not this deployment's (not PUBLIC_WEBHOOK_URL, not in WATCHDOG_WEBHOOK_IDS): reported by the watchdog, never changed.",
+  registers: [registry],
+});
+
+export const skippedTicketsFolded = new Counter({
+  name: 'replyonce_skipped_tickets_folded_total',
+  help: "Skipped messages that opened no ticket of their own because their inbox's open ticket for skipped mail (TICKET_FOR_SKIPPED_PER_INBOX per TICKET_FOR_SKIPPED_WINDOW) counts them instead, by skip reason.",
+  labelNames: ['reason'] as const,
+  registers: [registry],
+});
+
 export const decisions = new Counter({
   name: 'replyonce_decisions_total',
   help: 'Reply decisions by outcome: reply (a reply owed, its budget reserved) or the skip reason (e.g. inbox-ceiling-reached: the per-inbox circuit breaker tripped, a person answers).',

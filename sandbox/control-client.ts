@@ -138,6 +138,16 @@ export class SandboxControl {
     return this.call('POST', '/_sandbox/webhook', change);
   }
 
+  /** Another webhook of the organisation, listed by /v0/webhooks beside the sandbox's own (never delivered to). */
+  addOtherWebhook(webhook: {
+    webhook_id: string;
+    url: string;
+    enabled?: boolean;
+    event_types?: string[];
+  }): Promise<unknown> {
+    return this.call('POST', '/_sandbox/webhooks/others', webhook);
+  }
+
   async idempotencyKeys(): Promise<KeyRecord[]> {
     return (await this.call<{ keys: KeyRecord[] }>('GET', '/_sandbox/idempotency-keys')).keys;
   }

@@ -4,6 +4,7 @@ import { Faults } from './faults';
 import { IdempotencyStore } from './idempotency';
 import { Mailbox } from './mailbox';
 import type { WebhookDispatcher } from './webhooks';
+import type { WebhookRaw } from './wire';
 
 /** Everything the sandbox remembers, in one place so reset and the counts stay complete. */
 export class SandboxState {
@@ -12,6 +13,11 @@ export class SandboxState {
   readonly drafts = new DraftStore(this.clock);
   readonly idempotency = new IdempotencyStore(this.clock);
   readonly faults = new Faults();
+  /**
+   * The organisation's other webhooks (another deployment's, a colleague's): listed and updatable
+   * like AgentMail's, never delivered to. Added by a test through /_sandbox/webhooks/others.
+   */
+  readonly otherWebhooks: WebhookRaw[] = [];
 
   constructor(readonly webhooks: WebhookDispatcher) {}
 
@@ -23,6 +29,7 @@ export class SandboxState {
     this.idempotency.reset();
     this.faults.clear();
     this.webhooks.reset();
+    this.otherWebhooks.length = 0;
   }
 
   counts() {

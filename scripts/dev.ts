@@ -124,6 +124,8 @@ async function main(): Promise<number> {
       PORT: String(API_PORT),
       // Pretty lines for a person in a terminal (LOG_FORMAT=json keeps JSON).
       LOG_FORMAT: env.LOG_FORMAT || 'pretty',
+      // The webhook the sandbox posts to: the watchdog watches and re-enables that one only.
+      ...(useSandbox ? { PUBLIC_WEBHOOK_URL: `http://127.0.0.1:${API_PORT}/webhooks/agentmail` } : {}),
     };
     // The worker's /readyz says when it polls; on a port of its own so a second stack never meets it.
     const metricsPort = env.METRICS_PORT || String(await freePort());

@@ -285,6 +285,16 @@ async function main(): Promise<number> {
       );
       return new Map(rows.map((row) => [key(row.inbox_id, row.message_id), Number(row.n)]));
     });
+    // Skipped messages counted on their inbox's open ticket instead of opening one (issue 18 point 4):
+    // 0 in a healthy soak, where every message is answered.
+    // TODO(lead, issue 18 point 8): add the dead-letter count beside it, read from the intake's
+    // dead-letter state once branch `intake` has landed it (main has no such column yet).
+    const foldedTickets = await withClient(stack.appDatabaseUrl, async (client) => {
+      const { rows } = await client.query<{ n: number }>(
+        'SELECT count(*)::int AS n FROM skipped_ticket_folds WHERE NOT opened',
+      );
+      return rows[0]?.n ?? 0;
+    });
     // Model calls, one log line each ('drafting reply'). A second call for one message is what the
     // design accepts when the first call's draft never reached Postgres: its worker was SIGKILLed
     // between the call and the store, or Postgres was away when the draft was to be stored. Those
@@ -341,6 +351,7 @@ async function main(): Promise<number> {
       `  drain: ${((drainedAt - started) / 1000).toFixed(1)} s from the first delivery (${((drainedAt - deliveredAt) / 1000).toFixed(1)} s after the last was accepted)`,
       `  webhook → reply: p50 ${(pct(50) / 1000).toFixed(2)} s, p99 ${(pct(99) / 1000).toFixed(2)} s (${latencies.length} replies)`,
       `  replies ${replies.length}, tickets ${[...tickets.values()].reduce((a, b) => a + b, 0)}, model calls ${[...modelCalls.values()].reduce((a, b) => a + b.length, 0)}`,
+      `  skipped messages folded into an open ticket: ${foldedTickets}`,
       ...[...explanations].map(
         ([reason, n]) =>
           `  ${n} second model call${n === 1 ? '' : 's'}: ${reason} (the draft is stored after the call; see DESIGN.md)`,

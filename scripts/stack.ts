@@ -72,6 +72,8 @@ async function main(): Promise<number> {
       AGENTMAIL_API_KEY: secrets.agentmailApiKey,
       AGENTMAIL_BASE_URL: `http://127.0.0.1:${PORTS.sandbox}`,
       AGENTMAIL_WEBHOOK_SECRET: secrets.agentmailWebhookSecret,
+      // The webhook the sandbox posts to: the watchdog watches and re-enables that one only.
+      PUBLIC_WEBHOOK_URL: `http://127.0.0.1:${PORTS.balancer}/webhooks/agentmail`,
     };
     const startApp = (name: string, file: string, env: NodeJS.ProcessEnv) => {
       const pid = group.start(name, file, env);

@@ -1,7 +1,7 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { parse } from 'yaml';
@@ -21,9 +21,17 @@ interface Service {
   ports?: string[];
   healthcheck?: { test: string[] };
   cpu_shares?: number;
-  volumes?: string[];
+  volumes?: Array<string | VolumeMount>;
   restart?: string;
   depends_on?: Record<string, { condition: string }>;
+}
+/** The long form, for a named volume's subpath: one holder's directory of the `tls` volume. */
+interface VolumeMount {
+  type: string;
+  source: string;
+  target: string;
+  read_only?: boolean;
+  volume?: { subpath?: string };
 }
 const compose = parse(readFileSync(file, 'utf8'), { merge: true }) as { services: Record<string, Service> };
 const service = (name: string): Service => {
@@ -40,6 +48,8 @@ function resolved(environment: Record<string, string> = {}): NodeJS.ProcessEnv {
     POSTGRES_PASSWORD: 'pg-test',
     TEMPORAL_DB_PASSWORD: 'temporal-test',
     APP_DB_PASSWORD: 'app-test',
+    GRAFANA_ADMIN_PASSWORD: 'grafana-test',
+    PUBLIC_WEBHOOK_URL: 'https://mail.example.com/webhooks/agentmail',
   };
   return Object.fromEntries(
     Object.entries(environment).map(([key, value]) => [
@@ -57,7 +67,10 @@ const ONE_SHOT = ['certs', 'temporal-schema', 'setup'];
 
 /** A bind mount `./x:/y[:ro]` of the service whose target is `target`: the host path, resolved. */
 function mountSource(name: string, target: string): string | undefined {
-  const mount = (service(name).volumes ?? []).map((v) => v.split(':')).find(([, to]) => to === target);
+  const mount = (service(name).volumes ?? [])
+    .filter((v): v is string => typeof v === 'string')
+    .map((v) => v.split(':'))
+    .find(([, to]) => to === target);
   return mount?.[0]?.startsWith('.') ? path.join(root, mount[0]) : mount?.[0];
 }
 
@@ -163,14 +176,78 @@ describe('mTLS between the services, with the certificates of deploy/tls/generat
   });
   after(() => rmSync(certs, { recursive: true, force: true }));
 
-  /** The environment as the container sees it, with the `tls` volume's files where the service mounts it. */
+  /** The `tls` volume's mounts of a service (long form: each names its subpath). */
+  const tlsMounts = (name: string) =>
+    (service(name).volumes ?? []).filter((v): v is VolumeMount =>
+      typeof v === 'string' ? v.startsWith('tls:') : v.source === 'tls',
+    );
+  /** The environment as the container sees it, with the `tls` volume's files where the service mounts them. */
   const inContainer = (name: string): NodeJS.ProcessEnv => {
-    const target = (service(name).volumes ?? []).map((v) => v.split(':')).find(([from]) => from === 'tls')?.[1];
-    assert.ok(target, `${name} mounts the tls volume`);
+    const [mount, ...more] = tlsMounts(name);
+    assert.ok(mount && more.length === 0, `${name} mounts the tls volume once`);
+    const subpath = mount.volume?.subpath;
+    assert.ok(subpath, `${name} mounts one holder's directory, not the whole volume`);
     return Object.fromEntries(
-      Object.entries(resolved(service(name).environment)).map(([k, v]) => [k, v?.replaceAll(target, certs)]),
+      Object.entries(resolved(service(name).environment)).map(([k, v]) => [
+        k,
+        v?.replaceAll(mount.target, path.join(certs, subpath)),
+      ]),
     );
   };
+
+  // Issue 18 point 12: each service holds only its own key; the admin certificate is no container's.
+  test('each service mounts only its own certificate directory, read-only; no container mounts admin/ or the CA keys', () => {
+    const holders: Record<string, string> = {
+      temporal: 'temporal',
+      'temporal-ui': 'ui',
+      api: 'app',
+      worker: 'app',
+      setup: 'app',
+    };
+    for (const [name, definition] of Object.entries(compose.services)) {
+      const mounts = tlsMounts(name);
+      if (name === 'certs') continue; // it writes them
+      if (!(name in holders)) {
+        assert.deepEqual(mounts, [], `${name} mounts no certificates`);
+        continue;
+      }
+      assert.equal(mounts.length, 1, name);
+      assert.equal(mounts[0]!.volume?.subpath, holders[name], `${name} mounts ${holders[name]}/ only`);
+      assert.equal(mounts[0]!.read_only, true, `${name}: read-only`);
+      assert.ok(!(definition.volumes ?? []).some((v) => typeof v === 'string' && v.startsWith('tls:')));
+    }
+    // What each directory holds: its own certificate and key and the CA, nothing else; keys 0600.
+    const listing = (dir: string) => readdirSync(path.join(certs, dir)).sort();
+    assert.deepEqual(listing('app'), ['ca.pem', 'client.key', 'client.pem']);
+    assert.deepEqual(listing('ui'), ['ca.pem', 'ui.key', 'ui.pem']);
+    assert.deepEqual(listing('admin'), ['admin.key', 'admin.pem', 'ca.pem']);
+    assert.deepEqual(listing('temporal'), [
+      'ca.pem',
+      'internode-ca.pem',
+      'internode.key',
+      'internode.pem',
+      'server.key',
+      'server.pem',
+    ]);
+    for (const dir of ['.', 'app', 'ui', 'admin', 'temporal'])
+      for (const file of listing(dir).filter((f) => f.endsWith('.key')))
+        assert.equal(statSync(path.join(certs, dir, file)).mode & 0o777, 0o600, `${dir}/${file} is 0600`);
+    const owners = service('certs').environment ?? {};
+    for (const holder of ['TLS_OWNER_TEMPORAL', 'TLS_OWNER_UI', 'TLS_OWNER_APP'])
+      assert.match(String(owners[holder]), /^\d+:\d+$/, `${holder}: the keys belong to the container's user`);
+  });
+
+  test("Temporal's internal services listen on loopback only and speak internode mTLS with a CA of their own", () => {
+    const env = service('temporal').environment ?? {};
+    assert.equal(env.TEMPORAL_BIND_ON_IP, '127.0.0.1', 'history, matching, worker and membership: loopback');
+    assert.equal(env.TEMPORAL_FRONTEND_BIND_ON_IP, '0.0.0.0', 'the frontend serves the network');
+    const server = readFileSync(path.join(root, 'deploy', 'temporal', 'replyonce.yaml'), 'utf8');
+    const internode = server.slice(server.indexOf('\n    internode:\n'), server.indexOf('\n    systemWorker:'));
+    assert.ok(internode.length > 0, 'global.tls.internode is configured');
+    assert.match(internode, /requireClientAuth: true/);
+    assert.match(internode, /clientCaFiles:\s*- \{\{ \$tls \}\}\/internode-ca\.pem/);
+    assert.doesNotMatch(internode, /\/ca\.pem/, 'not the CA that signs client certificates');
+  });
 
   test("the api's and worker's environments pass the processes' own start-up validation: mTLS to the compose services", () => {
     const api = loadApiConfig(inContainer('api'));
@@ -243,7 +320,35 @@ test(
         POSTGRES_PASSWORD: 'x',
         TEMPORAL_DB_PASSWORD: 'x',
         APP_DB_PASSWORD: 'x',
+        GRAFANA_ADMIN_PASSWORD: 'x',
       },
     });
   },
 );
+
+// Issue 18 points 10 and 13: the API's metrics are scraped on their own listener; no default passwords.
+test('Prometheus scrapes the API on API_METRICS_PORT, not on its public port; the worker on METRICS_PORT', () => {
+  const api = resolved(service('api').environment);
+  assert.ok(api.API_METRICS_PORT, 'the API names its metrics port');
+  assert.notEqual(api.API_METRICS_PORT, api.PORT, 'not the public port');
+  assert.ok(
+    !(service('api').ports ?? []).some((p) => p.endsWith(`:${api.API_METRICS_PORT}`)),
+    'the metrics port is not published',
+  );
+  const prometheus = parse(readFileSync(path.join(root, 'deploy', 'prometheus', 'prometheus.yml'), 'utf8')) as {
+    scrape_configs: Array<{ job_name: string; static_configs: Array<{ targets: string[] }> }>;
+  };
+  const targets = (job: string) =>
+    prometheus.scrape_configs.find((c) => c.job_name === job)?.static_configs.flatMap((c) => c.targets);
+  assert.deepEqual(targets('replyonce-api'), [`api:${api.API_METRICS_PORT}`]);
+  assert.deepEqual(targets('replyonce-worker'), [`worker:${service('worker').environment?.METRICS_PORT}`]);
+});
+
+test('no default passwords: Grafana requires GRAFANA_ADMIN_PASSWORD like the others', () => {
+  const grafana = service('grafana').environment ?? {};
+  assert.match(String(grafana.GF_SECURITY_ADMIN_PASSWORD), /^\$\{GRAFANA_ADMIN_PASSWORD:\?/);
+  for (const [name, definition] of Object.entries(compose.services))
+    for (const [variable, value] of Object.entries(definition.environment ?? {}))
+      if (/PASSWORD/.test(variable))
+        assert.match(String(value), /^\$\{\w+:\?[^}]+\}$/, `${name}: ${variable} is required, with no default`);
+});

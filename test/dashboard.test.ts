@@ -24,7 +24,7 @@ before(async () => {
   processes.push(worker);
   const workerMetrics = String(worker.logs('worker polling')[0]?.metrics);
   served = {
-    api: await (await fetch(`${api.url}/metrics`)).text(),
+    api: await (await fetch(api.metricsUrl)).text(),
     worker: await (await fetch(workerMetrics)).text(),
   };
 });
@@ -121,7 +121,9 @@ test('Prometheus scrapes the compose services on their ports; Grafana reads the 
   const compose = parse(readFileSync(path.join(root, 'docker-compose.yml'), 'utf8')) as {
     services: Record<string, { profiles?: string[]; volumes?: string[]; environment?: Record<string, string> }>;
   };
-  assert.ok(targets.includes(`api:${compose.services.api?.environment?.PORT}`), 'the API target');
+  // The API's metrics listener of its own (API_METRICS_PORT), never its public PORT.
+  assert.ok(targets.includes(`api:${compose.services.api?.environment?.API_METRICS_PORT}`), 'the API target');
+  assert.ok(!targets.includes(`api:${compose.services.api?.environment?.PORT}`), 'not the public port');
   assert.ok(targets.includes(`worker:${compose.services.worker?.environment?.METRICS_PORT}`), 'the worker target');
 
   const datasources = parse(

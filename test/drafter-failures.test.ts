@@ -100,6 +100,29 @@ for (const provider of providers) {
       });
     }
 
+    // Issue 18 point 9: what a provider returns stays out of the failure (its message, its cause,
+    // its details) — a 200 of the wrong shape embeds the drafted text in the SDK's error message.
+    const leaks: Array<[string, BehaviourInput]> = [
+      ['a 200 of the wrong shape', { action: 'malformed' }],
+      ['a 200 whose JSON is cut off', { action: 'malformed', cut: true }],
+      ['a 500 with a body', { action: 'status', status: 500 }],
+      ['a 400 with a body', { action: 'status', status: 400 }],
+    ];
+    for (const [name, rule] of leaks) {
+      test(`${name}: the failure carries the type, the status and a fixed description, no provider text`, async () => {
+        const canary = `CANARY-${Math.random().toString(36).slice(2)}`;
+        const failure = await failureOf({ ...rule, text: canary, match: {} }, { DRAFT_PROVIDER: provider });
+        if (rule.action === 'malformed') assert.equal(failure.type, 'DraftMalformedResponse');
+        const seen: string[] = [];
+        for (let e: unknown = failure; e instanceof Error; e = e.cause) seen.push(e.message, e.stack ?? '');
+        seen.push(JSON.stringify(failure.details ?? null));
+        const all = seen.join('\n');
+        assert.ok(!all.includes(canary), `the provider's text is in the failure: ${all.slice(0, 600)}`);
+        assert.ok(!all.includes('injected failure'), `the provider's error body is in the failure: ${failure.message}`);
+        assert.equal(failure.cause, undefined, 'no SDK error as a cause');
+      });
+    }
+
     test('a rejected key → DraftProviderUnauthorized, retried (an operator can fix DRAFT_API_KEY), named in the message', async () => {
       const failure = await failureOf(null, { DRAFT_PROVIDER: provider, DRAFT_API_KEY: 'sk-wrong' });
       assert.equal(failure.type, 'DraftProviderUnauthorized');

@@ -22,7 +22,7 @@ function sample(text: string, series: string): number {
 test('the API and the worker expose counters for webhooks, acks, operations and sends', async () => {
   const worker = await AppProcess.startWorker(h);
   try {
-    const before = await (await fetch(`${h.apiUrl}/metrics`)).text();
+    const before = await (await fetch(h.metricsUrl)).text();
     const inboxId = h.newInbox();
     const inbound = await h.sandbox.inbound({
       inbox_id: inboxId,
@@ -44,7 +44,7 @@ test('the API and the worker expose counters for webhooks, acks, operations and 
       headers: { 'content-type': 'application/json' },
     });
 
-    const api = await (await fetch(`${h.apiUrl}/metrics`)).text();
+    const api = await (await fetch(h.metricsUrl)).text();
     const delta = (series: string) => sample(api, series) - sample(before, series);
     assert.equal(delta('replyonce_webhooks_total{outcome="queued"}'), 1);
     assert.equal(delta('replyonce_webhooks_total{outcome="duplicate"}'), 1);
@@ -60,5 +60,31 @@ test('the API and the worker expose counters for webhooks, acks, operations and 
     assert.match(workerMetrics, /^replyonce_process_cpu_user_seconds_total /m);
   } finally {
     await worker.stop();
+  }
+});
+
+// Issue 18 point 10: the API's metrics are not on its public port.
+test("the API's /metrics is on a loopback listener of its own (API_METRICS_PORT), not on the public port", async () => {
+  const api = await AppProcess.startApi(h);
+  try {
+    const publicPort = await fetch(`${api.url}/metrics`);
+    assert.equal(publicPort.status, 404, 'the port AgentMail posts to serves no metrics');
+    await publicPort.arrayBuffer();
+    const metricsUrl = new URL(api.metricsUrl);
+    assert.equal(metricsUrl.hostname, '127.0.0.1', 'loopback unless API_METRICS_HOST says otherwise');
+    assert.notEqual(metricsUrl.port, new URL(api.url).port);
+    const served = await fetch(api.metricsUrl);
+    assert.equal(served.status, 200);
+    assert.match(await served.text(), /^# TYPE replyonce_webhooks_total counter$/m);
+  } finally {
+    await api.stop();
+  }
+
+  // A chosen port: exactly that one (here any free one, 0), on the host named.
+  const pinned = await AppProcess.startApi(h, { env: { API_METRICS_PORT: '0', API_METRICS_HOST: '127.0.0.1' } });
+  try {
+    assert.equal((await fetch(pinned.metricsUrl)).status, 200);
+  } finally {
+    await pinned.stop();
   }
 });

@@ -6,10 +6,12 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import tls from 'node:tls';
 import { Connection } from '@temporalio/client';
 import { inboundWorkflowId } from '../lib/hashing';
 import type { Failpoint } from '../lib/failpoints';
@@ -201,14 +203,48 @@ describe('the production topology (Temporal server, Postgres, mTLS, 2 APIs, 2 wo
       await assert.rejects(
         attempt({
           ...serverOnly,
-          TEMPORAL_TLS_CLIENT_CERT_PATH: path.join(otherCa, 'client.pem'),
-          TEMPORAL_TLS_CLIENT_KEY_PATH: path.join(otherCa, 'client.key'),
+          TEMPORAL_TLS_CLIENT_CERT_PATH: path.join(otherCa, 'app', 'client.pem'),
+          TEMPORAL_TLS_CLIENT_KEY_PATH: path.join(otherCa, 'app', 'client.key'),
         }),
         'a certificate the server does not trust',
       );
     } finally {
       rmSync(otherCa, { recursive: true, force: true });
     }
+  });
+
+  // Issue 18 point 11: the server's internal services speak internode mTLS with a CA of their own.
+  test("the history port refuses plaintext, TLS without a certificate, and the app's certificate; the internode certificate is answered", async () => {
+    const port = stack.internalPorts.history;
+    const dir = path.join(stack.certsDir, 'temporal');
+    const internodeCa = readFileSync(path.join(dir, 'internode-ca.pem'));
+    const appDir = path.join(stack.certsDir, 'app');
+    // The control: with the internode certificate, the history service answers HTTP/2 (gRPC).
+    assert.equal(
+      await http2Answer(port, {
+        ca: internodeCa,
+        cert: readFileSync(path.join(dir, 'internode.pem')),
+        key: readFileSync(path.join(dir, 'internode.key')),
+      }),
+      'http2',
+    );
+    assert.notEqual(await http2Answer(port, null), 'http2', 'plaintext gRPC is refused');
+    assert.notEqual(
+      await http2Answer(port, { ca: internodeCa }),
+      'http2',
+      'TLS without a client certificate is refused',
+    );
+    assert.notEqual(
+      await http2Answer(port, {
+        ca: internodeCa,
+        cert: readFileSync(path.join(appDir, 'client.pem')),
+        key: readFileSync(path.join(appDir, 'client.key')),
+      }),
+      'http2',
+      "the app's certificate (the frontend's CA) does not open an internode port",
+    );
+    for (const other of [stack.internalPorts.matching, stack.internalPorts.worker])
+      assert.notEqual(await http2Answer(other, null), 'http2', `plaintext to :${other} is refused`);
   });
 
   test(
@@ -278,3 +314,42 @@ describe('the production topology (Temporal server, Postgres, mTLS, 2 APIs, 2 wo
     });
   }
 });
+
+/**
+ * Whether a gRPC server on 127.0.0.1:`port` answers an HTTP/2 client preface with its SETTINGS
+ * frame ('http2'), over TLS with `tls` (null: plaintext), or what happened instead.
+ */
+async function http2Answer(
+  port: number,
+  tlsOptions: { ca: Buffer; cert?: Buffer; key?: Buffer } | null,
+): Promise<string> {
+  const preface = Buffer.concat([
+    Buffer.from('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n'),
+    Buffer.from([0, 0, 0, 4, 0, 0, 0, 0, 0]), // an empty SETTINGS frame
+  ]);
+  return new Promise((resolve) => {
+    let received = Buffer.alloc(0);
+    const socket = tlsOptions
+      ? tls.connect({ host: '127.0.0.1', port, servername: 'temporal-internode', ALPNProtocols: ['h2'], ...tlsOptions })
+      : net.connect({ host: '127.0.0.1', port });
+    const done = (answer: string) => {
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(answer);
+    };
+    const timer = setTimeout(() => done('no answer within 5 s'), 5_000);
+    socket.once(tlsOptions ? 'secureConnect' : 'connect', () => socket.write(preface));
+    socket.on('data', (chunk: Buffer) => {
+      received = Buffer.concat([received, chunk]);
+      if (received.length < 9) return;
+      // A frame header: length (3), type (1; 4 = SETTINGS), flags (1), stream id (4; 0 for SETTINGS).
+      done(
+        received[3] === 4 && received.readUInt32BE(5) === 0
+          ? 'http2'
+          : `bytes ${received.subarray(0, 9).toString('hex')}`,
+      );
+    });
+    socket.once('error', (error: NodeJS.ErrnoException) => done(`error ${error.code ?? error.message}`));
+    socket.once('close', () => done('closed'));
+  });
+}

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { AgentMail } from 'agentmail';
 import { recipientOf, replyRecipient } from '../activities/agentmail/recipients';
-import { skipReason } from '../activities/decide/reply-policy';
+import { isRobotSender, skipReason } from '../activities/decide/reply-policy';
 import { loadWorkerConfig, parseDuration } from '../lib/config';
 
 // The pure rules of issue 13: whom a reply goes to, and which messages look automatic.
@@ -94,6 +94,57 @@ describe('which messages look automatic', () => {
   ];
   for (const [headers, expected] of robots) {
     test(`${JSON.stringify(headers)} → ${expected}`, () => assert.equal(reason({ headers }), expected));
+  }
+
+  // Issue 18 point 6: one table of robot senders, with their spellings, +tags and cases.
+  const robotSenders = [
+    'noreply@shop.example',
+    'no-reply@shop.example',
+    'no_reply@shop.example',
+    'no.reply@shop.example',
+    'No-Reply+orders@Shop.EXAMPLE',
+    'NOREPLY@shop.example',
+    'donotreply@bank.example',
+    'do-not-reply@bank.example',
+    'do_not_reply@bank.example',
+    'Do.Not.Reply@bank.example',
+    'DoNotReply+statements@bank.example',
+    'bounces@lists.example',
+    'bounces+abc123@lists.example',
+    'bounces-7f3a=customer.example@lists.example',
+    'bounce@mail.example',
+    'notifications@github.example',
+    'Notifications+repo@GitHub.example',
+    'notification@app.example',
+    'notify@app.example',
+    'MAILER-DAEMON@mx.customer.example',
+    'mailer_daemon@mx.customer.example',
+    'postmaster@customer.example',
+    '"Shop" <no.reply@shop.example>',
+    'auto-reply@desk.example',
+  ];
+  for (const from of robotSenders) {
+    test(`${from} is a robot sender`, () => {
+      assert.equal(isRobotSender(from), true);
+      assert.equal(reason({ from }), 'robot-sender');
+    });
+  }
+  const people = [
+    'ada@customer.example',
+    'nora.reply@customer.example',
+    'noreen@customer.example',
+    'donna@customer.example',
+    'notifier.team.lead@customer.example',
+    'bouncer@club.example',
+    'reply@customer.example',
+    'support@customer.example',
+    'Noreply Fan <ada@customer.example>',
+  ];
+  for (const from of people) {
+    test(`${from} is not a robot sender`, () => {
+      assert.equal(isRobotSender(from), false);
+      assert.equal(reason({ from }), null);
+    });
   }
 
   test('receipt-only suppression (DR, RN) and an ordinary Return-Path are not a robot’s marks', () => {

@@ -15,7 +15,7 @@ let certs: (name: string) => string;
 before(() => {
   dir = mkdtempSync(path.join(tmpdir(), 'replyonce-tls-'));
   execFileSync('sh', [path.join(__dirname, '..', 'deploy', 'tls', 'generate-certs.sh'), dir]);
-  certs = (name) => path.join(dir, name);
+  certs = (name) => path.join(dir, name.startsWith('ui.') ? 'ui' : 'app', name);
 });
 after(() => rmSync(dir, { recursive: true, force: true }));
 

@@ -5,7 +5,7 @@ import { ScheduleOverlapPolicy } from '@temporalio/client';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import { checkWebhooks, type InboxCatchUp, type WebhookCheck } from '../activities/upkeep/webhook-watchdog';
-import { webhookEndpointDisabled } from '../lib/metrics';
+import { webhookEndpointDisabled, webhookEndpointDisabledNotOurs } from '../lib/metrics';
 import { SANDBOX_WEBHOOK_ID } from '../sandbox/webhooks';
 import { ensureSchedules, scheduleIds } from '../worker/schedules';
 import type { WebhookWatchdogResult } from '../workflows/webhook-watchdog';
@@ -139,7 +139,12 @@ describe('webhook watchdog', () => {
       const deps = {
         db: quiet.db,
         agentmail: quiet.agentmail,
-        config: activityConfig({ WATCHDOG_REENABLE: true, WATCHDOG_WEBHOOK_IDS: [], OPERATION_RETENTION_DAYS: 90 }),
+        config: activityConfig({
+          WATCHDOG_REENABLE: true,
+          WATCHDOG_WEBHOOK_IDS: [],
+          PUBLIC_WEBHOOK_URL: `${quiet.apiUrl}/webhooks/agentmail`,
+          OPERATION_RETENTION_DAYS: 90,
+        }),
       };
       const check: WebhookCheck = await env.run(checkWebhooks, deps);
       assert.ok(check.disabled[0]?.inboxes.includes(inboxId));
@@ -151,6 +156,68 @@ describe('webhook watchdog', () => {
       assert.deepEqual(named.watched, []);
     } finally {
       await quiet.close();
+    }
+  });
+
+  test("only this deployment's webhook is watched and re-enabled: a colleague's disabled webhook is reported, never changed", async () => {
+    // Prepare: the organisation has two more message.received webhooks, both disabled — another
+    // team's, and one on a different URL with our path; ours goes off too.
+    const colleague = `ep_colleague_${randomUUID().slice(0, 6)}`;
+    const lookalike = `ep_lookalike_${randomUUID().slice(0, 6)}`;
+    await h.sandbox.addOtherWebhook({
+      webhook_id: colleague,
+      url: 'https://crm.example.com/hooks/mail',
+      enabled: false,
+    });
+    await h.sandbox.addOtherWebhook({
+      webhook_id: lookalike,
+      url: 'https://staging.example.com/webhooks/agentmail',
+      enabled: false,
+      event_types: ['message.received'],
+    });
+    await h.sandbox.setWebhook({ enabled: false });
+    const webhook = async (id: string) => (await h.agentmail.webhooks.list()).webhooks.find((w) => w.webhookId === id);
+    try {
+      // Act
+      const result = await runWatchdog(h);
+
+      // Assess: ours found and re-enabled; the others read, reported, left off
+      assert.deepEqual(
+        [result.watched, result.disabled, result.reenabled],
+        [[SANDBOX_WEBHOOK_ID], [SANDBOX_WEBHOOK_ID], [SANDBOX_WEBHOOK_ID]],
+      );
+      assert.equal((await webhook(SANDBOX_WEBHOOK_ID))?.enabled, true);
+      assert.equal((await webhook(colleague))?.enabled, false, "the colleague's webhook stays off");
+      assert.equal((await webhook(lookalike))?.enabled, false, 'a webhook on another host stays off');
+      assert.equal(await disabledGauge(), 1, 'the disabled gauge counts ours only');
+      assert.equal((await webhookEndpointDisabledNotOurs.get()).values[0]?.value, 2, 'the others have their own gauge');
+
+      // WATCHDOG_WEBHOOK_IDS names what is ours instead: the colleague's, if an operator says so.
+      const env = new MockActivityEnvironment(undefined, { logger: new DefaultLogger('ERROR') });
+      const config = activityConfig({ WATCHDOG_REENABLE: true, PUBLIC_WEBHOOK_URL: `${h.apiUrl}/webhooks/agentmail` });
+      const byId: WebhookCheck = await env.run(checkWebhooks, {
+        db: h.db,
+        agentmail: h.agentmail,
+        config: { ...config, WATCHDOG_WEBHOOK_IDS: [colleague] },
+      });
+      assert.deepEqual([byId.watched, byId.notOurs], [[colleague], [lookalike]]);
+      // With neither set, nothing is ours: every disabled webhook is reported, none watched.
+      const unset: WebhookCheck = await env.run(checkWebhooks, {
+        db: h.db,
+        agentmail: h.agentmail,
+        config: { ...config, PUBLIC_WEBHOOK_URL: undefined },
+      });
+      assert.deepEqual(unset.watched, []);
+      assert.deepEqual(unset.notOurs.sort(), [colleague, lookalike].sort());
+      // A trailing slash or a capitalised host is still our URL.
+      const spelled: WebhookCheck = await env.run(checkWebhooks, {
+        db: h.db,
+        agentmail: h.agentmail,
+        config: { ...config, PUBLIC_WEBHOOK_URL: `${h.apiUrl.replace('http://', 'HTTP://')}/webhooks/agentmail/` },
+      });
+      assert.deepEqual(spelled.watched, [SANDBOX_WEBHOOK_ID]);
+    } finally {
+      await h.sandbox.setWebhook({ enabled: true });
     }
   });
 

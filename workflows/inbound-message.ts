@@ -164,7 +164,7 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
         ? []
         : [{ key: SearchAttributes.ThreadId, value: decision.threadId }];
 
-    const openTicket = async (note: string, draftKey?: string) =>
+    const openTicket = async (note: string, draftKey?: string, fold?: { reason: string }) =>
       (
         await operations.run(
           keys.ticket,
@@ -175,13 +175,18 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
             threadId: decision.threadId,
             note,
             ...(draftKey !== undefined ? { draftKey } : {}),
+            ...(fold ? { fold } : {}),
           }),
-          (t) => t.ticketId,
+          (t) => t.ticketId ?? `counted on the open ticket of ${t.foldedInto ?? 'this inbox'}`,
         )
       ).ticketId;
 
     if (!decision.reply) {
-      const ticketId = decision.ticket ? await openTicket(`not answered automatically: ${decision.reason}`) : null;
+      // An optional ticket for skipped mail is bounded per inbox (the activity counts it on the open one).
+      const fold = decision.foldTicket ? { reason: decision.reason ?? 'unknown' } : undefined;
+      const ticketId = decision.ticket
+        ? await openTicket(`not answered automatically: ${decision.reason}`, undefined, fold)
+        : null;
       setStatus('skipped', [...thread, { key: SearchAttributes.SkipReason, value: decision.reason ?? 'unknown' }]);
       return { status: 'skipped', reason: decision.reason ?? 'unknown', ticketId };
     }

@@ -9,7 +9,7 @@ import type { OperationStore } from '../operation-store/store';
 import type { OwnAddresses } from './own-addresses';
 import { replyRecipient, senderOf } from '../agentmail/recipients';
 import { releaseReply, reserveReply, retakeReply } from './reply-budget';
-import { skipReason, TICKET_ALWAYS, TICKET_NEVER, type SkipReason } from './reply-policy';
+import { skipReason, TICKET_ALWAYS, TICKET_IF_ROBOTS_WANTED, TICKET_NEVER, type SkipReason } from './reply-policy';
 import type { ActivityConfig } from '../../lib/config';
 
 export interface ReplyDecision {
@@ -18,6 +18,12 @@ export interface ReplyDecision {
   threadId: string;
   /** Whether the message gets a ticket (always when answered; when skipped, as configured). */
   ticket: boolean;
+  /**
+   * A skipped message's ticket is one TICKET_FOR_SKIPPED asked for: bounded per inbox (counted on
+   * the inbox's open ticket past TICKET_FOR_SKIPPED_PER_INBOX; activities/ticket/skipped-fold.ts).
+   * Absent on decisions recorded before the rule.
+   */
+  foldTicket?: boolean;
   /** Whether a person must approve the reply first, and how long to wait before escalating. */
   approval: { required: boolean; timeoutMs: number };
 }
@@ -38,6 +44,7 @@ export interface DecideDeps {
     | 'REPLY_CEILING_PER_INBOX_PER_HOUR'
     | 'REPLY_MAX_AGE'
     | 'TICKET_FOR_SKIPPED'
+    | 'TICKET_FOR_ROBOTS'
   >;
 }
 
@@ -71,13 +78,19 @@ export async function decideReply(
       const approvalRequired =
         deps.config.APPROVAL_REQUIRED_INBOXES.includes('*') ||
         deps.config.APPROVAL_REQUIRED_INBOXES.includes(ref.inboxId.toLowerCase());
-      const ticket =
-        reason === null || TICKET_ALWAYS.has(reason) || (deps.config.TICKET_FOR_SKIPPED && !TICKET_NEVER.has(reason));
+      const optional =
+        reason !== null &&
+        !TICKET_ALWAYS.has(reason) &&
+        deps.config.TICKET_FOR_SKIPPED &&
+        !TICKET_NEVER.has(reason) &&
+        (deps.config.TICKET_FOR_ROBOTS || !TICKET_IF_ROBOTS_WANTED.has(reason));
+      const ticket = reason === null || TICKET_ALWAYS.has(reason) || optional;
       return {
         reply: reason === null,
         reason,
         threadId: message.threadId,
         ticket,
+        foldTicket: optional,
         approval: { required: approvalRequired, timeoutMs: deps.config.APPROVAL_TIMEOUT_MS },
       };
     },

@@ -39,6 +39,22 @@ export type SkipReason =
 export const TICKET_ALWAYS: ReadonlySet<SkipReason> = new Set(['too-old', 'inbox-ceiling-reached']);
 /** Skips that are none of our business: never a ticket. */
 export const TICKET_NEVER: ReadonlySet<SkipReason> = new Set(['inbox-not-allowed']);
+/**
+ * Robots, lists, bounces, our own mail and spam: no ticket under TICKET_FOR_SKIPPED unless
+ * TICKET_FOR_ROBOTS is on (a loop or a list must not fill the help desk either).
+ */
+export const TICKET_IF_ROBOTS_WANTED: ReadonlySet<SkipReason> = new Set([
+  'from-own-inbox',
+  'our-outbound-message',
+  'auto-submitted',
+  'bulk-precedence',
+  'auto-responder',
+  'auto-response-suppressed',
+  'mailing-list',
+  'bounce',
+  'robot-sender',
+  'flagged-by-provider',
+]);
 
 export interface PolicyContext {
   /** Now, in ms since the epoch (the activity's clock). */
@@ -47,7 +63,40 @@ export interface PolicyContext {
   maxAgeMs: number;
 }
 
-const robotLocalParts = /^(mailer-daemon|postmaster|no-?reply|do-?not-?reply|bounces?)([+.\-_].*)?$/i;
+/**
+ * The robot senders: local parts that name a machine, written as words. Each matches in any case,
+ * with the words run together or joined by `.`, `-` or `_` (`noreply`, `no_reply`, `No.Reply`),
+ * with a `+tag` after it (`bounces+1234`), or with a VERP-style suffix after a separator
+ * (`bounces-abc123`). One table: a sender not here is judged by the message's headers alone.
+ */
+export const ROBOT_LOCAL_PARTS: readonly (readonly string[])[] = [
+  ['mailer', 'daemon'],
+  ['postmaster'],
+  ['no', 'reply'],
+  ['no', 'replies'],
+  ['do', 'not', 'reply'],
+  ['do', 'not', 'respond'],
+  ['no', 'response'],
+  ['bounce'],
+  ['bounces'],
+  ['notification'],
+  ['notifications'],
+  ['notify'],
+  ['auto', 'reply'],
+  ['auto', 'responder'],
+];
+const robotLocalPart = new RegExp(
+  `^(?:${ROBOT_LOCAL_PARTS.map((words) => words.join('[._-]?')).join('|')})(?:[+._-].*)?$`,
+  'i',
+);
+
+/** Whether an address (bare or with a display name) is a robot sender of ROBOT_LOCAL_PARTS. */
+export function isRobotSender(address: string): boolean {
+  const bare = bareAddress(address) ?? address;
+  const at = bare.lastIndexOf('@');
+  const localPart = (at === -1 ? bare : bare.slice(0, at)).trim().replace(/^"(.*)"$/, '$1');
+  return robotLocalPart.test(localPart);
+}
 const flaggedLabels = new Set(['spam', 'blocked', 'unauthenticated']);
 /** X-Auto-Response-Suppress values (Microsoft's list) that ask for no automatic answer; DR/RN are about receipts. */
 const suppressingValues = new Set(['all', 'oof', 'autoreply']);
@@ -76,8 +125,7 @@ export function skipReason(message: AgentMail.Message, context: PolicyContext): 
   const returnPath = header(message, 'Return-Path');
   if (returnPath !== undefined && /^<\s*>$/.test(returnPath.trim())) return 'bounce';
 
-  const localPart = (bareAddress(message.from) ?? message.from).split('@')[0]?.trim() ?? '';
-  if (robotLocalParts.test(localPart)) return 'robot-sender';
+  if (isRobotSender(message.from)) return 'robot-sender';
   if (message.labels.some((label) => flaggedLabels.has(label.toLowerCase()))) return 'flagged-by-provider';
 
   const receivedAt = new Date(message.timestamp).getTime();

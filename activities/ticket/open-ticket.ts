@@ -7,6 +7,8 @@ import type { OperationStore } from '../operation-store/store';
 import type { TicketProvider } from './ticket-provider';
 import type { StoredDraft } from '../draft/draft-store';
 import type { ActivityConfig } from '../../lib/config';
+import type { Db } from '../../lib/db';
+import { foldSkippedTicket } from './skipped-fold';
 
 export interface TicketInput extends MessageRef {
   /** The ticket's operation key (…/ticket/v1), derived by the workflow; also the help desk's external id. */
@@ -19,26 +21,38 @@ export interface TicketInput extends MessageRef {
    * given and cited are added to the note here, from the store, so they never pass through history.
    */
   draftKey?: string;
+  /**
+   * A skipped message's optional ticket (TICKET_FOR_SKIPPED), with its skip reason: bounded per
+   * inbox, counted on the inbox's open ticket past the limit (skipped-fold.ts) instead of opened.
+   */
+  fold?: { reason: string };
+}
+
+export interface TicketResult {
+  /** The help desk's ticket; null when the message was counted on another ticket instead. */
+  ticketId: string | null;
+  /** The ticket key of the open ticket this skipped message was counted on. */
+  foldedInto?: string;
 }
 
 export interface TicketDeps {
+  db: Db;
   store: OperationStore;
   agentmail: AgentMailClient;
   tickets: TicketProvider;
   /** The worker's validated configuration, the part this step reads (lib/config.ts has the defaults). */
-  config: Pick<ActivityConfig, 'OPERATION_LEASE_MS'>;
+  config: Pick<ActivityConfig, 'OPERATION_LEASE_MS' | 'TICKET_FOR_SKIPPED_PER_INBOX' | 'TICKET_FOR_SKIPPED_WINDOW'>;
 }
 
 export async function openTicket(
   deps: TicketDeps,
   input: TicketInput,
-): Promise<{ ticketId: string; operation: OperationReport }> {
-  const { key, draftKey, ...base } = input;
+): Promise<TicketResult & { operation: OperationReport }> {
+  const { key, draftKey, fold, ...base } = input;
   // One ticket per message: once opened, a later run (a rerun after a failure, whose draft may have
   // come out differently) gets the same ticket back, whatever its note would say now.
-  const opened = await deps.store.completed<{ ticketId: string }>(key, OperationKind.ticket);
-  if (opened !== undefined)
-    return { ticketId: opened.ticketId, operation: { key, kind: OperationKind.ticket, state: 'replayed' } };
+  const opened = await deps.store.completed<TicketResult>(key, OperationKind.ticket);
+  if (opened !== undefined) return { ...opened, operation: { key, kind: OperationKind.ticket, state: 'replayed' } };
   const draft =
     draftKey === undefined ? undefined : await deps.store.completed<StoredDraft>(draftKey, OperationKind.draft);
   const ticket = { ...base, note: draft ? noteWithDraft(input.note, draft) : input.note };
@@ -48,11 +62,20 @@ export async function openTicket(
     threadId: input.threadId,
     note: ticket.note,
     provider: deps.tickets.name,
+    ...(fold ? { fold: fold.reason } : {}),
   };
-  const outcome = await runOperation<{ ticketId: string }>(
+  const outcome = await runOperation<TicketResult>(
     deps.store,
     { key, kind: OperationKind.ticket, request, leaseMs: deps.config.OPERATION_LEASE_MS },
     async (attempt) => {
+      if (fold) {
+        const folded = await foldSkippedTicket(
+          deps.db,
+          { ticketKey: key, inboxId: input.inboxId, reason: fold.reason },
+          { perWindow: deps.config.TICKET_FOR_SKIPPED_PER_INBOX, windowMs: deps.config.TICKET_FOR_SKIPPED_WINDOW },
+        );
+        if (folded.folded) return { ticketId: null, foldedInto: folded.into };
+      }
       const message = await fetchMessage(deps.agentmail, base);
       return deps.tickets.create(
         {
@@ -70,7 +93,7 @@ export async function openTicket(
       );
     },
   );
-  return { ticketId: outcome.result.ticketId, operation: outcome.operation };
+  return { ...outcome.result, operation: outcome.operation };
 }
 
 /** The internal note: why the ticket exists, then the hand-off's reason and the articles considered and cited. */

@@ -4,20 +4,27 @@ import { catchUpInbox, CatchUpRequestError, type CatchUpSummary } from '../../in
 import { InboxCursors } from '../../intake/inbox-cursors';
 import { IntakeStore } from '../../intake/intake-store';
 import type { Db } from '../../lib/db';
-import { webhookEndpointDisabled } from '../../lib/metrics';
+import { webhookEndpointDisabled, webhookEndpointDisabledNotOurs } from '../../lib/metrics';
 import type { ActivityConfig } from '../../lib/config';
 
 /**
  * The webhook watchdog's effects. AgentMail disables a webhook after 5 days of failed deliveries,
  * silently, and never redelivers what it missed: the watchdog notices (alert + metric) and, when
  * configured to, turns it back on and catches up from each inbox's cursor.
+ *
+ * It touches only what is ours (issue 18 point 5): the webhooks named in WATCHDOG_WEBHOOK_IDS, else
+ * those whose URL is PUBLIC_WEBHOOK_URL. The organisation's other webhooks (a colleague's, one
+ * disabled on purpose) are read, and a disabled one is reported in the log and a metric, never changed.
  */
 
 export interface WatchdogDeps {
   db: Db;
   agentmail: AgentMailClient;
   /** The worker's validated configuration, the part this step reads (lib/config.ts has the defaults). */
-  config: Pick<ActivityConfig, 'OPERATION_RETENTION_DAYS' | 'WATCHDOG_REENABLE' | 'WATCHDOG_WEBHOOK_IDS'>;
+  config: Pick<
+    ActivityConfig,
+    'OPERATION_RETENTION_DAYS' | 'PUBLIC_WEBHOOK_URL' | 'WATCHDOG_REENABLE' | 'WATCHDOG_WEBHOOK_IDS'
+  >;
 }
 
 export interface DisabledWebhook {
@@ -27,8 +34,10 @@ export interface DisabledWebhook {
 }
 
 export interface WebhookCheck {
-  /** Webhooks watched (after the id / event-type filter). */
+  /** Webhooks watched: ours (WATCHDOG_WEBHOOK_IDS, else PUBLIC_WEBHOOK_URL) that receive message.received. */
   watched: string[];
+  /** Disabled webhooks of the organisation that are not ours: reported, never re-enabled. */
+  notOurs: string[];
   disabled: DisabledWebhook[];
   /** WATCHDOG_REENABLE, so the workflow knows whether to turn them back on. */
   reenable: boolean;
@@ -41,12 +50,31 @@ const MESSAGE_RECEIVED = 'message.received';
 /** Reads only (and alerts): the re-enable is an activity of its own, after this result is in history. */
 export async function checkWebhooks(deps: WatchdogDeps): Promise<WebhookCheck> {
   const all = await listWebhooks(deps.agentmail);
-  const watched =
-    deps.config.WATCHDOG_WEBHOOK_IDS.length > 0
-      ? all.filter((w) => deps.config.WATCHDOG_WEBHOOK_IDS.includes(w.webhookId))
-      : all.filter(receivesMessages);
+  const ours = ownedBy(deps.config);
+  // Named by id: watched whatever its events; found by URL: only if it carries message.received.
+  const watched = all.filter((w) => ours(w) && (deps.config.WATCHDOG_WEBHOOK_IDS.length > 0 || receivesMessages(w)));
   for (const id of deps.config.WATCHDOG_WEBHOOK_IDS.filter((id) => !all.some((w) => w.webhookId === id))) {
     log.warn('a watched webhook does not exist at AgentMail (WATCHDOG_WEBHOOK_IDS)', { webhookId: id });
+  }
+  if (watched.length === 0) {
+    log.warn(
+      "the watchdog watches no webhook: none of the organisation's message.received webhooks is this deployment's",
+      {
+        alert: 'webhook_not_found',
+        remedy: deps.config.PUBLIC_WEBHOOK_URL
+          ? 'check PUBLIC_WEBHOOK_URL against the URL of the webhook at AgentMail, or set WATCHDOG_WEBHOOK_IDS'
+          : "set PUBLIC_WEBHOOK_URL to this deployment's webhook URL (or WATCHDOG_WEBHOOK_IDS)",
+      },
+    );
+  }
+  // Not ours: a disabled one is worth knowing about (mail may go unseen), but it is not ours to change.
+  const notOurs = all.filter((w) => !w.enabled && !ours(w) && receivesMessages(w));
+  webhookEndpointDisabledNotOurs.set(notOurs.length);
+  for (const webhook of notOurs) {
+    log.warn("an AgentMail webhook that is not this deployment's is disabled: reported, not changed", {
+      alert: 'other_webhook_disabled',
+      webhookId: webhook.webhookId,
+    });
   }
   const disabled = watched.filter((w) => !w.enabled);
   // What this run found, re-enabled or not: it stays up until the next run, long enough to be scraped.
@@ -69,6 +97,7 @@ export async function checkWebhooks(deps: WatchdogDeps): Promise<WebhookCheck> {
     : [];
   return {
     watched: watched.map((w) => w.webhookId),
+    notOurs: notOurs.map((w) => w.webhookId),
     disabled: disabled.map((w) => ({
       webhookId: w.webhookId,
       inboxes: w.inboxIds?.length ? [...w.inboxIds] : withCursor,
@@ -127,6 +156,22 @@ async function listWebhooks(agentmail: AgentMailClient): Promise<AgentMail.webho
     pageToken = page.nextPageToken;
   } while (pageToken);
   return webhooks;
+}
+
+/** Whether a webhook is this deployment's: named in WATCHDOG_WEBHOOK_IDS, else its URL is PUBLIC_WEBHOOK_URL. */
+function ownedBy(config: WatchdogDeps['config']): (webhook: AgentMail.webhooks.Webhook) => boolean {
+  if (config.WATCHDOG_WEBHOOK_IDS.length > 0)
+    return (webhook) => config.WATCHDOG_WEBHOOK_IDS.includes(webhook.webhookId);
+  const url = config.PUBLIC_WEBHOOK_URL === undefined ? null : comparableUrl(config.PUBLIC_WEBHOOK_URL);
+  return (webhook) => url !== null && comparableUrl(webhook.url) === url;
+}
+
+/** A URL as compared: scheme and host in lower case, default port and trailing slash dropped. */
+export function comparableUrl(value: string): string | null {
+  if (!URL.canParse(value)) return null;
+  const url = new URL(value);
+  const pathname = url.pathname.replace(/\/+$/, '') || '/';
+  return `${url.protocol}//${url.host}${pathname}${url.search}`;
 }
 
 const receivesMessages = (webhook: AgentMail.webhooks.Webhook): boolean =>

@@ -114,10 +114,24 @@ export function buildModelStandIn(options: ModelStandInOptions = {}): ModelStand
       return reply;
     }
     if (rule?.action === 'status')
-      return failure(api, reply, rule.status ?? 500, `injected failure: status ${rule.status ?? 500}`);
+      return failure(api, reply, rule.status ?? 500, rule.text ?? `injected failure: status ${rule.status ?? 500}`);
     if (rule?.action === 'rate-limit') {
       void reply.header('retry-after', String(rule.retry_after_seconds ?? 1));
       return failure(api, reply, 429, 'rate limit exceeded (injected)');
+    }
+    if (rule?.action === 'malformed') {
+      const text = rule.text ?? 'a malformed answer';
+      // The drafted text where the client cannot find it: choices is an object, content a list.
+      const body = JSON.stringify({
+        id: 'malformed',
+        type: 'message',
+        choices: { message: { content: [text] } },
+        content: { text },
+      });
+      return reply
+        .code(200)
+        .type('application/json')
+        .send(rule.cut ? body.slice(0, body.indexOf(text) + text.length) : body);
     }
     return answer(api, reply, parsed.model, rule, prompt, parsed.structured);
   }

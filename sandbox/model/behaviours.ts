@@ -5,7 +5,7 @@ import { z } from 'zod';
  * rule that matches it and has uses left; with none, it answers with a plain default reply.
  *  - reply:      answer `text` (empty, HTML, too long, an injected "To:" line…), finish "stop"
  *  - delay:      wait `ms`, then answer as it otherwise would (a slow model; the client may give up)
- *  - status:     answer `status` (500, 503, 401, 400…) with the provider's error body
+ *  - status:     answer `status` (500, 503, 401, 400…) with the provider's error body (`text`, if given, as its message)
  *  - rate-limit: answer 429 with `retry-after: <retry_after_seconds>`
  *  - refuse:     a refusal (OpenAI: `message.refusal`; Anthropic: `stop_reason: "refusal"`)
  *  - truncate:   a reply cut off at the output limit (finish "length" / "max_tokens")
@@ -13,6 +13,8 @@ import { z } from 'zod';
  *  - handoff:    (structured output) a hand-off, `text` its reason
  *  - bad-citation: (structured output) a reply citing `text` (default: an id never given)
  *  - raw:        answer `text` verbatim, even when structured output was asked for (a model ignoring the schema)
+ *  - malformed:  answer 200 with a body the client cannot read, holding `text` (a wrong-shaped
+ *                JSON object, or with `cut: true` JSON cut off mid-way): a proxy's page, a broken model
  */
 export const behaviourSchema = z.object({
   match: z.object({ contains: z.string().min(1).optional() }).default({}),
@@ -29,11 +31,14 @@ export const behaviourSchema = z.object({
     'handoff',
     'bad-citation',
     'raw',
+    'malformed',
   ]),
   text: z.string().optional(),
   ms: z.number().int().min(0).max(600_000).optional(),
   status: z.number().int().min(400).max(599).optional(),
   retry_after_seconds: z.number().min(0).optional(),
+  /** malformed: the JSON is cut off (unparseable) instead of well-formed but of the wrong shape. */
+  cut: z.boolean().optional(),
 });
 export type BehaviourInput = z.input<typeof behaviourSchema>;
 export type Behaviour = z.output<typeof behaviourSchema> & { id: number; hits: number };

@@ -16,6 +16,25 @@ export function controlWebhookRoutes(app: FastifyInstance, state: SandboxState):
     return webhooks.configure(body);
   });
 
+  /** Another webhook of the organisation (not the sandbox's own; nothing is delivered to it). */
+  app.post('/_sandbox/webhooks/others', async (request) => {
+    const body = parseBody(
+      z.object({
+        webhook_id: z.string().min(1),
+        url: z.url(),
+        enabled: z.boolean().default(true),
+        event_types: z.array(z.string()).optional(),
+      }),
+      request.body,
+    );
+    const now = new Date().toISOString();
+    const webhook = { ...body, secret: 'whsec_not_ours', created_at: now, updated_at: now };
+    const at = state.otherWebhooks.findIndex((w) => w.webhook_id === body.webhook_id);
+    if (at === -1) state.otherWebhooks.push(webhook);
+    else state.otherWebhooks[at] = webhook;
+    return webhook;
+  });
+
   app.get('/_sandbox/events', async () => ({
     events: webhooks.listEvents().map(({ body: _body, ...event }) => event),
   }));

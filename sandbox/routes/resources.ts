@@ -30,13 +30,16 @@ export function resourceRoutes(app: FastifyInstance, state: SandboxState): void 
   };
   const byId = (id: string): WebhookRaw => {
     const webhook = current();
-    if (!webhook || webhook.webhook_id !== id) throw ApiError.notFound('Webhook');
-    return webhook;
+    if (webhook?.webhook_id === id) return webhook;
+    const other = state.otherWebhooks.find((w) => w.webhook_id === id);
+    if (!other) throw ApiError.notFound('Webhook');
+    return other;
   };
 
   app.get('/v0/webhooks', async () => {
     const webhook = current();
-    return { count: webhook ? 1 : 0, webhooks: webhook ? [webhook] : [] };
+    const all = [...(webhook ? [webhook] : []), ...state.otherWebhooks];
+    return { count: all.length, webhooks: all };
   });
 
   app.get<{ Params: { webhook_id: string } }>('/v0/webhooks/:webhook_id', async (request) =>
@@ -46,6 +49,13 @@ export function resourceRoutes(app: FastifyInstance, state: SandboxState): void 
   app.patch<{ Params: { webhook_id: string } }>('/v0/webhooks/:webhook_id', async (request) => {
     const existing = byId(request.params.webhook_id);
     const body = parseBody(updateWebhookSchema, request.body);
+    const other = state.otherWebhooks.find((w) => w.webhook_id === existing.webhook_id);
+    if (other) {
+      if (body.enabled !== undefined && body.enabled !== null) other.enabled = body.enabled;
+      if (body.event_types) other.event_types = body.event_types;
+      other.updated_at = new Date().toISOString();
+      return other;
+    }
     const remove = body.remove_inbox_ids ?? [];
     const added = [...new Set([...(existing.inbox_ids ?? []), ...(body.add_inbox_ids ?? [])])];
     const inboxIds = body.add_inbox_ids || body.remove_inbox_ids ? added.filter((i) => !remove.includes(i)) : undefined;

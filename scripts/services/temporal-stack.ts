@@ -50,7 +50,10 @@ export interface TemporalStack {
   address: string;
   namespace: string;
   uiUrl?: string | undefined;
+  /** deploy/tls/generate-certs.sh's output: one directory per holder (temporal/, app/, ui/, admin/). */
   certsDir: string;
+  /** The server's internal gRPC ports (history, matching, worker): internode mTLS only, loopback. */
+  internalPorts: { history: number; matching: number; worker: number };
   /** Temporal's connection variables for a replyonce process (envconfig; mTLS with client.pem). */
   clientEnv: Record<string, string>;
   connection: TemporalConnectionSettings;
@@ -129,7 +132,8 @@ export async function startTemporalStack(options: TemporalStackOptions): Promise
   };
   const address = `${LOOPBACK}:${ports.frontend}`;
   const serverEnv = {
-    TEMPORAL_TLS_DIR: certsDir,
+    // Each holder reads its own directory of deploy/tls/generate-certs.sh's output.
+    TEMPORAL_TLS_DIR: path.join(certsDir, 'temporal'),
     TEMPORAL_BIND_ON_IP: LOOPBACK,
     TEMPORAL_BROADCAST_ADDRESS: LOOPBACK,
     TEMPORAL_DB_HOST: LOCAL_POSTGRES.host,
@@ -153,9 +157,9 @@ export async function startTemporalStack(options: TemporalStackOptions): Promise
   const clientEnv: Record<string, string> = {
     TEMPORAL_ADDRESS: address,
     TEMPORAL_NAMESPACE: namespace,
-    TEMPORAL_TLS_CLIENT_CERT_PATH: path.join(certsDir, 'client.pem'),
-    TEMPORAL_TLS_CLIENT_KEY_PATH: path.join(certsDir, 'client.key'),
-    TEMPORAL_TLS_SERVER_CA_CERT_PATH: path.join(certsDir, 'ca.pem'),
+    TEMPORAL_TLS_CLIENT_CERT_PATH: path.join(certsDir, 'app', 'client.pem'),
+    TEMPORAL_TLS_CLIENT_KEY_PATH: path.join(certsDir, 'app', 'client.key'),
+    TEMPORAL_TLS_SERVER_CA_CERT_PATH: path.join(certsDir, 'app', 'ca.pem'),
     // The server's certificate names `temporal` (the compose service) as well as 127.0.0.1; SNI takes a name.
     TEMPORAL_TLS_SERVER_NAME: 'temporal',
   };
@@ -203,7 +207,7 @@ export async function startTemporalStack(options: TemporalStackOptions): Promise
         binaries.uiServer,
         ['--root', DEPLOY, '--config', 'temporal-ui', '--env', 'replyonce', 'start'],
         {
-          TEMPORAL_UI_TLS_DIR: certsDir,
+          TEMPORAL_UI_TLS_DIR: path.join(certsDir, 'ui'),
           TEMPORAL_UI_TEMPORAL_ADDRESS: address,
           TEMPORAL_UI_HOST: LOOPBACK,
           TEMPORAL_UI_PORT: String(uiPort),
@@ -223,6 +227,7 @@ export async function startTemporalStack(options: TemporalStackOptions): Promise
       namespace,
       uiUrl,
       certsDir,
+      internalPorts: { history: ports.history, matching: ports.matching, worker: ports.worker },
       clientEnv,
       connection,
       appDatabaseUrl: `postgres://replyonce_app:${APP_DB_PASSWORD}@${LOCAL_POSTGRES.host}:${LOCAL_POSTGRES.port}/${databases.app}`,

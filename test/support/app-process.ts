@@ -64,6 +64,7 @@ export class AppProcess {
       REPLYONCE_WORKFLOW_BUNDLE: testEnv.workflowBundle,
       OPERATION_LEASE_MS: String(options.leaseMs ?? 2_000),
       METRICS_PORT: '0',
+      PUBLIC_WEBHOOK_URL: `${h.apiUrl}/webhooks/agentmail`,
       ...options.env,
     });
   }
@@ -72,7 +73,7 @@ export class AppProcess {
   static async startApi(
     h: Harness,
     options: { failpoints?: Failpoint[]; env?: Record<string, string> } = {},
-  ): Promise<AppProcess & { url: string }> {
+  ): Promise<AppProcess & { url: string; metricsUrl: string }> {
     const api = AppProcess.spawnApi(h, options);
     await api
       .waitForLog((line) => line.msg === 'api listening', 'the API to listen', 30_000)
@@ -81,7 +82,9 @@ export class AppProcess {
         throw error;
       });
     const url = String(api.logs('api listening')[0]?.address);
-    return Object.assign(api, { url });
+    // The metrics listener of its own (API_METRICS_PORT), never the public port.
+    const metricsUrl = String(api.logs('api listening')[0]?.metrics);
+    return Object.assign(api, { url, metricsUrl });
   }
 
   /** An API process, not waited for: a test of start-up failures watches it exit. */
@@ -90,6 +93,7 @@ export class AppProcess {
       AGENTMAIL_WEBHOOK_SECRET: h.webhookSecret,
       PORT: '0',
       HOST: '127.0.0.1',
+      API_METRICS_PORT: '0',
       ...options.env,
     });
   }

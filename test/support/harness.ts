@@ -17,6 +17,7 @@ import { createLogger } from '../../lib/logger';
 import { connectTemporalWorker } from '../../lib/temporal-connection';
 import { buildSandbox } from '../../sandbox/app';
 import { SandboxControl } from '../../sandbox/control-client';
+import { startMetricsServer } from '../../worker/metrics-server';
 import { createReplyonceWorker } from '../../worker/create-worker';
 import { testEnv } from './env';
 import { newWebhookSecret } from './signing';
@@ -61,6 +62,8 @@ export interface HarnessOptions {
   replyCeilingPerInboxPerHour?: number;
   replyMaxAgeMs?: number;
   ticketForSkipped?: boolean;
+  /** TICKET_FOR_ROBOTS: robots, lists and bounces get a ticket under TICKET_FOR_SKIPPED too. */
+  ticketForRobots?: boolean;
   approvalInboxes?: string[];
   approvalTimeoutMs?: number;
   reconcileAfterMs?: number;
@@ -94,6 +97,8 @@ export class Harness {
     readonly agentmail: AgentMailClient,
     readonly drafter: CountingDrafter,
     readonly taskQueue: string,
+    /** The harness API's /metrics, on a loopback listener of its own as api/main.ts serves it. */
+    readonly metricsUrl: string,
     private readonly closers: Array<() => Promise<unknown>>,
   ) {}
 
@@ -132,6 +137,9 @@ export class Harness {
     const apiUrl = await listen(api);
     closers.unshift(() => api.close());
 
+    const metricsServer = await startMetricsServer({ port: 0, host: '127.0.0.1', fallbackToFreePort: true });
+    closers.unshift(() => metricsServer.close());
+
     const control = new SandboxControl(sandboxUrl);
     await control.setWebhook({ url: `${apiUrl}/webhooks/agentmail` });
 
@@ -148,6 +156,7 @@ export class Harness {
         agentmail,
         drafter,
         taskQueue,
+        metricsServer.url,
         closers,
       );
     if (options.worker === false) return harness();
@@ -171,11 +180,13 @@ export class Harness {
             : { REPLY_CEILING_PER_INBOX_PER_HOUR: options.replyCeilingPerInboxPerHour }),
           ...(options.replyMaxAgeMs === undefined ? {} : { REPLY_MAX_AGE: options.replyMaxAgeMs }),
           TICKET_FOR_SKIPPED: options.ticketForSkipped ?? true,
+          TICKET_FOR_ROBOTS: options.ticketForRobots ?? false,
           APPROVAL_REQUIRED_INBOXES: options.approvalInboxes ?? [],
           APPROVAL_TIMEOUT_MS: options.approvalTimeoutMs ?? 60_000,
           SEND_RECONCILE_AFTER_MS: options.reconcileAfterMs ?? 23 * 60 * 60 * 1000,
           OPERATION_LEASE_MS: options.leaseMs ?? 5_000,
           WATCHDOG_REENABLE: options.webhookReenable ?? false,
+          PUBLIC_WEBHOOK_URL: `${apiUrl}/webhooks/agentmail`,
           KNOWLEDGE_INBOX_COLLECTIONS: options.knowledgeInboxCollections ?? {},
           ...(options.handoff === undefined ? {} : { HANDOFF: options.handoff }),
         }),

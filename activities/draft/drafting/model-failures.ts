@@ -10,6 +10,12 @@ import { retryAfterMs } from '../../failures/retry-after';
  * key that an operator can fix) is retried with backoff, honouring a 429's Retry-After; an answer
  * that retrying would not change (a refusal, a rejected request, invalid output) is final and the
  * workflow ends `ReplyStatus=failed` for a person to answer.
+ *
+ * Nothing a provider returns goes into a failure (issue 18 point 9): the AI SDK's error messages
+ * embed the response body (for a 200 of the wrong shape, the drafted text itself), and a failure's
+ * message lands in Temporal history, the worker's log and the activity's span. A failure says the
+ * type, the HTTP status, the SDK error's class and a fixed description; never the SDK's message,
+ * never the SDK error as a cause.
  */
 
 export const DraftFailureType = {
@@ -24,13 +30,12 @@ export const DraftFailureType = {
   Invalid: FailureType.InvalidDraft,
 } as const;
 
-const retryable = (type: string, message: string, nextRetryDelay?: number, cause?: Error) =>
+const retryable = (type: string, message: string, nextRetryDelay?: number) =>
   ApplicationFailure.create({
     type,
     message,
     nonRetryable: false,
     ...(nextRetryDelay !== undefined ? { nextRetryDelay } : {}),
-    ...(cause ? { cause } : {}),
   });
 const final = (type: string, message: string) => ApplicationFailure.create({ type, message, nonRetryable: true });
 
@@ -56,17 +61,19 @@ export function modelCallFailure(error: unknown, context: CallContext): unknown 
     if (error instanceof Error && (error.name === 'AbortError' || error.name === 'TimeoutError')) return error;
     return retryable(
       DraftFailureType.MalformedResponse,
-      `the ${drafter} model's answer could not be read: ${messageOf(error)}`,
+      `the ${drafter} model's answer could not be read (${errorClass(error)}); its content is not recorded`,
     );
   }
   const status = error.statusCode;
   const wait = retryAfterMs(error.responseHeaders);
   if (status === undefined) {
+    return retryable(DraftFailureType.ProviderUnavailable, `cannot reach the ${drafter} model${connectionCode(error)}`);
+  }
+  if (status >= 200 && status < 300) {
+    // A 2xx the SDK could not read (invalid JSON, the wrong shape): its message quotes the body.
     return retryable(
-      DraftFailureType.ProviderUnavailable,
-      `cannot reach the ${drafter} model: ${error.message}`,
-      undefined,
-      error,
+      DraftFailureType.MalformedResponse,
+      `the ${drafter} model answered ${status} with a body that could not be read (${errorClass(error.cause ?? error)}); its content is not recorded`,
     );
   }
   if (status === 429) {
@@ -79,7 +86,7 @@ export function modelCallFailure(error: unknown, context: CallContext): unknown 
   if (status >= 500 || status === 408 || status === 409) {
     return retryable(
       DraftFailureType.ProviderUnavailable,
-      `the ${drafter} model answered ${status}: ${error.message}`,
+      `the ${drafter} model answered ${status}; its body is not recorded`,
       wait,
     );
   }
@@ -97,7 +104,7 @@ export function modelCallFailure(error: unknown, context: CallContext): unknown 
   }
   return final(
     DraftFailureType.RequestRejected,
-    `the ${drafter} model rejected the request (${status}): ${error.message}`,
+    `the ${drafter} model rejected the request (${status}); its body is not recorded`,
   );
 }
 
@@ -105,7 +112,7 @@ export function modelCallFailure(error: unknown, context: CallContext): unknown 
 export function refusal(drafter: string, rawFinishReason: string | undefined): ApplicationFailure {
   return final(
     DraftFailureType.Refused,
-    `the ${drafter} model declined to draft a reply (a refusal or a content filter; its finish reason: ${rawFinishReason ?? 'unknown'}); a person must answer this message`,
+    `the ${drafter} model declined to draft a reply (a refusal or a content filter; its finish reason: ${finishReason(rawFinishReason)}); a person must answer this message`,
   );
 }
 
@@ -117,6 +124,24 @@ export function truncated(drafter: string, maxOutputTokens: number): Application
   );
 }
 
-function messageOf(error: unknown): string {
-  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+/** The SDK error's class (AI_JSONParseError, AI_TypeValidationError…): a fixed name, never its message. */
+function errorClass(error: unknown): string {
+  const name = error instanceof Error ? error.name : typeof error;
+  return /^[A-Za-z_][A-Za-z0-9_]{0,63}$/.test(name) ? name : 'an unnamed error';
+}
+
+/** A connection failure's system code (ECONNREFUSED, ETIMEDOUT…), when the SDK kept one. */
+function connectionCode(error: APICallError): string {
+  let cause: unknown = error.cause;
+  for (let depth = 0; depth < 3 && cause instanceof Error; depth += 1) {
+    const code = (cause as { code?: unknown }).code;
+    if (typeof code === 'string' && /^[A-Z][A-Z0-9_]{1,31}$/.test(code)) return ` (${code})`;
+    cause = cause.cause;
+  }
+  return '';
+}
+
+/** A provider's finish reason is its text too: shown only when it is a plain token (`refusal`, `content_filter`). */
+function finishReason(raw: string | undefined): string {
+  return raw !== undefined && /^[a-z_-]{1,32}$/i.test(raw) ? raw : 'unknown';
 }
