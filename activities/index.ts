@@ -7,7 +7,8 @@ import { decideReply, releaseReplyBudget, type DecideInput } from './decide/deci
 import { draftReply, type DraftInput } from './draft/draft-reply';
 import type { Drafter } from './draft/drafting/drafter';
 import { labelMessage } from './send/label-message';
-import { openTicket, type TicketInput } from './ticket/open-ticket';
+import { commentReply, openTicket, type ReplyCommentInput, type TicketInput } from './ticket/open-ticket';
+import { requestTurn, type TurnInput } from './turns/request-turn';
 import { OperationStore } from './operation-store/store';
 import { OwnAddresses } from './decide/own-addresses';
 import { pruneExpiredRecords } from './upkeep/retention';
@@ -50,6 +51,8 @@ export function createActivities(deps: ActivityDeps) {
     releaseReplyBudget: (input: { budgetKey: string }) => releaseReplyBudget(deps, input),
     draftReply: (input: DraftInput) => draftReply(common, input),
     openTicket: (input: TicketInput) => openTicket(common, input),
+    commentReply: (input: ReplyCommentInput) => commentReply(common, input),
+    requestTurn: (input: TurnInput) => requestTurn(deps, input),
     sendReply: (input: SendInput) => sendReply(common, input),
     labelMessage: (ref: MessageRef) => labelMessage(deps.agentmail, ref),
     recallReview: (input: { key: string }) => recallReview(common, input),

@@ -197,6 +197,17 @@ const activityVars = {
    * After a worker crash the next attempt waits at most this long before taking the effect over.
    */
   OPERATION_LEASE_MS: z.coerce.number().int().min(1_000).default(15_000),
+  /**
+   * Conversations: how long after a thread's newest unanswered message its turn waits for the
+   * customer to go on writing, so a burst ("Where is my order?" … "Also, can I change the
+   * address?") is answered once. Counted from the message's timestamp; 0 answers at once.
+   */
+  REPLY_COALESCE_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(60 * 60 * 1000)
+    .default(30_000),
 };
 const activitySchema = z.object(activityVars);
 export type ActivityConfig = z.output<typeof activitySchema>;

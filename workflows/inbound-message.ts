@@ -3,6 +3,7 @@ import {
   ApplicationFailure,
   CancellationScope,
   condition,
+  getExternalWorkflowHandle,
   log,
   proxyActivities,
   proxyLocalActivities,
@@ -33,8 +34,14 @@ import {
   reviewKey,
   reviewSignal,
   reviewUpdate,
+  releaseTurnSignal,
   SearchAttributes,
+  threadTicketKey,
   ticketKey,
+  ticketNoteKey,
+  ticketReplyKey,
+  type TurnGrant,
+  turnSignal,
 } from '../contract';
 
 /**
@@ -120,6 +127,7 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     operations.status(status);
   };
   const review = reviewInbox();
+  const turn = threadTurn();
   // Every operation key of this message, derived here once and handed to the activity that runs
   // it. Version 2 is an approver's edit: a changed intent, so new draft, AgentMail draft and reply keys.
   const ofVersion = (version: DraftVersion) => ({
@@ -130,6 +138,8 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
   const keys = {
     decision: decisionKey(ref),
     ticket: ticketKey(ref),
+    ticketNote: ticketNoteKey(ref),
+    ticketReply: ticketReplyKey(ref),
     review: reviewKey(ref),
     versions: { 1: ofVersion(1), 2: ofVersion(2) } satisfies Record<DraftVersion, unknown>,
   };
@@ -162,12 +172,21 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
         ? []
         : [{ key: SearchAttributes.ThreadId, value: decision.threadId }];
 
-    const openTicket = async (note: string) =>
+    // One ticket per thread (its key from inbox + thread): this message is a comment on it, and
+    // a skipped message's reason an internal note.
+    const openTicket = async (note: string | null) =>
       (
         await operations.run(
           keys.ticket,
           'ticket',
-          effects.openTicket({ ...ref, key: keys.ticket, threadId: decision.threadId, note }),
+          effects.openTicket({
+            ...ref,
+            key: keys.ticket,
+            threadId: decision.threadId,
+            threadKey: threadTicketKey(ref.inboxId, decision.threadId),
+            note,
+            noteKey: keys.ticketNote,
+          }),
           (t) => t.ticketId,
         )
       ).ticketId;
@@ -178,18 +197,32 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
       return { status: 'skipped', reason: decision.reason ?? 'unknown', ticketId };
     }
 
-    // The ticket does not depend on the draft: both run at once. Each is awaited to its end
-    // before a failure of the other is raised, so a message whose draft fails (a refusal, say)
-    // still has its ticket for the person who answers it instead.
-    setStatus('drafting', thread);
+    // The ticket does not depend on the draft or the turn: it runs alongside. Each is awaited to
+    // its end before a failure of the other is raised, so a message whose draft fails (a refusal,
+    // say) still has its ticket for the person who answers it instead.
+    const ticketing = openTicket(null);
+    // A thread is answered in order, one message at a time: wait for this message's turn. A later
+    // message of a burst may take it instead, and then its reply answers this one too.
+    setStatus('waiting_turn', thread);
+    const grant = await turn.take({ ...ref, threadId: decision.threadId });
+    if (grant.kind === 'covered') {
+      const [, ticketId] = await bothSettled(
+        local.releaseReplyBudget({ budgetKey: keys.versions[1].reply }),
+        ticketing,
+      );
+      reserved = false;
+      operations.skip(keys.versions[1].reply, 'reply', `answered together with ${grant.by}`);
+      setStatus('answered-together', [{ key: SearchAttributes.CoveredBy, value: grant.by }]);
+      return { status: 'answered-together', coveredBy: grant.by, ticketId };
+    }
+    const covers = grant.covers;
+
+    setStatus('drafting');
     const drafting = operations.run(
       keys.versions[1].draft,
       'draft',
       effects.draftReply({ ...ref, key: keys.versions[1].draft }),
       (d) => `${d.characters} characters`,
-    );
-    const ticketing = openTicket(
-      decision.approval.required ? 'drafted by the support agent, awaiting approval' : 'answered by the support agent',
     );
     const [, ticketId] = await bothSettled(drafting, ticketing);
 
@@ -227,8 +260,9 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
         operations.skip(keys.versions[1].reply, 'reply', 'rejected by the reviewer');
         await local.releaseReplyBudget({ budgetKey: keys.versions[1].reply });
         reserved = false;
+        await turn.release();
         setStatus('rejected');
-        return { status: 'rejected', ticketId };
+        return { status: 'rejected', ticketId, covers };
       }
       providerDraftId = shown.draftId;
       if (verdict.text !== null) {
@@ -256,7 +290,21 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
       (s) => `${s.reconciled ? 'reconciled ' : ''}${s.messageId}`,
     );
 
+    await turn.release();
     await local.labelMessage(ref);
+    await operations.run(
+      keys.ticketReply,
+      'ticket-reply',
+      effects.commentReply({
+        ...ref,
+        key: keys.ticketReply,
+        ticketId,
+        draftKey: keys.versions[version].draft,
+        replyMessageId: sent.messageId,
+        covers,
+      }),
+      (c) => c.commentId,
+    );
     setStatus('sent');
     return {
       status: 'sent',
@@ -265,6 +313,7 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
       ticketId,
       replayed: sent.replayed,
       replyVersion: version,
+      covers,
     };
   } catch (error) {
     if (reserved && !sendStarted) {
@@ -273,10 +322,40 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
         release.releaseReplyBudget({ budgetKey: keys.versions[1].reply }),
       ).catch(() => undefined);
     }
+    // The thread's next message must not wait on a run that failed.
+    await CancellationScope.nonCancellable(() => turn.release()).catch(() => undefined);
     setStatus('failed');
     operations.failPending(failureSummary(error));
     throw error;
   }
+}
+
+/**
+ * This message's turn in its thread (workflows/thread.ts): asked for by a local activity that
+ * signals-with-start the thread's workflow, answered by a `turn` signal, released by a signal
+ * when the reply is done (sent, rejected, or the run failed) so the thread's next turn may go.
+ */
+function threadTurn() {
+  let grant: TurnGrant | undefined;
+  let holding: string | null = null;
+  setHandler(turnSignal, (answer) => {
+    grant ??= answer; // the first answer counts; a repeat changes nothing
+  });
+  return {
+    async take(input: MessageRef & { threadId: string }): Promise<TurnGrant> {
+      const { workflowId, runId } = workflowInfo();
+      const { threadWorkflowId } = await local.requestTurn({ ...input, workflowId, runId });
+      await condition(() => grant !== undefined);
+      if (grant!.kind === 'go') holding = threadWorkflowId;
+      return grant!;
+    },
+    async release(): Promise<void> {
+      if (holding === null) return;
+      const threadWorkflowId = holding;
+      holding = null;
+      await getExternalWorkflowHandle(threadWorkflowId).signal(releaseTurnSignal, { runId: workflowInfo().runId });
+    },
+  };
 }
 
 /**
