@@ -9,6 +9,7 @@ import {
   turnRequestSignal,
 } from '../../contract';
 import { fetchMessage } from '../agentmail/reads';
+import { failpoint } from '../../lib/failpoints';
 import { threadWorkflowId } from '../../lib/hashing';
 import type { ActivityConfig } from '../../lib/config';
 
@@ -53,5 +54,6 @@ export async function requestTurn(deps: TurnDeps, input: TurnInput): Promise<{ t
       { key: SearchAttributes.ThreadId, value: input.threadId },
     ],
   });
+  failpoint('turn.after-request');
   return { threadWorkflowId: workflowId };
 }
