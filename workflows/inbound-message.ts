@@ -290,18 +290,17 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
       (s) => `${s.reconciled ? 'reconciled ' : ''}${s.messageId}`,
     );
 
-    await turn.release();
-    await local.labelMessage(ref);
     await operations.run(
       keys.ticketReply,
       'ticket-reply',
-      effects.commentReply({
+      local.finishReply({
         ...ref,
         key: keys.ticketReply,
         ticketId,
         draftKey: keys.versions[version].draft,
         replyMessageId: sent.messageId,
         covers,
+        ...turn.handBack(),
       }),
       (c) => c.commentId,
     );
@@ -348,6 +347,12 @@ function threadTurn() {
       await condition(() => grant !== undefined);
       if (grant!.kind === 'go') holding = threadWorkflowId;
       return grant!;
+    },
+    /** What the activity that gives the turn back needs; the turn counts as given back from here on. */
+    handBack(): { threadWorkflowId: string; runId: string } {
+      const threadWorkflowId = holding ?? '';
+      holding = null;
+      return { threadWorkflowId, runId: workflowInfo().runId };
     },
     async release(): Promise<void> {
       if (holding === null) return;

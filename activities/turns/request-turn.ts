@@ -1,7 +1,9 @@
 import { Context } from '@temporalio/activity';
+import { WorkflowNotFoundError } from '@temporalio/client';
 import type { AgentMailClient } from 'agentmail';
 import {
   type MessageRef,
+  releaseTurnSignal,
   SearchAttributes,
   THREAD_WORKFLOW,
   type ThreadInput,
@@ -56,4 +58,20 @@ export async function requestTurn(deps: TurnDeps, input: TurnInput): Promise<{ t
   });
   failpoint('turn.after-request');
   return { threadWorkflowId: workflowId };
+}
+
+/**
+ * Gives the thread's turn back (the reply is sent): the thread's next turn may go. Repeating it is
+ * harmless (the thread releases a run's turn once); a thread workflow that is gone holds no turn.
+ */
+export async function releaseTurn(input: { threadWorkflowId: string; runId: string }): Promise<void> {
+  if (input.threadWorkflowId === '') return; // no turn held
+  try {
+    await Context.current()
+      .client.workflow.getHandle(input.threadWorkflowId)
+      .signal(releaseTurnSignal, { runId: input.runId });
+  } catch (error) {
+    if (error instanceof WorkflowNotFoundError) return;
+    throw error;
+  }
 }
