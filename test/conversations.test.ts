@@ -29,15 +29,26 @@ import { replyStatus, within } from './support/workflow-watch';
 /** The burst window of these tests: long enough for messages sent a few hundred ms apart. */
 const COALESCE_MS = 1_500;
 
-/** Records what each draft saw; a subject starting "slow:" takes its time (a model thinking). */
+/**
+ * Records what each draft saw; a subject starting "slow:" takes its time (a model thinking), one
+ * starting "held:" waits until the test lets it go.
+ */
 class RecordingDrafter implements Drafter {
   readonly name = 'offline';
   readonly requests: Array<DraftRequest & { startedAt: number; endedAt?: number }> = [];
   private readonly inner = new OfflineDrafter();
+  private gate: Promise<void> = Promise.resolve();
+  /** Holds every "held:" draft until the returned function is called. */
+  hold(): () => void {
+    let open!: () => void;
+    this.gate = new Promise((resolve) => (open = resolve));
+    return open;
+  }
   async draft(request: DraftRequest): Promise<string> {
     const entry: DraftRequest & { startedAt: number; endedAt?: number } = { ...request, startedAt: Date.now() };
     this.requests.push(entry);
     if (request.subject.startsWith('slow:')) await sleep(2_500);
+    if (request.subject.startsWith('held:')) await this.gate;
     const text = await this.inner.draft(request);
     entry.endedAt = Date.now();
     return text;
@@ -158,18 +169,24 @@ describe('a thread is answered in order', () => {
   });
 
   test('different threads do not wait on each other', async () => {
-    // Prepare: a slow draft in one thread
+    // Prepare: a draft in one thread that does not end until the test says so
     const slow = conversation();
     const other = conversation();
-    const held = await slow.write('Take your time', { subject: 'slow: thinking' });
-    await eventually(async () => (drafter.of(held.ref).length > 0 ? true : undefined), 'the slow draft to start');
-    // Act
-    const quick = await other.write('Quick question');
-    const quickResult = await h.workflowResult(quick.ref);
-    // Assess: the other thread's reply went out while the slow one was still drafting
-    assert.equal(quickResult.status, 'sent');
-    assert.equal(drafter.of(held.ref)[0]?.endedAt, undefined, 'answered before the slow draft ended');
-    assert.equal((await h.workflowResult(held.ref)).status, 'sent');
+    const letGo = drafter.hold();
+    try {
+      const held = await slow.write('Take your time', { subject: 'held: thinking' });
+      await eventually(async () => (drafter.of(held.ref).length > 0 ? true : undefined), 'the held draft to start');
+      // Act
+      const quick = await other.write('Quick question');
+      const quickResult = await h.workflowResult(quick.ref, 60_000);
+      // Assess: the other thread's reply went out while the first thread's turn was still held
+      assert.equal(quickResult.status, 'sent');
+      assert.equal(drafter.of(held.ref)[0]?.endedAt, undefined, 'answered while the held draft had not ended');
+      letGo();
+      assert.equal((await h.workflowResult(held.ref)).status, 'sent');
+    } finally {
+      letGo();
+    }
   });
 });
 
@@ -375,8 +392,14 @@ describe('SIGKILLed workers', () => {
     await Promise.all(workers.map((w) => w.stop()));
     await hc.close();
   });
+  // Long enough that the burst, stored first and then delivered at once, is one burst even when
+  // the machine is slow to decide each message.
+  const CRASH_COALESCE_MS = 4_000;
   const startWorker = async (failpoints: Failpoint[] = []) => {
-    const worker = await AppProcess.startWorker(hc, { failpoints, env: { REPLY_COALESCE_MS: String(COALESCE_MS) } });
+    const worker = await AppProcess.startWorker(hc, {
+      failpoints,
+      env: { REPLY_COALESCE_MS: String(CRASH_COALESCE_MS) },
+    });
     workers.push(worker);
     return worker;
   };
@@ -387,6 +410,7 @@ describe('SIGKILLed workers', () => {
     const threadId = randomUUID();
     const from = `Ada <ada-${randomUUID().slice(0, 8)}@customer.example>`;
     const refs: MessageRef[] = [];
+    const events: string[] = [];
     for (const text of ['one', 'two', 'three']) {
       const inbound = await hc.sandbox.inbound({
         inbox_id: inboxId,
@@ -394,11 +418,13 @@ describe('SIGKILLed workers', () => {
         from,
         subject: 'Burst',
         text,
+        deliver: false,
       });
       refs.push({ inboxId, messageId: inbound.message.message_id });
-      await sleep(200);
+      events.push(inbound.event_id);
     }
-    const died = await within(30_000, crashing.exited, `the worker to die at ${failpoint}`);
+    await Promise.all(events.map((eventId) => hc.sandbox.redeliver(eventId)));
+    const died = await within(90_000, crashing.exited, `the worker to die at ${failpoint}`);
     assert.equal(died.signal, 'SIGKILL');
     await startWorker();
     return { inboxId, refs, results: await assertCovered(hc, inboxId, refs, 90_000) };
@@ -414,6 +440,11 @@ describe('SIGKILLed workers', () => {
     const sent = [...results.entries()].filter(([, r]) => r.status === 'sent');
     assert.equal(sent.length, 1, 'the burst was answered once');
     assert.equal(sent[0]?.[0], refs[2]!.messageId);
+    const [, coalesced] = sent[0]!;
+    assert.deepEqual(
+      coalesced.status === 'sent' && coalesced.covers,
+      refs.map((r) => r.messageId),
+    );
     assert.equal((await hc.sandbox.outbox({ inbox_id: inboxId })).length, 1);
   });
 });

@@ -201,6 +201,9 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     // its end before a failure of the other is raised, so a message whose draft fails (a refusal,
     // say) still has its ticket for the person who answers it instead.
     const ticketing = openTicket(null);
+    // Awaited below; until then (the turn may take days behind an approval) a final failure of the
+    // ticket must not count as an unhandled rejection, which would fail workflow tasks, not the run.
+    void ticketing.catch(() => undefined);
     // A thread is answered in order, one message at a time: wait for this message's turn. A later
     // message of a burst may take it instead, and then its reply answers this one too.
     setStatus('waiting_turn', thread);
