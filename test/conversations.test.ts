@@ -440,7 +440,7 @@ describe('SIGKILLed workers', () => {
     const sent = [...results.entries()].filter(([, r]) => r.status === 'sent');
     assert.equal(sent.length, 1, 'the burst was answered once');
     assert.equal(sent[0]?.[0], refs[2]!.messageId);
-    const [, coalesced] = sent[0]!;
+    const [, coalesced] = sent[0];
     assert.deepEqual(
       coalesced.status === 'sent' && coalesced.covers,
       refs.map((r) => r.messageId),
