@@ -189,7 +189,7 @@ export default tseslint.config(
               message: 'The contract is contract/: activities never import workflow code.',
             },
             {
-              regex: '^(\\.\\./)+(decide|draft|ticket|send|upkeep)/(?!draft-store$|reply-budget$)',
+              regex: '^(\\.\\./)+(decide|draft|ticket|send|turns|upkeep)/(?!draft-store$|reply-budget$)',
               message:
                 "A step's folder imports contract/, lib/, operation-store/, agentmail/ and failures/ only; move what two steps share there.",
             },

@@ -7,7 +7,15 @@ import { decideReply, releaseReplyBudget, type DecideInput } from './decide/deci
 import { draftReply, type DraftInput } from './draft/draft-reply';
 import type { Drafter } from './draft/drafting/drafter';
 import { labelMessage } from './send/label-message';
-import { openTicket, type TicketInput } from './ticket/open-ticket';
+import {
+  commentDraftNote,
+  commentReply,
+  type DraftNoteInput,
+  openTicket,
+  type ReplyCommentInput,
+  type TicketInput,
+} from './ticket/open-ticket';
+import { releaseTurn, requestTurn, type TurnInput } from './turns/request-turn';
 import { OperationStore } from './operation-store/store';
 import { OwnAddresses } from './decide/own-addresses';
 import { pruneExpiredRecords } from './upkeep/retention';
@@ -54,6 +62,19 @@ export function createActivities(deps: ActivityDeps) {
     releaseReplyBudget: (input: { budgetKey: string }) => releaseReplyBudget(deps, input),
     draftReply: (input: DraftInput) => draftReply(common, input),
     openTicket: (input: TicketInput) => openTicket(common, input),
+    commentReply: (input: ReplyCommentInput) => commentReply(common, input),
+    commentDraftNote: (input: DraftNoteInput) => commentDraftNote(common, input),
+    requestTurn: (input: TurnInput) => requestTurn(deps, input),
+    /**
+     * After a reply went out: the thread's turn back, the message labelled, the reply commented on
+     * the ticket. One local activity, so the tail of a message's run costs Temporal one marker and
+     * no extra workflow task (each part is idempotent: a retry repeats it harmlessly).
+     */
+    finishReply: async (input: ReplyCommentInput & { threadWorkflowId: string; runId: string }) => {
+      await releaseTurn(input);
+      await labelMessage(deps.agentmail, input);
+      return commentReply(common, input);
+    },
     sendReply: (input: SendInput) => sendReply(common, input),
     labelMessage: (ref: MessageRef) => labelMessage(deps.agentmail, ref),
     recallReview: (input: { key: string }) => recallReview(common, input),

@@ -5,7 +5,7 @@
  *   --repeats N        repeats of the ingress and operation-store scenarios (default 3; quick 1)
  *   --e2e-repeats N    repeats of each end-to-end load (default 2: the 1,000-message drain takes
  *                      over a minute on a 2-core machine; quick 1)
- *   --only a,b         run only these scenarios: ingress, storm, e2e, store, intake
+ *   --only a,b         run only these scenarios: ingress, storm, e2e, store, intake, threads
  *   --profile          also write V8 CPU profiles (node --cpu-prof) of the API, the worker and the
  *                      baseline for one extra run of each, and summarize them in the report
  *   --runtime tsx      run the servers from TypeScript with tsx instead of the compiled JavaScript
@@ -18,9 +18,9 @@
  *                      other scenarios named with --only run on the dev server
  */
 
-export const SCENARIOS = ['ingress', 'storm', 'e2e', 'store', 'intake', 'servers'] as const;
+export const SCENARIOS = ['ingress', 'storm', 'e2e', 'store', 'intake', 'threads', 'servers'] as const;
 /** What a run without --only does: everything but `servers`, which needs --temporal both (and is all it does by default). */
-const DEFAULT_SCENARIOS: Scenario[] = ['ingress', 'storm', 'e2e', 'store', 'intake'];
+const DEFAULT_SCENARIOS: Scenario[] = ['ingress', 'storm', 'e2e', 'store', 'intake', 'threads'];
 export type Scenario = (typeof SCENARIOS)[number];
 
 export interface BenchOptions {
@@ -69,6 +69,20 @@ export interface BenchOptions {
     drainTimeoutMs: number;
   };
   store: { operations: number; concurrency: number };
+  /** Conversations (bench/scenarios/threads.ts): bursts in many threads, each message delivered three times. */
+  threads: {
+    threads: number;
+    messagesPerThread: number;
+    /** A thread's messages arrive this far apart. */
+    spacingMs: number;
+    /** The threads' first messages are spread over this window. */
+    windowSeconds: number;
+    /** Each delivery of a message comes this long after it, at most (uniformly drawn): out of order. */
+    maxDelayMs: number;
+    /** REPLY_COALESCE_MS for the run: longer than a burst (4 s) plus the deliveries' delay. */
+    coalesceMs: number;
+    drainTimeoutMs: number;
+  };
   intake: {
     /** Messages `npm run replay` hands over in the catch-up scenario (the issue's 2,000). */
     catchUpMessages: number;
@@ -141,6 +155,15 @@ export function parseOptions(argv: string[]): BenchOptions {
       drainTimeoutMs: quick ? 90_000 : 240_000,
     },
     store: { operations: quick ? 500 : 1_000, concurrency: 8 },
+    threads: {
+      threads: quick ? 20 : 100,
+      messagesPerThread: 5,
+      spacingMs: 1_000,
+      windowSeconds: quick ? 4 : 10,
+      maxDelayMs: 2_000,
+      coalesceMs: 5_000,
+      drainTimeoutMs: quick ? 90_000 : 240_000,
+    },
     intake: { catchUpMessages: quick ? 200 : 2_000, outageRate: 20, outageSeconds: quick ? 10 : 60 },
   };
 }

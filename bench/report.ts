@@ -1,6 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fixedRateSeconds, type BenchOptions } from './options';
+import type { ThreadsFigures } from './scenarios/threads';
 import type { EndToEndFigures } from './scenarios/end-to-end';
 import type { IngressResults, RunFigures } from './scenarios/ingress';
 import type { IntakeFigures } from './scenarios/intake';
@@ -37,6 +38,7 @@ export interface BenchResults {
   endToEnd?: EndToEndFigures[];
   store?: StoreFigures[];
   intake?: IntakeFigures;
+  threads?: ThreadsFigures;
   servers?: ServerFigures[];
   profiles?: ProfileSummary[];
   failures: string[];
@@ -615,6 +617,7 @@ export function markdown(results: BenchResults, summary: Summary): string {
     }
   }
   lines.push(...intakeSection(results.intake));
+  lines.push(...threadsSection(results.threads));
   lines.push(...serversSection(summary.servers));
   if (results.profiles?.length) {
     lines.push('## Where the time goes (CPU profiles)', '');
@@ -739,7 +742,23 @@ function intakeSection(intake: IntakeFigures | undefined): string[] {
   return lines;
 }
 
-export function consoleTable(summary: Summary, intake?: IntakeFigures): string {
+/** Conversations (bench/scenarios/threads.ts): one run, no baseline. */
+function threadsSection(t: ThreadsFigures | undefined): string[] {
+  if (!t) return [];
+  return [
+    '## Conversations',
+    '',
+    `${t.threads} threads × ${t.messagesPerThread} messages ${t.messages / t.threads > 1 ? '1 s apart' : ''}, each delivered three times out of order ` +
+      `(${t.deliveries} deliveries), REPLY_COALESCE_MS=${t.coalesceMs}: **${t.replies} replies**, ${t.answeredTogether} messages answered together, ` +
+      `**${t.uncovered} uncovered, ${t.coveredTwice} covered twice**${t.timedOut ? ' (did not drain in time)' : ''}. ` +
+      `A thread's last message → its reply p50 / p99 **${msText(t.lastMessageToReply.p50)} / ${msText(t.lastMessageToReply.p99)}** ` +
+      `(the burst window included). Temporal history events: ${f1(t.historyEvents.sent)} per message workflow that sent a reply, ` +
+      `${f1(t.historyEvents.answeredTogether)} per one answered together, ${f1(t.historyEvents.threadPerMessage)} per message in the thread workflows.`,
+    '',
+  ];
+}
+
+export function consoleTable(summary: Summary, intake?: IntakeFigures, threads?: ThreadsFigures): string {
   const rows: string[][] = [];
   for (const r of summary.ingress)
     rows.push([`ingress ${r.load} ${r.rate}/s p99`, msText(r.ours.p99), msText(r.baseline.p99), f2(r.p99Ratio)]);
@@ -809,6 +828,13 @@ export function consoleTable(summary: Summary, intake?: IntakeFigures): string {
       `${intake.outage.non2xx || '0'}, ${f1(intake.outage.drainSeconds)} s`,
       `dups ${intake.outage.duplicateEmails}`,
       `missing ${intake.outage.missingReplies}`,
+    ]);
+  if (threads)
+    rows.push([
+      `threads ${threads.threads}×${threads.messagesPerThread}: replies, uncovered/twice, last msg→reply p50/p99`,
+      `${threads.replies}, ${threads.uncovered}/${threads.coveredTwice}`,
+      `${msText(threads.lastMessageToReply.p50)} / ${msText(threads.lastMessageToReply.p99)}`,
+      `events ${f1(threads.historyEvents.sent)}+${f1(threads.historyEvents.threadPerMessage)}`,
     ]);
   const tables = [];
   if (rows.length) tables.push(textTable(['figure (median)', 'ours', 'baseline', 'ratio (≥1: ours as fast)'], rows));

@@ -18,6 +18,7 @@ import { runIngressScenarios } from './scenarios/ingress';
 import { runIntakeScenarios } from './scenarios/intake';
 import { runOperationStore } from './scenarios/operation-store';
 import { runTemporalServers } from './scenarios/temporal-servers';
+import { runThreads } from './scenarios/threads';
 import { loadAverage, PROFILE_DIR, progress, type BenchContext } from './support/context';
 import { Signer } from './support/deliveries';
 import {
@@ -122,6 +123,8 @@ async function main(): Promise<number> {
       await step('end to end', async () => void (results.endToEnd = await runEndToEnd(context)));
     if (options.only.has('intake'))
       await step('intake', async () => void (results.intake = await runIntakeScenarios(context)));
+    if (options.only.has('threads'))
+      await step('threads', async () => void (results.threads = await runThreads(context)));
     if (options.only.has('servers') && stackEnv)
       await step(
         'Temporal servers',
@@ -143,6 +146,11 @@ async function main(): Promise<number> {
           `${what}: ${run.missingReplies} message(s) without a reply${run.timedOut ? ' (did not drain in time)' : ''}`,
         );
     }
+    const threads = results.threads;
+    if (threads && (threads.uncovered > 0 || threads.coveredTwice > 0 || threads.timedOut))
+      results.failures.push(
+        `threads: ${threads.uncovered} message(s) uncovered, ${threads.coveredTwice} covered twice${threads.timedOut ? ' (did not drain in time)' : ''}`,
+      );
     const { catchUp, outage } = results.intake ?? {};
     if (catchUp && catchUp.replies < catchUp.messages)
       results.failures.push(`catch-up: ${catchUp.messages - catchUp.replies} message(s) without a reply`);
@@ -164,7 +172,7 @@ async function main(): Promise<number> {
   if (results.machine) results.machine.loadAtEnd = loadAverage();
   const summary = summarizeResults(results);
   const { markdownFile, jsonFile } = writeResults(RESULTS, results, summary);
-  console.log(`\n${consoleTable(summary, results.intake)}\n`);
+  console.log(`\n${consoleTable(summary, results.intake, results.threads)}\n`);
   console.log(
     `report: ${path.relative(process.cwd(), markdownFile)}\njson:   ${path.relative(process.cwd(), jsonFile)}`,
   );

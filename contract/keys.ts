@@ -18,6 +18,12 @@ export const OperationKind = {
   /** The draft created at AgentMail for a reviewer to see (its client_id derives from this key). */
   providerDraft: 'provider-draft',
   reply: 'reply',
+  /** The thread's one ticket (conversations): keyed by inbox + thread, so two first messages racing make one. */
+  threadTicket: 'thread-ticket',
+  /** Our sent reply, as a public comment on the thread's ticket. */
+  ticketReply: 'ticket-reply',
+  /** Why a message was not answered, as an internal note on the thread's ticket. */
+  ticketNote: 'ticket-note',
 } as const;
 export type OperationKind = (typeof OperationKind)[keyof typeof OperationKind];
 
@@ -70,5 +76,15 @@ export const draftKey = (ref: MessageRef, version = 1) => operationKey(ref, Oper
 export const reviewKey = (ref: MessageRef) => operationKey(ref, OperationKind.review);
 export const providerDraftKey = (ref: MessageRef, version = 1) =>
   operationKey(ref, OperationKind.providerDraft, version);
+/** The message's entry on its thread's ticket: the ticket opened with it, or a comment carrying it. */
 export const ticketKey = (ref: MessageRef) => operationKey(ref, OperationKind.ticket);
+export const ticketReplyKey = (ref: MessageRef) => operationKey(ref, OperationKind.ticketReply);
+export const ticketNoteKey = (ref: MessageRef) => operationKey(ref, OperationKind.ticketNote);
+
+/**
+ * The thread's ticket: `<inbox>/thread/<thread>/thread-ticket/v1`. Thread ids are AgentMail's
+ * (UUIDs), message ids are Message-IDs in angle brackets, so no message key takes this shape.
+ */
+export const threadTicketKey = (inboxId: string, threadId: string) =>
+  `${keyPart(inboxId)}/thread/${keyPart(threadId)}/${OperationKind.threadTicket}/v1`;
 export const replyKey = (ref: MessageRef, version = 1) => operationKey(ref, OperationKind.reply, version);

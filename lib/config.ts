@@ -295,6 +295,17 @@ const activityVars = {
    */
   OPERATION_LEASE_MS: z.coerce.number().int().min(1_000).default(15_000),
   ...knowledgeVars,
+  /**
+   * Conversations: how long after a thread's newest unanswered message its turn waits for the
+   * customer to go on writing, so a burst ("Where is my order?" … "Also, can I change the
+   * address?") is answered once. Counted from the message's timestamp; 0 answers at once.
+   */
+  REPLY_COALESCE_MS: z.coerce
+    .number()
+    .int()
+    .min(0)
+    .max(60 * 60 * 1000)
+    .default(30_000),
 };
 const activitySchema = z.object(activityVars);
 export type ActivityConfig = z.output<typeof activitySchema>;

@@ -10,16 +10,18 @@
  */
 
 /** The effects that have failpoints around their store (runOperation): crash before and after the row is completed. */
-export const EFFECT_FAILPOINT_KINDS = ['decision', 'draft', 'ticket', 'reply'] as const;
+export const EFFECT_FAILPOINT_KINDS = ['decision', 'draft', 'thread-ticket', 'ticket', 'reply'] as const;
 export type EffectFailpointKind = (typeof EFFECT_FAILPOINT_KINDS)[number];
 export type EffectStage = 'after-effect' | 'after-store';
 
-export type Failpoint = `${EffectFailpointKind}.${EffectStage}` | 'intake.after-commit';
+export type Failpoint = `${EffectFailpointKind}.${EffectStage}` | 'intake.after-commit' | 'turn.after-request';
 
 /** Every failpoint: a closed set, so a typo is a type error in code and a start-up error in REPLYONCE_FAILPOINTS. */
 export const FAILPOINTS: readonly Failpoint[] = [
   ...EFFECT_FAILPOINT_KINDS.flatMap((kind): Failpoint[] => [`${kind}.after-effect`, `${kind}.after-store`]),
   'intake.after-commit',
+  // After a message asked its thread for its turn (signal-with-start), before the local activity returned.
+  'turn.after-request',
 ];
 
 /** The failpoint of an effect's stage, or undefined for an effect that has none (provider-draft, review, …). */

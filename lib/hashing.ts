@@ -38,3 +38,11 @@ export const providerIdempotencyKey = (operationKey: string): string =>
 
 /** Recipients are stored only as hashes: the per-sender budget needs equality, not the address. */
 export const addressHash = (address: string): string => sha256Hex(address.trim().toLowerCase());
+
+/**
+ * A conversation's turn keeper (workflows/thread.ts): one per (inbox, thread), hashed like the
+ * message workflow's id. Message workflows signal-with-start it on this id.
+ */
+export function threadWorkflowId(inboxId: string, threadId: string): string {
+  return `inbound-thread-${sha256Hex(JSON.stringify([inboxId, threadId])).slice(0, 40)}`;
+}

@@ -17,6 +17,7 @@ import {
   reviewKey,
   reviewUpdate,
   ticketKey,
+  ticketReplyKey,
 } from '../contract';
 import { temporalCliPath } from '../scripts/services/temporal-dev-server';
 import { testEnv } from './support/env';
@@ -126,13 +127,14 @@ describe('a reply that needs approval', () => {
       (await handle.query(operationsQuery)).map((o) => [o.key, o.status]),
       [
         [decisionKey(ref), 'executed'],
-        [draftKey(ref, 1), 'executed'],
         [ticketKey(ref), 'executed'],
+        [draftKey(ref, 1), 'executed'],
         [providerDraftKey(ref, 1), 'executed'],
         [reviewKey(ref), 'executed'],
         [draftKey(ref, 2), 'executed'],
         [providerDraftKey(ref, 2), 'executed'],
         [replyKey(ref, 2), 'executed'],
+        [ticketReplyKey(ref), 'executed'],
       ],
     );
     // The edit travels in the Update's payload (documented): decoding finds it, so the history check elsewhere can fail.
@@ -224,13 +226,14 @@ describe('a reply that needs approval', () => {
       (await h.client.workflow.getHandle(replayId).query(operationsQuery)).map((o) => [o.key, o.status]),
       [
         decisionKey(ref),
-        draftKey(ref, 1),
         ticketKey(ref),
+        draftKey(ref, 1),
         providerDraftKey(ref, 1),
         reviewKey(ref),
         draftKey(ref, 2),
         providerDraftKey(ref, 2),
         replyKey(ref, 2),
+        ticketReplyKey(ref),
       ].map((key) => [key, 'replayed']),
     );
   });

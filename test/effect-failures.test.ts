@@ -33,6 +33,9 @@ class ConstraintBreakingTickets implements TicketProvider {
     );
     return { ticketId: 'never' };
   }
+  async addComment(): Promise<{ commentId: string }> {
+    return { commentId: 'never' };
+  }
 }
 
 let h: Harness;
@@ -47,6 +50,7 @@ before(async () => {
         request.inboxId.startsWith('broken-desk-')
           ? tickets!.create(request)
           : Promise.resolve({ ticketId: `T-ok-${attempt.resumed ? 'r' : 'f'}` }),
+      addComment: () => Promise.resolve({ commentId: 'C-ok' }),
     },
   });
   tickets = new ConstraintBreakingTickets(h.db);

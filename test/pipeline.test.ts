@@ -10,7 +10,9 @@ import {
   type InboundMessageResult,
   operationsQuery,
   replyKey,
+  threadTicketKey,
   ticketKey,
+  ticketReplyKey,
 } from '../contract';
 import { messageReceivedBody } from '../sandbox/control-client';
 import { Harness } from './support/harness';
@@ -114,9 +116,10 @@ describe('one message, end to end', () => {
       operations.map((o) => [o.kind, o.status]),
       [
         ['decision', 'executed'],
-        ['draft', 'executed'],
         ['ticket', 'executed'],
+        ['draft', 'executed'],
         ['reply', 'executed'],
+        ['ticket-reply', 'executed'],
       ],
     );
     const description = await handle.describe();
@@ -159,9 +162,16 @@ describe('what the sender controls cannot wedge the message', () => {
     );
     assert.deepEqual(
       rows.rows.map((r) => [r.operation_key, r.status]),
-      [decisionKey(ref), draftKey(ref), replyKey(ref), ticketKey(ref)].map((key) => [key, 'complete']),
+      [
+        decisionKey(ref),
+        draftKey(ref),
+        replyKey(ref),
+        ticketReplyKey(ref),
+        ticketKey(ref),
+        threadTicketKey(inboxId, result.status === 'sent' ? result.replyThreadId : ''),
+      ].map((key) => [key, 'complete']),
     );
-    for (const { operation_key: key } of rows.rows) {
+    for (const { operation_key: key } of rows.rows.filter((r) => !r.operation_key.includes('/thread/'))) {
       assert.ok(key.length < 400, `${key.length} characters`);
       assert.ok(key.startsWith(`${inboxId}/${messageId.slice(0, 64)}…#`), 'readable prefix, then the hash');
     }
@@ -286,9 +296,10 @@ describe('duplicates', () => {
       operations.map((o) => [o.key, o.status]),
       [
         [decisionKey(ref), 'replayed'],
-        [draftKey(ref), 'replayed'],
         [ticketKey(ref), 'replayed'],
+        [draftKey(ref), 'replayed'],
         [replyKey(ref), 'replayed'],
+        [ticketReplyKey(ref), 'replayed'],
       ],
     );
     // A start without search attributes (as by hand): the run sets them, so the Web UI finds it.

@@ -4,7 +4,8 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import type { Failpoint } from '../lib/failpoints';
 import { providerIdempotencyKey } from '../lib/hashing';
-import { draftKey, type MessageRef, ticketKey } from '../contract';
+import { draftKey, type MessageRef, threadTicketKey, ticketKey } from '../contract';
+import { commentMarker } from '../activities/ticket/zendesk-tickets';
 import { buildHelpdeskStandIn } from '../sandbox/helpdesk/app';
 import { HelpdeskControl } from '../sandbox/helpdesk/control-client';
 import { buildModelStandIn } from '../sandbox/model/app';
@@ -67,11 +68,12 @@ async function crashThenRecover(failpoint: Failpoint) {
     text: `Please answer once. ${marker}`,
   });
   const ref: MessageRef = { inboxId, messageId: inbound.message.message_id };
+  const threadId = inbound.message.thread_id;
   assert.equal((await crashing.exited).signal, 'SIGKILL', `the worker died at ${failpoint}`);
   const healthy = await startWorker();
   const result = await h.workflowResult(ref);
   await healthy.stop();
-  return { ref, marker, result, modelCalls: (await model.calls({ contains: marker })).length };
+  return { ref, threadId, marker, result, modelCalls: (await model.calls({ contains: marker })).length };
 }
 
 const storedText = async (ref: MessageRef) =>
@@ -109,9 +111,9 @@ describe('worker processes configured for a model and Zendesk, killed mid-effect
     assert.equal(outbox[0]!.message.text, await storedText(ref));
   });
 
-  test('after Zendesk created the ticket, before its record → the next worker finds it by external id: one ticket', async () => {
-    const { ref, result } = await crashThenRecover('ticket.after-effect');
-    const key = providerIdempotencyKey(ticketKey(ref));
+  test("after Zendesk created the thread's ticket, before its record → the next worker finds it by external id: one ticket", async () => {
+    const { ref, threadId, result } = await crashThenRecover('thread-ticket.after-effect');
+    const key = providerIdempotencyKey(threadTicketKey(ref.inboxId, threadId));
     const tickets = await helpdesk.tickets({ external_id: key });
     assert.equal(tickets.length, 1);
     assert.equal(result.status === 'sent' && result.ticketId, String(tickets[0]!.id));
@@ -125,6 +127,26 @@ describe('worker processes configured for a model and Zendesk, killed mid-effect
         ['GET', 200],
       ],
       'one create, then the look-up that found it',
+    );
+  });
+
+  test("after Zendesk added the message's comment, before its record → the next worker finds its marker in the audits: one comment", async () => {
+    const { ref, marker, result } = await crashThenRecover('ticket.after-effect');
+    assert.equal(result.status, 'sent');
+    const ticketId = result.status === 'sent' ? result.ticketId : null;
+    assert.ok(ticketId !== null);
+    const comments = await helpdesk.comments(ticketId);
+    assert.equal(comments.filter((c) => c.body.includes(marker)).length, 1, 'the message once on the ticket');
+    assert.equal(comments.filter((c) => c.body.includes(commentMarker(ticketKey(ref)))).length, 1);
+    const updates = (await helpdesk.requests()).filter((r) => r.path.startsWith(`/api/v2/tickets/${ticketId}`));
+    assert.deepEqual(
+      updates.map((r) => [r.method, r.path.replace(`/${ticketId}`, '/{id}'), r.status]),
+      [
+        ['PUT', '/api/v2/tickets/{id}.json', 200],
+        ['GET', '/api/v2/tickets/{id}/audits.json', 200],
+        ['PUT', '/api/v2/tickets/{id}.json', 200],
+      ],
+      "the comment, the look-up that found it after the crash, then our reply's comment",
     );
   });
 });

@@ -4,9 +4,9 @@ import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
 import type { TicketRequest } from '../activities/ticket/ticket-provider';
-import { ZendeskTickets } from '../activities/ticket/zendesk-tickets';
+import { commentMarker, ZendeskTickets } from '../activities/ticket/zendesk-tickets';
 import { providerIdempotencyKey } from '../lib/hashing';
-import { type MessageRef, ticketKey } from '../contract';
+import { type MessageRef, threadTicketKey, ticketKey } from '../contract';
 import { buildHelpdeskStandIn, IDEMPOTENCY_TTL_MS } from '../sandbox/helpdesk/app';
 import { HelpdeskControl } from '../sandbox/helpdesk/control-client';
 import { Harness } from './support/harness';
@@ -154,24 +154,35 @@ describe('the Zendesk adapter', () => {
 });
 
 describe('tickets in Zendesk, end to end', () => {
-  async function newMessage(): Promise<MessageRef> {
-    const inboxId = h.newInbox();
+  async function newMessage(thread?: { inboxId: string; threadId: string }) {
+    const inboxId = thread?.inboxId ?? h.newInbox();
     const inbound = await h.sandbox.inbound({
       inbox_id: inboxId,
+      ...(thread ? { thread_id: thread.threadId } : {}),
       from: `ada-${randomUUID().slice(0, 8)}@customer.example`,
       subject: 'Where is my order?',
-      text: 'Please answer once.',
+      text: `Please answer once. ${randomUUID()}`,
     });
-    return { inboxId, messageId: inbound.message.message_id };
+    const ref: MessageRef = { inboxId, messageId: inbound.message.message_id };
+    return { ref, threadId: inbound.message.thread_id, text: inbound.message.text ?? '' };
   }
+  const threadKeyOf = (ref: MessageRef, threadId: string) =>
+    providerIdempotencyKey(threadTicketKey(ref.inboxId, threadId));
 
-  test('an answered message gets one Zendesk ticket, whose id the workflow returns', async () => {
-    const ref = await newMessage();
+  test('an answered message gets one Zendesk ticket for its thread, whose id the workflow returns; the message and our reply are comments on it', async () => {
+    const { ref, threadId, text } = await newMessage();
     const result = await h.resultOf(ref);
-    const tickets = await helpdesk.tickets({ external_id: providerIdempotencyKey(ticketKey(ref)) });
+    const tickets = await helpdesk.tickets({ external_id: threadKeyOf(ref, threadId) });
     assert.equal(tickets.length, 1);
     assert.equal(result.status === 'sent' && result.ticketId, String(tickets[0]!.id));
-    assert.match(tickets[0]!.description, /Please answer once\./);
+    const comments = await helpdesk.comments(tickets[0]!.id);
+    assert.equal(comments.filter((c) => c.body.includes(text)).length, 1, 'the message, once');
+    const [sent] = await h.sandbox.outbox({ inbox_id: ref.inboxId });
+    assert.equal(
+      comments.filter((c) => c.public && c.body.includes(sent!.message.text ?? '')).length,
+      1,
+      'our reply, public',
+    );
     assert.equal((await h.ticketsFor(ref)).length, 0, 'nothing in the Postgres ticket table');
   });
 
@@ -184,15 +195,15 @@ describe('tickets in Zendesk, end to end', () => {
     });
     try {
       const before = (await helpdesk.requests()).length;
-      const ref = await newMessage();
+      const { ref, threadId } = await newMessage();
       // Act
       const result = await h.resultOf(ref);
       // Assess
-      const key = providerIdempotencyKey(ticketKey(ref));
+      const key = threadKeyOf(ref, threadId);
       const tickets = await helpdesk.tickets({ external_id: key });
       assert.equal(tickets.length, 1, 'one ticket at Zendesk');
       assert.equal(result.status === 'sent' && result.ticketId, String(tickets[0]!.id));
-      const since = (await helpdesk.requests()).slice(before);
+      const since = (await helpdesk.requests()).slice(before).filter((r) => r.path.startsWith('/api/v2/tickets.json'));
       assert.deepEqual(
         since.map((r) => [r.method, r.url, r.status]),
         [
@@ -204,12 +215,64 @@ describe('tickets in Zendesk, end to end', () => {
       const row = (
         await h.db.query<{ status: string; attempts: number }>(
           'SELECT status, attempts FROM operations WHERE operation_key = $1',
-          [ticketKey(ref)],
+          [threadTicketKey(ref.inboxId, threadId)],
         )
       ).rows[0];
       assert.deepEqual(row, { status: 'complete', attempts: 2 });
     } finally {
       await helpdesk.clearFaults();
     }
+  });
+
+  test("a comment's response is lost after Zendesk added it → the retry finds its marker in the ticket's audits: one comment", async () => {
+    // Prepare: the first update (the message's comment) is done, then its answer dropped
+    await helpdesk.setFaults({
+      match: { method: 'PUT', path: '/api/v2/tickets/' },
+      count: 1,
+      action: 'drop-after-commit',
+    });
+    try {
+      const before = (await helpdesk.requests()).length;
+      const { ref, text } = await newMessage();
+      // Act
+      const result = await h.resultOf(ref);
+      // Assess
+      assert.equal(result.status, 'sent');
+      const ticketId = result.status === 'sent' ? result.ticketId! : '';
+      const comments = await helpdesk.comments(ticketId);
+      assert.equal(comments.filter((c) => c.body.includes(text)).length, 1, 'the message once on the ticket');
+      assert.equal(comments.filter((c) => c.body.includes(commentMarker(ticketKey(ref)))).length, 1);
+      const since = (await helpdesk.requests())
+        .slice(before)
+        .filter((r) => r.path.startsWith(`/api/v2/tickets/${ticketId}`));
+      assert.deepEqual(
+        since.map((r) => [r.method, r.path.replace(`/${ticketId}`, '/{id}'), r.status]),
+        [
+          ['PUT', '/api/v2/tickets/{id}.json', null],
+          ['GET', '/api/v2/tickets/{id}/audits.json', 200],
+          ['PUT', '/api/v2/tickets/{id}.json', 200],
+        ],
+        "the comment (its answer lost), the look-up that found it, then our reply's comment: no second PUT of the message",
+      );
+    } finally {
+      await helpdesk.clearFaults();
+    }
+  });
+
+  test('a follow-up after a person solved the ticket reopens it (status open), on the same ticket', async () => {
+    // Prepare: answered, then solved by a person
+    const first = await newMessage();
+    const answered = await h.resultOf(first.ref);
+    const ticketId = answered.status === 'sent' ? answered.ticketId! : '';
+    await helpdesk.setStatus(ticketId, 'solved');
+    // Act: the customer writes again in the thread
+    const second = await newMessage({ inboxId: first.ref.inboxId, threadId: first.threadId });
+    const result = await h.resultOf(second.ref);
+    // Assess
+    assert.equal(result.status === 'sent' && result.ticketId, ticketId, 'the same ticket');
+    assert.equal((await helpdesk.tickets({ external_id: threadKeyOf(first.ref, first.threadId) })).length, 1);
+    const [ticket] = (await helpdesk.tickets()).filter((t) => String(t.id) === ticketId);
+    assert.equal(ticket?.status, 'open');
+    assert.equal((await helpdesk.comments(ticketId)).filter((c) => c.body.includes(second.text)).length, 1);
   });
 });

@@ -3,6 +3,7 @@ import {
   ApplicationFailure,
   CancellationScope,
   condition,
+  getExternalWorkflowHandle,
   log,
   proxyActivities,
   proxyLocalActivities,
@@ -33,8 +34,14 @@ import {
   reviewKey,
   reviewSignal,
   reviewUpdate,
+  releaseTurnSignal,
   SearchAttributes,
+  threadTicketKey,
   ticketKey,
+  ticketNoteKey,
+  ticketReplyKey,
+  type TurnGrant,
+  turnSignal,
 } from '../contract';
 
 /**
@@ -119,9 +126,11 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     upsertSearchAttributes([{ key: SearchAttributes.ReplyStatus, value: status }, ...more]);
     operations.status(status);
     // The wait for a person, in the log a person follows (the other outcome lines: interceptors/outcomes.ts).
-    if (status === 'awaiting_approval') log.info("awaiting approval: a reviewer's verdict is needed", { status });
+    if (status === 'awaiting_approval' || status === 'handed_off')
+      log.info("awaiting approval: a reviewer's verdict is needed", { status });
   };
   const review = reviewInbox();
+  const turn = threadTurn();
   // Every operation key of this message, derived here once and handed to the activity that runs
   // it. Version 2 is an approver's edit: a changed intent, so new draft, AgentMail draft and reply keys.
   const ofVersion = (version: DraftVersion) => ({
@@ -132,6 +141,8 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
   const keys = {
     decision: decisionKey(ref),
     ticket: ticketKey(ref),
+    ticketNote: ticketNoteKey(ref),
+    ticketReply: ticketReplyKey(ref),
     review: reviewKey(ref),
     versions: { 1: ofVersion(1), 2: ofVersion(2) } satisfies Record<DraftVersion, unknown>,
   };
@@ -164,7 +175,9 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
         ? []
         : [{ key: SearchAttributes.ThreadId, value: decision.threadId }];
 
-    const openTicket = async (note: string, draftKey?: string, fold?: { reason: string }) =>
+    // One ticket per thread (its key from inbox + thread): this message is a comment on it, and
+    // a skipped message's reason an internal note.
+    const openTicket = async (note: string | null, fold?: { reason: string }) =>
       (
         await operations.run(
           keys.ticket,
@@ -173,8 +186,9 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
             ...ref,
             key: keys.ticket,
             threadId: decision.threadId,
+            threadKey: threadTicketKey(ref.inboxId, decision.threadId),
             note,
-            ...(draftKey !== undefined ? { draftKey } : {}),
+            noteKey: keys.ticketNote,
             ...(fold ? { fold } : {}),
           }),
           (t) => t.ticketId ?? `counted on the open ticket of ${t.foldedInto ?? 'this inbox'}`,
@@ -185,16 +199,37 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
       // An optional ticket for skipped mail is bounded per inbox (the activity counts it on the open one).
       const fold = decision.foldTicket ? { reason: decision.reason ?? 'unknown' } : undefined;
       const ticketId = decision.ticket
-        ? await openTicket(`not answered automatically: ${decision.reason}`, undefined, fold)
+        ? await openTicket(`not answered automatically: ${decision.reason}`, fold)
         : null;
       setStatus('skipped', [...thread, { key: SearchAttributes.SkipReason, value: decision.reason ?? 'unknown' }]);
       return { status: 'skipped', reason: decision.reason ?? 'unknown', ticketId };
     }
 
-    // The ticket follows the draft, so its note can say how the draft came out (a hand-off's reason
-    // and the articles considered, read from the store by the ticket activity). A failed draft
-    // still gets its ticket before the failure is raised, for the person who answers instead.
-    setStatus('drafting', thread);
+    // The ticket does not depend on the draft or the turn: it runs alongside. Each is awaited to
+    // its end before a failure of the other is raised, so a message whose draft fails (a refusal,
+    // say) still has its ticket for the person who answers it instead.
+    // Only a skipped message's ticket is ever folded: an answered one always has the thread's ticket.
+    const ticketing = openTicket(null).then((ticketId) => ticketId as string);
+    // Awaited below; until then (the turn may take days behind an approval) a final failure of the
+    // ticket must not count as an unhandled rejection, which would fail workflow tasks, not the run.
+    void ticketing.catch(() => undefined);
+    // A thread is answered in order, one message at a time: wait for this message's turn. A later
+    // message of a burst may take it instead, and then its reply answers this one too.
+    setStatus('waiting_turn', thread);
+    const grant = await turn.take({ ...ref, threadId: decision.threadId });
+    if (grant.kind === 'covered') {
+      const [, ticketId] = await bothSettled(
+        local.releaseReplyBudget({ budgetKey: keys.versions[1].reply }),
+        ticketing,
+      );
+      reserved = false;
+      operations.skip(keys.versions[1].reply, 'reply', `answered together with ${grant.by}`);
+      setStatus('answered-together', [{ key: SearchAttributes.CoveredBy, value: grant.by }]);
+      return { status: 'answered-together', coveredBy: grant.by, ticketId };
+    }
+    const covers = grant.covers;
+
+    setStatus('drafting');
     const drafting = operations.run(
       keys.versions[1].draft,
       'draft',
@@ -206,32 +241,37 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
           ...(d.handoff ? [`handoff: ${d.handoff.kind}`] : []),
         ].join('; '),
     );
-    const approvalNote = 'drafted by the support agent, awaiting approval';
-    const ticketing = drafting.then(
-      (d) =>
-        openTicket(
-          d.handoff === null
-            ? decision.approval.required
-              ? approvalNote
-              : 'answered by the support agent'
-            : decision.approval.required || d.handoff.route === 'review'
-              ? 'handed off by the support agent, awaiting review'
-              : 'handed off by the support agent: a person answers',
-          keys.versions[1].draft,
-        ),
-      () => openTicket(decision.approval.required ? approvalNote : 'answered by the support agent'),
-    );
     const [drafted, ticketId] = await bothSettled(drafting, ticketing);
 
-    // The agent did not know: with HANDOFF=ticket (in an inbox that needs no approval) the ticket
-    // is the answer and no email goes out; otherwise a person reviews the draft like an approval.
+    // The agent did not know: the ticket gets an internal note with the reason and the articles
+    // considered (read from the store by the activity). With HANDOFF=ticket, in an inbox that needs
+    // no approval, that note is the answer and no email goes out; otherwise a person reviews the
+    // draft like an approval.
     const handoff = drafted.handoff;
+    if (handoff !== null && ticketId !== null) {
+      await operations.run(
+        keys.ticketNote,
+        'ticket-note',
+        effects.commentDraftNote({
+          ...ref,
+          key: keys.ticketNote,
+          ticketId,
+          draftKey: keys.versions[1].draft,
+          note:
+            decision.approval.required || handoff.route === 'review'
+              ? 'handed off by the support agent, awaiting review'
+              : 'handed off by the support agent: a person answers',
+        }),
+        (c) => c.commentId,
+      );
+    }
     if (handoff !== null && !decision.approval.required && handoff.route === 'ticket') {
       operations.skip(keys.versions[1].reply, 'reply', `handed off: ${handoff.kind}`);
       await local.releaseReplyBudget({ budgetKey: keys.versions[1].reply });
       reserved = false;
+      await turn.release();
       setStatus('handed_off');
-      return { status: 'handed_off', ticketId };
+      return { status: 'handed_off', ticketId, covers };
     }
 
     let version: DraftVersion = 1;
@@ -272,8 +312,9 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
         operations.skip(keys.versions[1].reply, 'reply', 'rejected by the reviewer');
         await local.releaseReplyBudget({ budgetKey: keys.versions[1].reply });
         reserved = false;
+        await turn.release();
         setStatus('rejected');
-        return { status: 'rejected', ticketId };
+        return { status: 'rejected', ticketId, covers };
       }
       providerDraftId = shown.draftId;
       if (verdict.text !== null) {
@@ -301,7 +342,20 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
       (s) => `${s.reconciled ? 'reconciled ' : ''}${s.messageId}`,
     );
 
-    await local.labelMessage(ref);
+    await operations.run(
+      keys.ticketReply,
+      'ticket-reply',
+      local.finishReply({
+        ...ref,
+        key: keys.ticketReply,
+        ticketId,
+        draftKey: keys.versions[version].draft,
+        replyMessageId: sent.messageId,
+        covers,
+        ...turn.handBack(),
+      }),
+      (c) => c.commentId,
+    );
     setStatus('sent');
     return {
       status: 'sent',
@@ -310,6 +364,7 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
       ticketId,
       replayed: sent.replayed,
       replyVersion: version,
+      covers,
     };
   } catch (error) {
     if (reserved && !sendStarted) {
@@ -318,10 +373,46 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
         release.releaseReplyBudget({ budgetKey: keys.versions[1].reply }),
       ).catch(() => undefined);
     }
+    // The thread's next message must not wait on a run that failed.
+    await CancellationScope.nonCancellable(() => turn.release()).catch(() => undefined);
     setStatus('failed');
     operations.failPending(failureSummary(error));
     throw error;
   }
+}
+
+/**
+ * This message's turn in its thread (workflows/thread.ts): asked for by a local activity that
+ * signals-with-start the thread's workflow, answered by a `turn` signal, released by a signal
+ * when the reply is done (sent, rejected, or the run failed) so the thread's next turn may go.
+ */
+function threadTurn() {
+  let grant: TurnGrant | undefined;
+  let holding: string | null = null;
+  setHandler(turnSignal, (answer) => {
+    grant ??= answer; // the first answer counts; a repeat changes nothing
+  });
+  return {
+    async take(input: MessageRef & { threadId: string }): Promise<TurnGrant> {
+      const { workflowId, runId } = workflowInfo();
+      const { threadWorkflowId } = await local.requestTurn({ ...input, workflowId, runId });
+      await condition(() => grant !== undefined);
+      if (grant!.kind === 'go') holding = threadWorkflowId;
+      return grant!;
+    },
+    /** What the activity that gives the turn back needs; the turn counts as given back from here on. */
+    handBack(): { threadWorkflowId: string; runId: string } {
+      const threadWorkflowId = holding ?? '';
+      holding = null;
+      return { threadWorkflowId, runId: workflowInfo().runId };
+    },
+    async release(): Promise<void> {
+      if (holding === null) return;
+      const threadWorkflowId = holding;
+      holding = null;
+      await getExternalWorkflowHandle(threadWorkflowId).signal(releaseTurnSignal, { runId: workflowInfo().runId });
+    },
+  };
 }
 
 /**

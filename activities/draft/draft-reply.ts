@@ -97,8 +97,15 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
     { key, kind: OperationKind.draft, request, leaseMs: deps.config.OPERATION_LEASE_MS },
     async () => {
       const thread = await fetchThread(deps.agentmail, ref.inboxId, message.threadId);
+      // Everything we sent in the thread (a reply to the message before this one may be newer than
+      // this message: it was written while this one waited for its turn), and the customer's
+      // messages up to this one (later ones get their own turn).
       const earlier = [...thread.messages]
-        .filter((m) => m.messageId !== message.messageId && m.timestamp.getTime() <= message.timestamp.getTime())
+        .filter(
+          (m) =>
+            m.messageId !== message.messageId &&
+            (m.labels.includes('sent') || m.timestamp.getTime() <= message.timestamp.getTime()),
+        )
         .sort((a, b) => a.timestamp.getTime() - b.timestamp.getTime())
         .map((m) => ({
           direction: m.labels.includes('sent') ? ('outbound' as const) : ('inbound' as const),

@@ -5,22 +5,27 @@ import { fetchMessage } from '../agentmail/reads';
 import { runOperation } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
 import type { TicketProvider } from './ticket-provider';
-import type { StoredDraft } from '../draft/draft-store';
 import type { ActivityConfig } from '../../lib/config';
 import type { Db } from '../../lib/db';
+import { storedDraft, type StoredDraft } from '../draft/draft-store';
 import { foldSkippedTicket } from './skipped-fold';
 
+/**
+ * One ticket per conversation (an AgentMail thread): the thread's first message to get here opens
+ * it, under the thread's key (inbox + thread, so two first messages racing make one), and every
+ * inbound message, our reply and a skipped message's reason is a comment on it, each under its own
+ * operation key.
+ */
+
 export interface TicketInput extends MessageRef {
-  /** The ticket's operation key (…/ticket/v1), derived by the workflow; also the help desk's external id. */
+  /** This message's entry on the thread's ticket (…/ticket/v1), derived by the workflow. */
   key: string;
   threadId: string;
-  /** Why the ticket exists: answered by the agent, or skipped and why. Part of the request. */
-  note: string;
-  /**
-   * The stored draft this ticket follows, if any: its hand-off reason and the articles it was
-   * given and cited are added to the note here, from the store, so they never pass through history.
-   */
-  draftKey?: string;
+  /** The thread's ticket (contract/keys.ts threadTicketKey), also the help desk's external id. */
+  threadKey: string;
+  /** A skipped message's reason, added as an internal note under `noteKey`; null when answered. */
+  note: string | null;
+  noteKey?: string;
   /**
    * A skipped message's optional ticket (TICKET_FOR_SKIPPED), with its skip reason: bounded per
    * inbox, counted on the inbox's open ticket past the limit (skipped-fold.ts) instead of opened.
@@ -29,7 +34,7 @@ export interface TicketInput extends MessageRef {
 }
 
 export interface TicketResult {
-  /** The help desk's ticket; null when the message was counted on another ticket instead. */
+  /** The thread's ticket; null when this skipped message was counted on another ticket instead. */
   ticketId: string | null;
   /** The ticket key of the open ticket this skipped message was counted on. */
   foldedInto?: string;
@@ -48,55 +53,102 @@ export async function openTicket(
   deps: TicketDeps,
   input: TicketInput,
 ): Promise<TicketResult & { operation: OperationReport }> {
-  const { key, draftKey, fold, ...base } = input;
-  // One ticket per message: once opened, a later run (a rerun after a failure, whose draft may have
-  // come out differently) gets the same ticket back, whatever its note would say now.
-  const opened = await deps.store.completed<TicketResult>(key, OperationKind.ticket);
-  if (opened !== undefined) return { ...opened, operation: { key, kind: OperationKind.ticket, state: 'replayed' } };
-  const draft =
-    draftKey === undefined ? undefined : await deps.store.completed<StoredDraft>(draftKey, OperationKind.draft);
-  const ticket = { ...base, note: draft ? noteWithDraft(input.note, draft) : input.note };
-  const request = {
-    inboxId: input.inboxId,
-    messageId: input.messageId,
-    threadId: input.threadId,
-    note: ticket.note,
-    provider: deps.tickets.name,
-    ...(fold ? { fold: fold.reason } : {}),
-  };
+  const ref: MessageRef = { inboxId: input.inboxId, messageId: input.messageId };
+  const leaseMs = deps.config.OPERATION_LEASE_MS;
+  const provider = deps.tickets.name;
+  const signal = Context.current().cancellationSignal;
+  const { fold } = input;
   const outcome = await runOperation<TicketResult>(
     deps.store,
-    { key, kind: OperationKind.ticket, request, leaseMs: deps.config.OPERATION_LEASE_MS },
-    async (attempt) => {
+    {
+      key: input.key,
+      kind: OperationKind.ticket,
+      request: {
+        ...ref,
+        threadId: input.threadId,
+        threadKey: input.threadKey,
+        provider,
+        ...(fold ? { fold: fold.reason } : {}),
+      },
+      leaseMs,
+    },
+    async (attempt): Promise<TicketResult> => {
       if (fold) {
         const folded = await foldSkippedTicket(
           deps.db,
-          { ticketKey: key, inboxId: input.inboxId, reason: fold.reason },
+          { ticketKey: input.key, inboxId: input.inboxId, reason: fold.reason },
           { perWindow: deps.config.TICKET_FOR_SKIPPED_PER_INBOX, windowMs: deps.config.TICKET_FOR_SKIPPED_WINDOW },
         );
         if (folded.folded) return { ticketId: null, foldedInto: folded.into };
       }
-      const message = await fetchMessage(deps.agentmail, base);
-      return deps.tickets.create(
+      const message = await fetchMessage(deps.agentmail, ref);
+      const { ticketId } = await threadTicket(deps, input, message.subject ?? '(no subject)');
+      await deps.tickets.addComment(
         {
-          ...ticket,
-          externalId: key,
-          subject: message.subject ?? '(no subject)',
-          message: {
-            from: message.from,
-            text: message.extractedText ?? message.text ?? '',
-            receivedAt: message.timestamp.toISOString(),
-          },
+          externalId: input.key,
+          ticketId,
+          kind: 'inbound',
+          messageId: input.messageId,
+          public: true,
+          body: [
+            `From: ${message.from}`,
+            `Subject: ${message.subject ?? '(no subject)'}`,
+            `Received: ${message.timestamp.toISOString()}`,
+            `AgentMail message ${input.messageId}`,
+            '',
+            (message.extractedText ?? message.text ?? '').trim() || '(no text)',
+          ].join('\n'),
+          // A customer writing again reopens a ticket a person closed: the conversation goes on.
+          reopen: true,
         },
-        // A resumed attempt may follow one that created the ticket: the provider looks before creating.
-        { resumed: attempt.resumed, signal: Context.current().cancellationSignal },
+        { resumed: attempt.resumed, signal },
       );
+      return { ticketId };
     },
   );
+  const { ticketId } = outcome.result;
+  if (ticketId !== null && input.note !== null && input.noteKey)
+    await addComment(deps, {
+      key: input.noteKey,
+      kind: OperationKind.ticketNote,
+      ticketId,
+      messageId: input.messageId,
+      comment: 'note',
+      body: input.note,
+    });
   return { ...outcome.result, operation: outcome.operation };
 }
 
-/** The internal note: why the ticket exists, then the hand-off's reason and the articles considered and cited. */
+export interface DraftNoteInput extends MessageRef {
+  /** …/ticket-note/v1: the message's one internal note. */
+  key: string;
+  ticketId: string;
+  note: string;
+  /** The stored draft the note speaks of: its hand-off reason and articles are read from the store here. */
+  draftKey: string;
+}
+
+/**
+ * An internal note that follows the draft (a hand-off): the reason and the articles considered
+ * and cited, read from the store here so they never pass through history. Its request holds no
+ * text, so a rerun whose draft came out otherwise replays the note that is there.
+ */
+export async function commentDraftNote(
+  deps: TicketDeps,
+  input: DraftNoteInput,
+): Promise<{ commentId: string; operation: OperationReport }> {
+  const draft = await deps.store.completed<StoredDraft>(input.draftKey, OperationKind.draft);
+  return addComment(deps, {
+    key: input.key,
+    kind: OperationKind.ticketNote,
+    ticketId: input.ticketId,
+    messageId: input.messageId,
+    comment: 'note',
+    body: draft ? noteWithDraft(input.note, draft) : input.note,
+  });
+}
+
+/** The internal note: why, then the hand-off's reason and the articles considered and cited. */
 export function noteWithDraft(note: string, draft: StoredDraft): string {
   const lines = [note];
   if (draft.handoff) lines.push(`Handed off to a person: ${draft.handoff.reason}`);
@@ -105,4 +157,108 @@ export function noteWithDraft(note: string, draft: StoredDraft): string {
   if (draft.citations !== undefined && draft.citations.length > 0)
     lines.push(`Articles cited: ${draft.citations.join(', ')}`);
   return lines.join('\n');
+}
+
+/** The thread's ticket, opened once whichever message of the thread gets here first. */
+async function threadTicket(deps: TicketDeps, input: TicketInput, subject: string) {
+  const request = { inboxId: input.inboxId, threadId: input.threadId, provider: deps.tickets.name };
+  const opened = await runOperation<{ ticketId: string }>(
+    deps.store,
+    { key: input.threadKey, kind: OperationKind.threadTicket, request, leaseMs: deps.config.OPERATION_LEASE_MS },
+    (attempt) =>
+      deps.tickets.create(
+        {
+          externalId: input.threadKey,
+          inboxId: input.inboxId,
+          messageId: input.messageId,
+          threadId: input.threadId,
+          subject,
+          note: 'A conversation with the support agent.',
+        },
+        // A resumed attempt may follow one that created the ticket: the provider looks before creating.
+        { resumed: attempt.resumed, signal: Context.current().cancellationSignal },
+      ),
+  );
+  return opened.result;
+}
+
+export interface ReplyCommentInput extends MessageRef {
+  /** …/ticket-reply/v1 */
+  key: string;
+  ticketId: string;
+  /** The draft that went out (its stored text is the comment). */
+  draftKey: string;
+  replyMessageId: string;
+  /** The inbound messages the reply answers. */
+  covers: string[];
+}
+
+/** Our sent reply, as a public comment on the thread's ticket. */
+export async function commentReply(
+  deps: TicketDeps,
+  input: ReplyCommentInput,
+): Promise<{ commentId: string; operation: OperationReport }> {
+  const draft = await storedDraft(deps.store, input.draftKey);
+  const text = draft.text;
+  const cited =
+    draft.citations !== undefined && draft.citations.length > 0
+      ? `Articles cited: ${draft.citations.join(', ')}`
+      : null;
+  const answered =
+    input.covers.length > 1 ? `Answers ${input.covers.length} messages: ${input.covers.join(', ')}` : null;
+  return addComment(deps, {
+    key: input.key,
+    kind: OperationKind.ticketReply,
+    ticketId: input.ticketId,
+    messageId: input.messageId,
+    comment: 'reply',
+    body: [
+      `Replied (AgentMail message ${input.replyMessageId})`,
+      ...(answered ? [answered] : []),
+      ...(cited ? [cited] : []),
+      '',
+      text,
+    ].join('\n'),
+  });
+}
+
+async function addComment(
+  deps: TicketDeps,
+  spec: {
+    key: string;
+    kind: OperationKind;
+    ticketId: string;
+    messageId: string;
+    comment: 'reply' | 'note';
+    body: string;
+  },
+): Promise<{ commentId: string; operation: OperationReport }> {
+  const outcome = await runOperation<{ commentId: string }>(
+    deps.store,
+    {
+      key: spec.key,
+      kind: spec.kind,
+      request: {
+        ticketId: spec.ticketId,
+        messageId: spec.messageId,
+        comment: spec.comment,
+        provider: deps.tickets.name,
+      },
+      leaseMs: deps.config.OPERATION_LEASE_MS,
+    },
+    (attempt) =>
+      deps.tickets.addComment(
+        {
+          externalId: spec.key,
+          ticketId: spec.ticketId,
+          kind: spec.comment,
+          messageId: spec.messageId,
+          public: spec.comment === 'reply',
+          body: spec.body,
+          reopen: false,
+        },
+        { resumed: attempt.resumed, signal: Context.current().cancellationSignal },
+      ),
+  );
+  return { commentId: outcome.result.commentId, operation: outcome.operation };
 }

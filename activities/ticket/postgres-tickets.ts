@@ -1,6 +1,6 @@
 import type { Db } from '../../lib/db';
 import { sha256Hex } from '../../lib/hashing';
-import type { TicketProvider, TicketRequest } from './ticket-provider';
+import type { CommentRequest, TicketProvider, TicketRequest } from './ticket-provider';
 
 /** The default provider: tickets in the project's own Postgres, keyed by the operation key. */
 export class PostgresTickets implements TicketProvider {
@@ -28,5 +28,33 @@ export class PostgresTickets implements TicketProvider {
       ],
     );
     return { ticketId: created.rows[0]!.ticket_id };
+  }
+
+  /**
+   * Idempotent by itself: the comment's key is its primary key. A customer's message reopens a
+   * ticket a person closed, in the same transaction, so a ticket is never left closed under a
+   * question nobody saw.
+   */
+  async addComment(request: CommentRequest): Promise<{ commentId: string }> {
+    await this.db.query(
+      `WITH added AS (
+         INSERT INTO ticket_comments (comment_key, ticket_id, kind, public, message_id, note)
+         VALUES ($1, $2, $3, $4, $5, $6)
+         ON CONFLICT (comment_key) DO NOTHING
+         RETURNING ticket_id
+       )
+       UPDATE tickets SET status = 'open'
+        WHERE $7 AND status <> 'open' AND ticket_id IN (SELECT ticket_id FROM added)`,
+      [
+        request.externalId,
+        request.ticketId,
+        request.kind,
+        request.public,
+        request.messageId,
+        request.kind === 'note' ? request.body : null,
+        request.reopen,
+      ],
+    );
+    return { commentId: `C-${sha256Hex(request.externalId).slice(0, 12)}` };
   }
 }

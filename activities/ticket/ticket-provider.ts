@@ -11,8 +11,12 @@ export interface TicketRequest {
   threadId: string;
   subject: string;
   note: string;
-  /** The inbound message, for help desks that show it to agents (Postgres keeps ids only). */
-  message: { from: string; text: string; receivedAt: string };
+  /**
+   * The inbound message, for help desks that show it to agents (Postgres keeps ids only). Absent
+   * on a thread's ticket: its messages follow as comments, and the ticket's own fields stay the
+   * same whichever message of the thread opens it.
+   */
+  message?: { from: string; text: string; receivedAt: string };
 }
 
 export interface TicketAttempt {
@@ -25,7 +29,24 @@ export interface TicketAttempt {
   signal?: AbortSignal | undefined;
 }
 
+/**
+ * One comment on a thread's ticket: an inbound message (public, from the customer), our reply
+ * (public) or a skipped message's reason (an internal note). `externalId` is its operation key:
+ * `addComment` must add it at most once, also when an earlier attempt's outcome is unknown.
+ */
+export interface CommentRequest {
+  externalId: string;
+  ticketId: string;
+  kind: 'inbound' | 'reply' | 'note';
+  messageId: string;
+  public: boolean;
+  body: string;
+  /** A new customer message reopens a ticket a person closed (or solved). */
+  reopen: boolean;
+}
+
 export interface TicketProvider {
   readonly name: string;
   create(request: TicketRequest, attempt: TicketAttempt): Promise<{ ticketId: string }>;
+  addComment(request: CommentRequest, attempt: TicketAttempt): Promise<{ commentId: string }>;
 }

@@ -2,7 +2,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { providerIdempotencyKey } from '../../lib/hashing';
 import { FailureType, RetryableFailureType } from '../../contract';
 import { retryAfterMs } from '../failures/retry-after';
-import type { TicketAttempt, TicketProvider, TicketRequest } from './ticket-provider';
+import type { CommentRequest, TicketAttempt, TicketProvider, TicketRequest } from './ticket-provider';
 
 /**
  * Tickets in Zendesk Support, through its documented REST API (developer.zendesk.com, Tickets).
@@ -14,6 +14,11 @@ import type { TicketAttempt, TicketProvider, TicketRequest } from './ticket-prov
  *    the original ticket (`x-idempotency-lookup: hit`); the same key with another body is a 400.
  *  - `external_id`: a resumed attempt (an earlier one may have created the ticket and crashed or
  *    lost the response) first lists tickets by external id, which outlives the key's window.
+ *
+ * Comments (a later message, our reply, a skip's reason) are added by updating the ticket
+ * (`PUT /api/v2/tickets/{id}` with `ticket.comment`), which takes no idempotency key. So each
+ * comment carries a marker derived from its operation key, and a resumed attempt first reads the
+ * ticket's audits (`GET /api/v2/tickets/{id}/audits`) for a comment with that marker.
  */
 
 export interface ZendeskSettings {
@@ -68,6 +73,41 @@ export class ZendeskTickets implements TicketProvider {
     return { ticketId: String(created.ticket.id) };
   }
 
+  async addComment(request: CommentRequest, attempt: TicketAttempt): Promise<{ commentId: string }> {
+    const marker = commentMarker(request.externalId);
+    if (attempt.resumed) {
+      const found = await this.findComment(request.ticketId, marker, attempt.signal);
+      if (found !== undefined) return { commentId: found };
+    }
+    const ticket: Record<string, unknown> = {
+      comment: { body: `${request.body.trim() || '(no text)'}\n\n${marker}`, public: request.public },
+    };
+    // Zendesk: a solved (or pending, on-hold) ticket goes back to open with the customer's new message.
+    if (request.reopen) ticket.status = 'open';
+    const response = await this.call('PUT', `/api/v2/tickets/${encodeURIComponent(request.ticketId)}.json`, {
+      body: { ticket },
+      signal: attempt.signal,
+      what: `adding the comment ${request.externalId} to ticket ${request.ticketId}`,
+    });
+    const updated = (await response.json()) as { audit?: { id?: number } };
+    return { commentId: String(updated.audit?.id ?? marker) };
+  }
+
+  /** The audit that added the comment carrying `marker`, if any (every page of the ticket's audits). */
+  async findComment(ticketId: string, marker: string, signal?: AbortSignal): Promise<string | undefined> {
+    let path: string | null = `/api/v2/tickets/${encodeURIComponent(ticketId)}/audits.json`;
+    for (let page = 0; path !== null && page < MAX_AUDIT_PAGES; page++) {
+      const response = await this.call('GET', path, { signal, what: `reading the audits of ticket ${ticketId}` });
+      const body = (await response.json()) as { audits?: ZendeskAudit[]; next_page?: string | null };
+      for (const audit of body.audits ?? [])
+        for (const event of audit.events ?? [])
+          if (event.type === 'Comment' && [event.body, event.plain_body].some((text) => text?.includes(marker)))
+            return String(audit.id);
+      path = body.next_page ? pathOf(body.next_page, this.baseUrl) : null;
+    }
+    return undefined;
+  }
+
   /** The oldest ticket carrying this external id (Zendesk does not make external ids unique). */
   async findByExternalId(externalId: string, signal?: AbortSignal): Promise<ZendeskTicket | undefined> {
     const response = await this.call('GET', `/api/v2/tickets.json?external_id=${encodeURIComponent(externalId)}`, {
@@ -80,16 +120,23 @@ export class ZendeskTickets implements TicketProvider {
 
   /** Everything here comes from the stored message and our key, so every attempt sends the same body. */
   private ticketFields(request: TicketRequest, key: string) {
-    const description = [
-      request.note,
-      '',
-      `From: ${request.message.from}`,
-      `Subject: ${request.subject}`,
-      `Received: ${request.message.receivedAt}`,
-      `AgentMail inbox ${request.inboxId}, message ${request.messageId}, thread ${request.threadId}`,
-      '',
-      request.message.text.trim() || '(no text)',
-    ].join('\n');
+    const description = request.message
+      ? [
+          request.note,
+          '',
+          `From: ${request.message.from}`,
+          `Subject: ${request.subject}`,
+          `Received: ${request.message.receivedAt}`,
+          `AgentMail inbox ${request.inboxId}, message ${request.messageId}, thread ${request.threadId}`,
+          '',
+          request.message.text.trim() || '(no text)',
+        ].join('\n')
+      : [
+          request.note,
+          '',
+          `AgentMail inbox ${request.inboxId}, thread ${request.threadId}`,
+          'Each message of the conversation, and each reply, follows as a comment.',
+        ].join('\n');
     return {
       subject: request.subject,
       comment: { body: description },
@@ -99,7 +146,7 @@ export class ZendeskTickets implements TicketProvider {
   }
 
   private async call(
-    method: 'GET' | 'POST',
+    method: 'GET' | 'POST' | 'PUT',
     path: string,
     options: { body?: unknown; idempotencyKey?: string; signal?: AbortSignal | undefined; what: string },
   ): Promise<Response> {
@@ -134,7 +181,11 @@ export class ZendeskTickets implements TicketProvider {
 }
 
 /** Zendesk's answers, as failures a person can search for; only what retrying cannot fix is final. */
-async function zendeskFailure(response: Response, method: 'GET' | 'POST', what: string): Promise<ApplicationFailure> {
+async function zendeskFailure(
+  response: Response,
+  method: 'GET' | 'POST' | 'PUT',
+  what: string,
+): Promise<ApplicationFailure> {
   const status = response.status;
   const body = (await response.json().catch(() => ({}))) as { error?: unknown; description?: unknown };
   const detail =
@@ -178,7 +229,25 @@ async function zendeskFailure(response: Response, method: 'GET' | 'POST', what: 
 }
 
 /** A create whose answer was lost may have happened (the retry's key and look-up settle it); a read did nothing. */
-const unknownOutcome = (method: 'GET' | 'POST') => (method === 'POST' ? 'TicketOutcomeUnknown' : 'HelpdeskUnavailable');
+const unknownOutcome = (method: 'GET' | 'POST' | 'PUT') =>
+  method === 'GET' ? 'HelpdeskUnavailable' : 'TicketOutcomeUnknown';
+
+interface ZendeskAudit {
+  id: number;
+  events?: Array<{ type?: string; body?: string; plain_body?: string }>;
+}
+
+/** A long conversation's audits span pages; a comment older than this many pages is not looked for. */
+const MAX_AUDIT_PAGES = 20;
+
+/** Put in the comment's text; derived from the operation key (hashed: the key may hold ids of any length). */
+export const commentMarker = (operationKey: string): string => `[ref:${providerIdempotencyKey(operationKey)}]`;
+
+/** Zendesk's next_page is an absolute URL on the same host; followed as a path on ours only. */
+function pathOf(nextPage: string, baseUrl: string): string | null {
+  const next = new URL(nextPage, baseUrl);
+  return next.origin === new URL(baseUrl).origin ? `${next.pathname}${next.search}` : null;
+}
 
 function errorText(error: unknown): string {
   if (!(error instanceof Error)) return String(error);

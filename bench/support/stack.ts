@@ -117,6 +117,9 @@ export async function startOurs(
             REPLY_BUDGET_PER_SENDER: '1000000',
             // Thousands of replies an hour from a few inboxes: the per-inbox circuit breaker is not measured either.
             REPLY_CEILING_PER_INBOX_PER_HOUR: '1000000000',
+            // Conversations' burst window is a wait an operator chooses, not a cost: off unless a
+            // scenario sets it (the threads scenario does), so the drains measure the work.
+            REPLY_COALESCE_MS: options.env?.REPLY_COALESCE_MS ?? '0',
           },
         });
   const port = await freePort();

@@ -11,6 +11,10 @@ import { HelpdeskFaults, helpdeskFaultSchema } from './faults';
  *    inside the window returns the original response with `x-idempotency-lookup: hit` (a first
  *    use says `miss`); the same key with another body is 400 `IdempotentRequestError`.
  *  - `GET /api/v2/tickets?external_id=…` lists the tickets carrying an external id.
+ *  - `PUT /api/v2/tickets/{id}` with `ticket.comment` adds a comment (no idempotency key: Zendesk
+ *    takes none on updates), `ticket.status` changes the status; a closed ticket cannot be
+ *    updated (422). Every change is an audit: `GET /api/v2/tickets/{id}/audits` lists them, with
+ *    `Comment` events, and `GET /api/v2/tickets/{id}/comments` the comments.
  * Zendesk does not document its answer to a repeat that arrives while the first is still being
  * processed; the stand-in answers 409 (`IdempotentRequestInProgress`), which the adapter retries.
  * API token auth: `Authorization: Basic base64(<email>/token:<token>)`.
@@ -51,6 +55,22 @@ export interface HelpdeskRequestRecord {
   fault: string | null;
 }
 
+export interface HelpdeskComment {
+  id: number;
+  type: 'Comment';
+  body: string;
+  plain_body: string;
+  public: boolean;
+  created_at: string;
+}
+
+export interface HelpdeskAudit {
+  id: number;
+  ticket_id: number;
+  created_at: string;
+  events: Array<HelpdeskComment | { id: number; type: 'Create' | 'Change'; field_name?: string; value?: string }>;
+}
+
 interface KeyRecord {
   fingerprint: string;
   createdAtMs: number;
@@ -71,9 +91,21 @@ const createSchema = z.object({
     .passthrough(),
 });
 
+const updateSchema = z.object({
+  ticket: z
+    .object({
+      comment: z
+        .object({ body: z.string().optional(), html_body: z.string().optional(), public: z.boolean().optional() })
+        .optional(),
+      status: z.enum(['new', 'open', 'pending', 'hold', 'solved', 'closed']).optional(),
+    })
+    .passthrough(),
+});
+
 export interface Helpdesk {
   app: FastifyInstance;
   tickets: HelpdeskTicket[];
+  audits: HelpdeskAudit[];
   requests: HelpdeskRequestRecord[];
 }
 
@@ -83,6 +115,8 @@ export function buildHelpdeskStandIn(options: HelpdeskOptions): Helpdesk {
   });
   const expected = `Basic ${Buffer.from(`${options.email}/token:${options.apiToken}`).toString('base64')}`;
   const tickets: HelpdeskTicket[] = [];
+  const audits: HelpdeskAudit[] = [];
+  let nextEventId = 1;
   const requests: HelpdeskRequestRecord[] = [];
   const keys = new Map<string, KeyRecord>();
   const faults = new HelpdeskFaults();
@@ -201,7 +235,25 @@ export function buildHelpdeskStandIn(options: HelpdeskOptions): Helpdesk {
       updated_at: at,
     };
     tickets.push(ticket);
-    const body = { ticket, audit: { id: 1000 + id, ticket_id: id, created_at: at, events: [{ type: 'Create' }] } };
+    const comment = parsed.data.ticket.comment;
+    const audit: HelpdeskAudit = {
+      id: 1000 + audits.length + 1,
+      ticket_id: id,
+      created_at: at,
+      events: [
+        { id: nextEventId++, type: 'Create' },
+        {
+          id: nextEventId++,
+          type: 'Comment',
+          body: description,
+          plain_body: description,
+          public: comment?.public ?? true,
+          created_at: at,
+        },
+      ],
+    };
+    audits.push(audit);
+    const body = { ticket, audit };
     if (key !== null) {
       keys.get(key)!.response = { status: 201, body };
       if (record) record.lookup = 'miss';
@@ -224,6 +276,59 @@ export function buildHelpdeskStandIn(options: HelpdeskOptions): Helpdesk {
     return ticket ? { ticket } : reply.code(404).send({ error: 'RecordNotFound', description: 'Not found' });
   });
 
+  const ticketOf = (id: string) => tickets.find((t) => String(t.id) === id.replace(/\.json$/, ''));
+  const updateTicket = async (request: FastifyRequest<{ Params: { id: string } }>, reply: FastifyReply) => {
+    const ticket = ticketOf(request.params.id);
+    if (!ticket) return reply.code(404).send({ error: 'RecordNotFound', description: 'Not found' });
+    const parsed = updateSchema.safeParse(request.body);
+    if (!parsed.success) return reply.code(400).send({ error: 'InvalidRequest', description: parsed.error.message });
+    if (ticket.status === 'closed')
+      return reply.code(422).send({
+        error: 'RecordInvalid',
+        description: 'Record validation errors',
+        details: { status: [{ description: 'Status: closed prevents ticket update' }] },
+      });
+    const at = new Date(now()).toISOString();
+    const audit: HelpdeskAudit = { id: 1000 + audits.length + 1, ticket_id: ticket.id, created_at: at, events: [] };
+    const { comment, status } = parsed.data.ticket;
+    const text = comment?.body ?? comment?.html_body;
+    if (text !== undefined)
+      audit.events.push({
+        id: nextEventId++,
+        type: 'Comment',
+        body: text,
+        plain_body: text,
+        public: comment?.public ?? true,
+        created_at: at,
+      });
+    if (status !== undefined && status !== ticket.status) {
+      audit.events.push({ id: nextEventId++, type: 'Change', field_name: 'status', value: status });
+      ticket.status = status === 'hold' ? 'pending' : status;
+    }
+    ticket.updated_at = at;
+    if (audit.events.length > 0) audits.push(audit);
+    return { ticket, audit };
+  };
+  app.put('/api/v2/tickets/:id', updateTicket);
+  const auditsOf = async (request: FastifyRequest<{ Params: { id: string } }>, reply: FastifyReply) => {
+    const ticket = ticketOf(request.params.id);
+    if (!ticket) return reply.code(404).send({ error: 'RecordNotFound', description: 'Not found' });
+    const found = audits.filter((a) => a.ticket_id === ticket.id);
+    return { audits: found, next_page: null, previous_page: null, count: found.length };
+  };
+  app.get('/api/v2/tickets/:id/audits', auditsOf);
+  app.get('/api/v2/tickets/:id/audits.json', auditsOf);
+  const commentsOf = async (request: FastifyRequest<{ Params: { id: string } }>, reply: FastifyReply) => {
+    const ticket = ticketOf(request.params.id);
+    if (!ticket) return reply.code(404).send({ error: 'RecordNotFound', description: 'Not found' });
+    const comments = audits
+      .filter((a) => a.ticket_id === ticket.id)
+      .flatMap((a) => a.events.filter((e): e is HelpdeskComment => e.type === 'Comment'));
+    return { comments, next_page: null, previous_page: null, count: comments.length };
+  };
+  app.get('/api/v2/tickets/:id/comments', commentsOf);
+  app.get('/api/v2/tickets/:id/comments.json', commentsOf);
+
   // Control (/_helpdesk): inspect, arm faults, move the clock. No auth: loopback only.
   app.get('/_helpdesk/tickets', async () => ({ count: tickets.length, tickets }));
   app.get('/_helpdesk/requests', async () => ({ count: requests.length, requests }));
@@ -241,8 +346,19 @@ export function buildHelpdeskStandIn(options: HelpdeskOptions): Helpdesk {
     clockOffsetMs += ms;
     return { offset_ms: clockOffsetMs };
   });
+  app.get<{ Params: { id: string } }>('/_helpdesk/tickets/:id/audits', async (request) => ({
+    audits: audits.filter((a) => String(a.ticket_id) === request.params.id),
+  }));
+  app.post<{ Params: { id: string } }>('/_helpdesk/tickets/:id/status', async (request, reply) => {
+    const ticket = ticketOf(request.params.id);
+    const { status } = z.object({ status: z.enum(['new', 'open', 'pending', 'solved', 'closed']) }).parse(request.body);
+    if (!ticket) return reply.code(404).send({ error: 'no such ticket' });
+    ticket.status = status;
+    return { ticket };
+  });
   app.post('/_helpdesk/reset', async () => {
     tickets.length = 0;
+    audits.length = 0;
     requests.length = 0;
     keys.clear();
     faults.clear();
@@ -250,5 +366,5 @@ export function buildHelpdeskStandIn(options: HelpdeskOptions): Helpdesk {
     return { ok: true };
   });
 
-  return { app, tickets, requests };
+  return { app, tickets, audits, requests };
 }

@@ -1,4 +1,4 @@
-import type { HelpdeskRequestRecord, HelpdeskTicket } from './app';
+import type { HelpdeskAudit, HelpdeskComment, HelpdeskRequestRecord, HelpdeskTicket } from './app';
 import { controlCall } from '../control-call';
 import type { HelpdeskFault, HelpdeskFaultInput } from './faults';
 
@@ -9,6 +9,17 @@ export class HelpdeskControl {
   async tickets(filter: { external_id?: string } = {}): Promise<HelpdeskTicket[]> {
     const { tickets } = await this.call<{ tickets: HelpdeskTicket[] }>('GET', '/_helpdesk/tickets');
     return filter.external_id === undefined ? tickets : tickets.filter((t) => t.external_id === filter.external_id);
+  }
+
+  /** Every comment of a ticket, oldest first (the ticket's audits' Comment events). */
+  async comments(ticketId: string | number): Promise<HelpdeskComment[]> {
+    const { audits } = await this.call<{ audits: HelpdeskAudit[] }>('GET', `/_helpdesk/tickets/${ticketId}/audits`);
+    return audits.flatMap((a) => a.events.filter((e): e is HelpdeskComment => e.type === 'Comment'));
+  }
+
+  /** What a person does in Zendesk: solve or close a ticket. */
+  setStatus(ticketId: string | number, status: HelpdeskTicket['status']): Promise<{ ticket: HelpdeskTicket }> {
+    return this.call('POST', `/_helpdesk/tickets/${ticketId}/status`, { status });
   }
 
   async requests(): Promise<HelpdeskRequestRecord[]> {

@@ -63,6 +63,8 @@ export class AppProcess {
       AGENTMAIL_BASE_URL: h.sandboxUrl,
       REPLYONCE_WORKFLOW_BUNDLE: testEnv.workflowBundle,
       OPERATION_LEASE_MS: String(options.leaseMs ?? 2_000),
+      // Conversations: no burst window unless a test asks for one (test/conversations.test.ts).
+      REPLY_COALESCE_MS: '0',
       METRICS_PORT: '0',
       PUBLIC_WEBHOOK_URL: `${h.apiUrl}/webhooks/agentmail`,
       ...options.env,

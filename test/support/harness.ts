@@ -68,6 +68,8 @@ export interface HarnessOptions {
   approvalTimeoutMs?: number;
   reconcileAfterMs?: number;
   leaseMs?: number;
+  /** REPLY_COALESCE_MS: how long a thread's burst may go on before it is answered (default here: 0, at once). */
+  coalesceMs?: number;
   /** The webhook watchdog re-enables a disabled webhook and catches up (WATCHDOG_REENABLE). */
   webhookReenable?: boolean;
   /** The AgentMail client's per-request timeout (s); short in tests of timeouts and "in progress" answers. */
@@ -185,6 +187,7 @@ export class Harness {
           APPROVAL_TIMEOUT_MS: options.approvalTimeoutMs ?? 60_000,
           SEND_RECONCILE_AFTER_MS: options.reconcileAfterMs ?? 23 * 60 * 60 * 1000,
           OPERATION_LEASE_MS: options.leaseMs ?? 5_000,
+          REPLY_COALESCE_MS: options.coalesceMs ?? 0,
           WATCHDOG_REENABLE: options.webhookReenable ?? false,
           PUBLIC_WEBHOOK_URL: `${apiUrl}/webhooks/agentmail`,
           KNOWLEDGE_INBOX_COLLECTIONS: options.knowledgeInboxCollections ?? {},

@@ -1,0 +1,450 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { after, before, describe, test } from 'node:test';
+import type { DraftAnswer, Drafter, DraftRequest } from '../activities/draft/drafting/drafter';
+import { OfflineDrafter } from '../activities/draft/drafting/offline-drafter';
+import { catchUpInbox } from '../intake/catch-up';
+import { InboxCursors } from '../intake/inbox-cursors';
+import { IntakeStore } from '../intake/intake-store';
+import type { Failpoint } from '../lib/failpoints';
+import { inboundWorkflowId, threadWorkflowId } from '../lib/hashing';
+import {
+  type InboundMessageResult,
+  type MessageRef,
+  reviewUpdate,
+  threadStateQuery,
+  threadTicketKey,
+} from '../contract';
+import type { WorkflowHandle } from '@temporalio/client';
+import { AppProcess } from './support/app-process';
+import { Harness } from './support/harness';
+import { eventually } from './support/temporal';
+import { replyStatus, within } from './support/workflow-watch';
+
+// Conversations: a thread's messages take turns (a per-thread workflow hands them out), a burst is
+// answered once, one ticket per thread. Counted where the effects land: emails in the sandbox's
+// outbox, tickets and comments in Postgres, drafter calls, the workflows' results.
+
+/** The burst window of these tests: long enough for messages sent a few hundred ms apart. */
+const COALESCE_MS = 1_500;
+
+/**
+ * Records what each draft saw; a subject starting "slow:" takes its time (a model thinking), one
+ * starting "held:" waits until the test lets it go.
+ */
+class RecordingDrafter implements Drafter {
+  readonly name = 'offline';
+  readonly requests: Array<DraftRequest & { startedAt: number; endedAt?: number }> = [];
+  private readonly inner = new OfflineDrafter();
+  private gate: Promise<void> = Promise.resolve();
+  /** Holds every "held:" draft until the returned function is called. */
+  hold(): () => void {
+    let open!: () => void;
+    this.gate = new Promise((resolve) => (open = resolve));
+    return open;
+  }
+  async draft(request: DraftRequest): Promise<DraftAnswer> {
+    const entry: DraftRequest & { startedAt: number; endedAt?: number } = { ...request, startedAt: Date.now() };
+    this.requests.push(entry);
+    if (request.subject.startsWith('slow:')) await sleep(2_500);
+    if (request.subject.startsWith('held:')) await this.gate;
+    const answer = await this.inner.draft(request);
+    entry.endedAt = Date.now();
+    return answer;
+  }
+  of(ref: MessageRef) {
+    return this.requests.filter((r) => r.inboxId === ref.inboxId && r.messageId === ref.messageId);
+  }
+}
+
+const approvalInbox = `approve-${randomUUID().slice(0, 8)}@sandbox.agentmail.local`;
+const drafter = new RecordingDrafter();
+let h: Harness;
+before(async () => {
+  h = await Harness.start({ coalesceMs: COALESCE_MS, drafter, approvalInboxes: [approvalInbox] });
+});
+after(() => h.close());
+
+/** A customer per thread: the per-sender reply budget is shared by every test on this database. */
+function conversation(inboxId = h.newInbox()) {
+  const threadId = randomUUID();
+  const from = `Ada <ada-${randomUUID().slice(0, 8)}@customer.example>`;
+  return {
+    inboxId,
+    threadId,
+    async write(
+      text: string,
+      more: { subject?: string; timestamp?: string; duplicates?: number; deliver?: boolean } = {},
+    ) {
+      const inbound = await h.sandbox.inbound({
+        inbox_id: inboxId,
+        thread_id: threadId,
+        from,
+        subject: more.subject ?? 'My order',
+        text,
+        ...(more.timestamp ? { timestamp: more.timestamp } : {}),
+        ...(more.duplicates ? { duplicates: more.duplicates } : {}),
+        ...(more.deliver === false ? { deliver: false } : {}),
+      });
+      return { ref: { inboxId, messageId: inbound.message.message_id }, eventId: inbound.event_id };
+    },
+  };
+}
+
+/**
+ * The invariant: every inbound message is covered by exactly one reply or one recorded skip.
+ * A sent reply covers its `covers`; a skip covers itself; answered-together names a sent reply
+ * that lists it. Also: one email per sent reply, nothing else in the outbox.
+ */
+async function assertCovered(h: Harness, inboxId: string, refs: MessageRef[], timeoutMs = 60_000) {
+  const results = new Map<string, InboundMessageResult>();
+  for (const ref of refs)
+    results.set(ref.messageId, await within(timeoutMs, h.workflowResult(ref, timeoutMs), ref.messageId));
+  const coverings = new Map<string, string[]>(refs.map((r) => [r.messageId, []]));
+  for (const [messageId, result] of results) {
+    if (result.status === 'sent' || result.status === 'rejected')
+      for (const covered of result.covers) coverings.get(covered)?.push(`reply of ${messageId}`);
+    if (result.status === 'skipped') coverings.get(messageId)?.push('skip');
+    if (result.status === 'answered-together') {
+      const by = results.get(result.coveredBy);
+      assert.ok(by?.status === 'sent' && by.covers.includes(messageId), `${messageId} is in its coverer's reply`);
+    }
+  }
+  for (const [messageId, by] of coverings) assert.equal(by.length, 1, `${messageId} covered once: ${by.join(', ')}`);
+  const sent = [...results.values()].filter((r) => r.status === 'sent');
+  const outbox = await h.sandbox.outbox({ inbox_id: inboxId });
+  assert.equal(outbox.length, sent.length, 'one email per reply');
+  assert.deepEqual(
+    outbox.map((o) => o.message.in_reply_to).sort(),
+    [...results]
+      .filter(([, r]) => r.status === 'sent')
+      .map(([id]) => id)
+      .sort(),
+    'each reply goes to the message that holds it',
+  );
+  return results;
+}
+
+/** The run's ReplyStatus, or undefined while the intake has not started it yet. */
+async function statusOf(handle: WorkflowHandle): Promise<string | undefined> {
+  return ((await replyStatus(handle).catch(() => undefined)) as string[] | undefined)?.[0];
+}
+
+async function threadTickets(h: Harness, inboxId: string, threadId: string) {
+  const tickets = await h.db.query<{ ticket_id: string; status: string; operation_key: string }>(
+    'SELECT ticket_id, status, operation_key FROM tickets WHERE inbox_id = $1 AND thread_id = $2',
+    [inboxId, threadId],
+  );
+  const comments = await h.db.query<{ kind: string; public: boolean; message_id: string }>(
+    `SELECT kind, public, message_id FROM ticket_comments WHERE ticket_id = ANY($1) ORDER BY created_at`,
+    [tickets.rows.map((t) => t.ticket_id)],
+  );
+  return { tickets: tickets.rows, comments: comments.rows };
+}
+
+describe('a thread is answered in order', () => {
+  test('a follow-up written while the first message is drafted waits for its turn, and its draft sees our first reply', async () => {
+    // Prepare: the first message's draft takes 2.5 s
+    const c = conversation();
+    const first = await c.write('Where is my order?', { subject: 'slow: My order' });
+    await eventually(async () => (drafter.of(first.ref).length > 0 ? true : undefined), 'the first draft to start');
+    // Act: the customer writes again while we draft
+    const second = await c.write('Also, can I change the address?');
+
+    // Assess: two replies, one after the other, the second aware of the first
+    const results = await assertCovered(h, c.inboxId, [first.ref, second.ref]);
+    assert.deepEqual(
+      [...results.values()].map((r) => r.status),
+      ['sent', 'sent'],
+    );
+    const [a] = drafter.of(first.ref);
+    const [b] = drafter.of(second.ref);
+    assert.ok(a?.endedAt !== undefined && b !== undefined && b.startedAt >= a.endedAt, 'never drafted side by side');
+    assert.ok(
+      b.thread.some((m) => m.direction === 'outbound'),
+      `the second draft sees our reply to the first: ${b.thread.map((m) => m.direction).join(', ')}`,
+    );
+    assert.equal(drafter.of(second.ref).length, 1);
+  });
+
+  test('different threads do not wait on each other', async () => {
+    // Prepare: a draft in one thread that does not end until the test says so
+    const slow = conversation();
+    const other = conversation();
+    const letGo = drafter.hold();
+    try {
+      const held = await slow.write('Take your time', { subject: 'held: thinking' });
+      await eventually(async () => (drafter.of(held.ref).length > 0 ? true : undefined), 'the held draft to start');
+      // Act
+      const quick = await other.write('Quick question');
+      const quickResult = await h.workflowResult(quick.ref, 60_000);
+      // Assess: the other thread's reply went out while the first thread's turn was still held
+      assert.equal(quickResult.status, 'sent');
+      assert.equal(drafter.of(held.ref)[0]?.endedAt, undefined, 'answered while the held draft had not ended');
+      letGo();
+      assert.equal((await h.workflowResult(held.ref)).status, 'sent');
+    } finally {
+      letGo();
+    }
+  });
+});
+
+describe('a burst is answered once', () => {
+  test('three messages within the window: one reply to the newest, drafted with all of them; the others answered-together with CoveredBy', async () => {
+    // Prepare
+    const c = conversation();
+    // Act
+    const refs: MessageRef[] = [];
+    for (const text of ['Where is my order?', 'It was order 42.', 'Also, can I change the address?']) {
+      refs.push((await c.write(text)).ref);
+      await sleep(300);
+    }
+    // Assess
+    const results = await assertCovered(h, c.inboxId, refs);
+    const newest = refs[2]!;
+    const last = results.get(newest.messageId);
+    assert.equal(last?.status, 'sent');
+    assert.deepEqual(
+      last.status === 'sent' && last.covers,
+      refs.map((r) => r.messageId),
+    );
+    for (const ref of refs.slice(0, 2)) {
+      const result = results.get(ref.messageId);
+      assert.deepEqual(result, {
+        status: 'answered-together',
+        coveredBy: newest.messageId,
+        ticketId: result?.status === 'answered-together' ? result.ticketId : null,
+      });
+      const description = await h.client.workflow.getHandle(inboundWorkflowId(ref)).describe();
+      assert.deepEqual(description.searchAttributes.ReplyStatus, ['answered-together']);
+      assert.deepEqual(description.searchAttributes.CoveredBy, [newest.messageId]);
+      assert.equal(drafter.of(ref).length, 0, 'no draft of its own');
+    }
+    const [draft] = drafter.of(newest);
+    assert.equal(drafter.of(newest).length, 1);
+    assert.equal(draft?.thread.filter((m) => m.direction === 'inbound').length, 2, 'the whole burst in the prompt');
+    // One ticket: three inbound comments, one public reply
+    const { tickets, comments } = await threadTickets(h, c.inboxId, c.threadId);
+    assert.equal(tickets.length, 1);
+    assert.deepEqual(comments.map((m) => `${m.kind}:${m.public}`).sort(), [
+      'inbound:true',
+      'inbound:true',
+      'inbound:true',
+      'reply:true',
+    ]);
+    // The thread's workflow, between turns: nobody holds one
+    const thread = h.client.workflow.getHandle(threadWorkflowId(c.inboxId, c.threadId));
+    await eventually(
+      async () => ((await thread.query(threadStateQuery)).holder === null ? true : undefined),
+      'the turn released',
+    );
+    const metadata = await thread.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
+    assert.match(metadata.currentDetails ?? '', /\*\*Turn\*\*: nobody/);
+  });
+
+  test('delivered three times and out of order: every message covered exactly once', async () => {
+    // Prepare: four messages a second apart, stored first, then delivered newest first, each three times
+    const c = conversation();
+    const start = Date.now() - 4_000;
+    const written = [];
+    for (let i = 0; i < 4; i += 1)
+      written.push(
+        await c.write(`message ${i}`, { timestamp: new Date(start + i * 1_000).toISOString(), deliver: false }),
+      );
+    // Act
+    for (const i of [3, 0, 2, 1]) {
+      const { eventId } = written[i]!;
+      await Promise.all([h.sandbox.redeliver(eventId), h.sandbox.redeliver(eventId), h.sandbox.redeliver(eventId)]);
+    }
+    // Assess
+    const results = await assertCovered(
+      h,
+      c.inboxId,
+      written.map((w) => w.ref),
+    );
+    assert.equal(h.drafter.callsFor(written[3]!.ref) <= 1, true);
+    assert.ok(
+      [...results.values()].some((r) => r.status === 'answered-together'),
+      'the burst was coalesced',
+    );
+  });
+
+  test('under the catch-up (webhooks lost, a replay hands the thread over): every message covered exactly once', async () => {
+    // Prepare: three messages of one thread arrive while the webhook is off
+    const c = conversation();
+    await h.sandbox.setWebhook({ enabled: false });
+    const refs: MessageRef[] = [];
+    try {
+      for (let i = 0; i < 3; i += 1) refs.push((await c.write(`lost ${i}`)).ref);
+    } finally {
+      await h.sandbox.setWebhook({ enabled: true });
+    }
+    // Act: the catch-up twice at once (an operator and the watchdog)
+    const deps = {
+      agentmail: h.agentmail,
+      intake: new IntakeStore(h.db, h.taskQueue),
+      cursors: new InboxCursors(h.db),
+      operationRetentionDays: 90,
+    };
+    const since = new Date(Date.now() - 60_000);
+    await Promise.all([
+      catchUpInbox(deps, { inboxId: c.inboxId, since }),
+      catchUpInbox(deps, { inboxId: c.inboxId, since }),
+    ]);
+    // Assess
+    await assertCovered(h, c.inboxId, refs);
+  });
+});
+
+describe('one ticket per thread', () => {
+  test('two first messages of a new thread racing make one ticket, each message a comment on it', async () => {
+    // Prepare
+    const c = conversation();
+    // Act
+    const [a, b] = await Promise.all([c.write('First!'), c.write('Also first!')]);
+    await assertCovered(h, c.inboxId, [a.ref, b.ref]);
+    // Assess
+    const { tickets, comments } = await threadTickets(h, c.inboxId, c.threadId);
+    assert.equal(tickets.length, 1);
+    assert.equal(tickets[0]?.operation_key, threadTicketKey(c.inboxId, c.threadId));
+    assert.deepEqual(
+      comments
+        .filter((m) => m.kind === 'inbound')
+        .map((m) => m.message_id)
+        .sort(),
+      [a.ref.messageId, b.ref.messageId].sort(),
+    );
+  });
+
+  test('a follow-up after a person closed the ticket reopens it: never a second ticket', async () => {
+    // Prepare: answered, then closed by a person
+    const c = conversation();
+    const first = await c.write('Where is my order?');
+    assert.equal((await h.workflowResult(first.ref)).status, 'sent');
+    await h.db.query(`UPDATE tickets SET status = 'closed' WHERE inbox_id = $1 AND thread_id = $2`, [
+      c.inboxId,
+      c.threadId,
+    ]);
+    // Act
+    const second = await c.write('It still has not arrived.');
+    const result = await h.workflowResult(second.ref);
+    // Assess
+    assert.equal(result.status, 'sent');
+    const { tickets, comments } = await threadTickets(h, c.inboxId, c.threadId);
+    assert.deepEqual(
+      tickets.map((t) => t.status),
+      ['open'],
+    );
+    assert.deepEqual(
+      comments.map((m) => m.kind),
+      ['inbound', 'reply', 'inbound', 'reply'],
+    );
+    assert.equal(result.status === 'sent' && result.ticketId, tickets[0]?.ticket_id);
+  });
+});
+
+describe('approval and coalescing', () => {
+  test('a message that arrives while the reply awaits approval waits for the verdict, then gets its own turn', async () => {
+    // Prepare: the first reply waits for a person
+    const c = conversation(approvalInbox);
+    const first = await c.write('Please refund me.');
+    const firstHandle = h.client.workflow.getHandle(inboundWorkflowId(first.ref));
+    await eventually(
+      async () => (await statusOf(firstHandle)) === 'awaiting_approval' || undefined,
+      'the first reply to await approval',
+    );
+    // Act: the customer writes again; the window passes
+    const second = await c.write('Any news?');
+    const secondHandle = h.client.workflow.getHandle(inboundWorkflowId(second.ref));
+    await sleep(COALESCE_MS + 1_500);
+    // Assess: the pending draft is untouched, the new message waits
+    assert.deepEqual(await replyStatus(secondHandle), ['waiting_turn']);
+    assert.equal(drafter.of(second.ref).length, 0);
+    assert.equal(drafter.of(first.ref).length, 1);
+    await firstHandle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', reviewer: 'grace' }] });
+    assert.equal((await firstHandle.result()).status, 'sent');
+    await eventually(
+      async () => (await statusOf(secondHandle)) === 'awaiting_approval' || undefined,
+      'the second reply to await approval',
+    );
+    assert.ok(
+      drafter.of(second.ref)[0]?.thread.some((m) => m.direction === 'outbound'),
+      'its draft saw the approved reply',
+    );
+    await secondHandle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', reviewer: 'grace' }] });
+    const results = await assertCovered(h, c.inboxId, [first.ref, second.ref]);
+    assert.deepEqual(
+      [...results.values()].map((r) => r.status === 'sent' && r.covers.length),
+      [1, 1],
+    );
+  });
+});
+
+describe('SIGKILLed workers', () => {
+  // Worker processes of their own, on a harness without an in-process worker.
+  let hc: Harness;
+  const workers: AppProcess[] = [];
+  before(async () => {
+    hc = await Harness.start({ worker: false });
+  });
+  after(async () => {
+    await Promise.all(workers.map((w) => w.stop()));
+    await hc.close();
+  });
+  // Long enough that the burst, stored first and then delivered at once, is one burst even when
+  // the machine is slow to decide each message.
+  const CRASH_COALESCE_MS = 4_000;
+  const startWorker = async (failpoints: Failpoint[] = []) => {
+    const worker = await AppProcess.startWorker(hc, {
+      failpoints,
+      env: { REPLY_COALESCE_MS: String(CRASH_COALESCE_MS) },
+    });
+    workers.push(worker);
+    return worker;
+  };
+
+  async function burstAcrossACrash(failpoint: 'turn.after-request' | 'reply.after-effect') {
+    const crashing = await startWorker([failpoint]);
+    const inboxId = hc.newInbox();
+    const threadId = randomUUID();
+    const from = `Ada <ada-${randomUUID().slice(0, 8)}@customer.example>`;
+    const refs: MessageRef[] = [];
+    const events: string[] = [];
+    for (const text of ['one', 'two', 'three']) {
+      const inbound = await hc.sandbox.inbound({
+        inbox_id: inboxId,
+        thread_id: threadId,
+        from,
+        subject: 'Burst',
+        text,
+        deliver: false,
+      });
+      refs.push({ inboxId, messageId: inbound.message.message_id });
+      events.push(inbound.event_id);
+    }
+    await Promise.all(events.map((eventId) => hc.sandbox.redeliver(eventId)));
+    const died = await within(90_000, crashing.exited, `the worker to die at ${failpoint}`);
+    assert.equal(died.signal, 'SIGKILL');
+    await startWorker();
+    return { inboxId, refs, results: await assertCovered(hc, inboxId, refs, 90_000) };
+  }
+
+  test('killed in the hand-over (the turn asked for, the answer not yet recorded): every message covered once, one email', async () => {
+    const { results } = await burstAcrossACrash('turn.after-request');
+    assert.equal([...results.values()].filter((r) => r.status === 'sent').length >= 1, true);
+  });
+
+  test('killed around the coalesced send (AgentMail accepted it, the row not completed): one email answering the burst', async () => {
+    const { inboxId, refs, results } = await burstAcrossACrash('reply.after-effect');
+    const sent = [...results.entries()].filter(([, r]) => r.status === 'sent');
+    assert.equal(sent.length, 1, 'the burst was answered once');
+    assert.equal(sent[0]?.[0], refs[2]!.messageId);
+    const [, coalesced] = sent[0];
+    assert.deepEqual(
+      coalesced.status === 'sent' && coalesced.covers,
+      refs.map((r) => r.messageId),
+    );
+    assert.equal((await hc.sandbox.outbox({ inbox_id: inboxId })).length, 1);
+  });
+});

@@ -1,0 +1,139 @@
+import {
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  getExternalWorkflowHandle,
+  log,
+  setCurrentDetails,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
+import {
+  releaseTurnSignal,
+  type ThreadInput,
+  type ThreadState,
+  threadStateQuery,
+  type TurnGrant,
+  type TurnRequest,
+  turnRequestSignal,
+  turnSignal,
+} from '../contract';
+
+/**
+ * A conversation's turn keeper: one per AgentMail thread (its id from inbox_id + thread_id), the
+ * mutex / entity pattern of Temporal's samples. Message workflows that owe a reply ask for their
+ * turn by signal-with-start (activities/turns/request-turn.ts); it hands out one turn at a time,
+ * in the order of the messages' timestamps, so a follow-up's draft sees our reply to the message
+ * before it. A burst is answered once: while a turn is held, and until REPLY_COALESCE_MS after
+ * the newest waiting message, requests pile up; then the newest gets the turn covering all of
+ * them and the others are told which message's reply answers them. Different threads never
+ * wait on each other: each has its own workflow. Ids and times only, never text.
+ */
+
+/** A thread with nothing to hand out ends after this long; the next message starts it again. */
+const IDLE_MS = 60 * 60 * 1000;
+/** Runs answered lately, kept so that a repeated request (a retried signal) is not answered twice. */
+const ANSWERED_KEPT = 500;
+/** Well inside Temporal's limits (50 K events), and cheap to replay. */
+const MAX_HISTORY_EVENTS = 5_000;
+
+export async function threadWorkflow(input: ThreadInput): Promise<void> {
+  const state: ThreadState = input.state ?? { waiting: [], holder: null, answered: [] };
+  let arrivals = 0;
+  const show = () => setCurrentDetails(threadDetails(state));
+
+  setHandler(turnRequestSignal, (request) => {
+    const known =
+      state.answered.includes(request.runId) ||
+      state.holder?.runId === request.runId ||
+      state.waiting.some((w) => w.runId === request.runId);
+    if (known) return;
+    state.waiting.push(request);
+    arrivals++;
+    show();
+  });
+  setHandler(releaseTurnSignal, ({ runId }) => {
+    if (state.holder?.runId !== runId) return;
+    state.holder = null;
+    show();
+  });
+  setHandler(threadStateQuery, () => state);
+  show();
+
+  for (;;) {
+    if (state.holder !== null) {
+      await condition(() => state.holder === null);
+      continue;
+    }
+    if (state.waiting.length === 0) {
+      if (historyIsLong()) {
+        await condition(allHandlersFinished);
+        return continueAsNew<typeof threadWorkflow>({ ...input, state });
+      }
+      if (!(await condition(() => state.waiting.length > 0, IDLE_MS))) {
+        await condition(allHandlersFinished);
+        if (state.waiting.length === 0) return;
+      }
+      continue;
+    }
+    // The burst may still be going on: wait until the newest message is REPLY_COALESCE_MS old
+    // (by its own timestamp, so a catch-up of old mail waits for nothing), or another arrives.
+    const coalesceMs = Math.max(...state.waiting.map((w) => w.coalesceMs));
+    const newest = Math.max(...state.waiting.map((w) => w.timestampMs));
+    const waitMs = Math.min(newest + coalesceMs - Date.now(), coalesceMs);
+    if (waitMs > 0) {
+      const seen = arrivals;
+      await condition(() => arrivals !== seen, waitMs);
+      continue;
+    }
+    await handOut(state);
+    show();
+  }
+}
+
+/** The newest waiting message gets the turn and answers them all; the others are covered by it. */
+async function handOut(state: ThreadState): Promise<void> {
+  const batch = [...state.waiting].sort(
+    (a, b) => a.timestampMs - b.timestampMs || (a.messageId < b.messageId ? -1 : a.messageId > b.messageId ? 1 : 0),
+  );
+  state.waiting = [];
+  const holder = batch[batch.length - 1]!;
+  const covers = batch.map((r) => r.messageId);
+  state.holder = { workflowId: holder.workflowId, runId: holder.runId, messageId: holder.messageId, covers };
+  state.answered = [...state.answered, ...batch.map((r) => r.runId)].slice(-ANSWERED_KEPT);
+  const tell = async (request: TurnRequest, grant: TurnGrant) => {
+    try {
+      await getExternalWorkflowHandle(request.workflowId, request.runId).signal(turnSignal, grant);
+      return true;
+    } catch (error) {
+      // The run is gone (terminated by an operator): nothing waits for this answer.
+      log.warn('a message workflow that asked for its turn is gone', {
+        workflowId: request.workflowId,
+        error: String(error),
+      });
+      return false;
+    }
+  };
+  const [given] = await Promise.all([
+    tell(holder, { kind: 'go', covers }),
+    ...batch.slice(0, -1).map((r) => tell(r, { kind: 'covered', by: holder.messageId })),
+  ]);
+  if (!given && state.holder?.runId === holder.runId) state.holder = null;
+}
+
+function historyIsLong(): boolean {
+  const info = workflowInfo();
+  return info.continueAsNewSuggested || info.historyLength > MAX_HISTORY_EVENTS;
+}
+
+/** The Web UI's "Current details": whose turn it is and who waits. Message ids only. */
+export function threadDetails(state: ThreadState): string {
+  const id = (messageId: string) => `\`${messageId.replace(/[`\r\n|]/g, ' ')}\``;
+  const lines = ['**Turn**: ' + (state.holder ? id(state.holder.messageId) : 'nobody')];
+  if (state.holder && state.holder.covers.length > 1)
+    lines.push(`answering together: ${state.holder.covers.map(id).join(', ')}`);
+  lines.push('', `**Waiting** (${state.waiting.length})${state.waiting.length > 0 ? ':' : ''}`);
+  for (const w of [...state.waiting].sort((a, b) => a.timestampMs - b.timestampMs))
+    lines.push(`- ${id(w.messageId)} (${new Date(w.timestampMs).toISOString()})`);
+  return lines.join('\n');
+}
