@@ -58,6 +58,8 @@ export class AppProcess {
       REPLYONCE_WORKFLOW_BUNDLE: testEnv.workflowBundle,
       OPERATION_LEASE_MS: String(options.leaseMs ?? 2_000),
       METRICS_PORT: '0',
+      WORKER_DEPLOYMENT_NAME: h.deploymentName,
+      WORKER_PROMOTE_ON_START: 'true',
       ...options.env,
     });
   }

@@ -18,6 +18,7 @@ import { connectTemporalWorker } from '../../lib/temporal-connection';
 import { buildSandbox } from '../../sandbox/app';
 import { SandboxControl } from '../../sandbox/control-client';
 import { createReplyonceWorker } from '../../worker/create-worker';
+import { promoteWhenPolling, workerBuildId } from '../../worker/deployment';
 import { testEnv } from './env';
 import { newWebhookSecret } from './signing';
 import { connectClient, eventually, workflowExists } from './temporal';
@@ -90,6 +91,8 @@ export class Harness {
     readonly agentmail: AgentMailClient,
     readonly drafter: CountingDrafter,
     readonly taskQueue: string,
+    /** Worker Versioning: a deployment of its own per harness, so tests never route each other's runs. */
+    readonly deploymentName: string,
     private readonly closers: Array<() => Promise<unknown>>,
   ) {}
 
@@ -99,6 +102,7 @@ export class Harness {
     const webhookSecret = newWebhookSecret();
     const apiKey = `am_test_${randomUUID()}`;
     const taskQueue = `test-${randomUUID()}`;
+    const deploymentName = `replyonce-test-${randomUUID().slice(0, 8)}`;
     const db = createDb(testEnv.databaseUrl);
     closers.unshift(() => db.end());
 
@@ -144,6 +148,7 @@ export class Harness {
         agentmail,
         drafter,
         taskQueue,
+        deploymentName,
         closers,
       );
     if (options.worker === false) return harness();
@@ -153,6 +158,7 @@ export class Harness {
       namespace: testEnv.namespace,
       taskQueue,
       workflowBundlePath: testEnv.workflowBundle,
+      deployment: { deploymentName, buildId: workerBuildId() },
       deps: {
         db,
         agentmail,
@@ -181,6 +187,8 @@ export class Harness {
       await running;
       await workerConnection.close();
     });
+    // As WORKER_PROMOTE_ON_START does for a worker process: runs started from here on reach this worker.
+    await promoteWhenPolling(client, { deploymentName, buildId: workerBuildId() });
     return harness();
   }
 
