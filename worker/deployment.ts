@@ -65,6 +65,8 @@ export interface DeploymentVersionStatus {
   /** For a draining version: DRAINING while pinned runs are still open on it, DRAINED once none is. */
   drainage: string | null;
   createdAt: Date | null;
+  /** When it last stopped being current (null: never current, or current now): what a rollback goes back to. */
+  lastCurrentAt: Date | null;
 }
 
 export interface DeploymentStatus {
@@ -102,7 +104,8 @@ export async function describeDeployment(client: Client, deploymentName: string)
       status:
         enumName(WorkerDeploymentVersionStatus, summary.status, 'WORKER_DEPLOYMENT_VERSION_STATUS_') ?? 'UNSPECIFIED',
       drainage: enumName(VersionDrainageStatus, summary.drainageStatus, 'VERSION_DRAINAGE_STATUS_'),
-      createdAt: summary.createTime?.seconds ? new Date(Number(summary.createTime.seconds) * 1000) : null,
+      createdAt: timestamp(summary.createTime),
+      lastCurrentAt: timestamp(summary.lastCurrentTime),
     })),
   };
 }
@@ -177,6 +180,11 @@ export async function promoteWhenPolling(
       throw new Error(`${versionLabel(version)} did not appear in the server's worker deployments in time`);
     await new Promise((resolve) => setTimeout(resolve, delay));
   }
+}
+
+function timestamp(t: { seconds?: unknown; nanos?: number | null } | null | undefined): Date | null {
+  if (!t?.seconds) return null;
+  return new Date(Number(t.seconds) * 1000 + Math.floor((t.nanos ?? 0) / 1e6));
 }
 
 function isNotFound(error: unknown): boolean {
