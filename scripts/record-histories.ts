@@ -10,7 +10,7 @@
 // replay takes the same path.
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { execFileSync } from 'node:child_process';
@@ -19,6 +19,7 @@ import { testEnv } from '../test/support/env';
 import { Harness, type HarnessOptions } from '../test/support/harness';
 import { RECORDED_MAIL, SCENARIOS, type ScenarioContext } from '../test/histories/scenarios';
 import { workerBuildId } from '../worker/deployment';
+import { MIGRATIONS_DIR } from './db-migrate';
 
 const buildId = workerBuildId();
 const folder = path.resolve(__dirname, '..', 'test', 'histories', buildId);
@@ -92,6 +93,11 @@ describe(`recording histories for build ${buildId} into test/histories/${buildId
   // A full recording replaces the build's set; HISTORIES_ONLY=a,b re-records those scenarios alone.
   if (only === undefined) rmSync(folder, { recursive: true, force: true });
   mkdirSync(folder, { recursive: true });
+  // The schema this build reads: test/migrations-expand-only.test.ts keeps the next release additive to it.
+  const migrations = readdirSync(MIGRATIONS_DIR)
+    .filter((file) => file.endsWith('.sql'))
+    .sort();
+  writeFileSync(path.join(folder, 'migrations.json'), `${JSON.stringify(migrations, null, 2)}\n`);
   for (const scenario of SCENARIOS) {
     test(scenario.name, { skip: only !== undefined && !only.includes(scenario.name) }, async () => {
       const h = await harnessFor(scenario.harness);

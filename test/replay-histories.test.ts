@@ -29,7 +29,7 @@ export function recordedHistories(): RecordedHistory[] {
   const builds = readdirSync(HISTORIES, { withFileTypes: true }).filter((entry) => entry.isDirectory());
   return builds.flatMap((build) =>
     readdirSync(path.join(HISTORIES, build.name))
-      .filter((file) => file.endsWith('.json'))
+      .filter((file) => file.endsWith('.json') && file !== 'migrations.json')
       .sort()
       .map((file) => ({
         name: `${build.name}/${file.replace(/\.json$/, '')}`,
