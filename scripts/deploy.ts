@@ -74,11 +74,14 @@ async function main(): Promise<number> {
           );
           return 0;
         }
+        // The build that was current last: draining (or drained) since its routing last changed.
+        const left = (v: (typeof status.versions)[number]) =>
+          Math.max(v.lastCurrentAt?.getTime() ?? 0, v.routingChangedAt?.getTime() ?? 0);
         const previous =
           args[0] ??
           status.versions
-            .filter((v) => v.buildId !== status.current && v.lastCurrentAt !== null)
-            .sort((a, b) => (b.lastCurrentAt?.getTime() ?? 0) - (a.lastCurrentAt?.getTime() ?? 0))[0]?.buildId;
+            .filter((v) => v.buildId !== status.current && (v.status === 'DRAINING' || v.status === 'DRAINED'))
+            .sort((a, b) => left(b) - left(a))[0]?.buildId;
         const buildId = known(previous, 'no build was current before this one: name the build to roll back to');
         await setCurrentVersion(client, { deploymentName, buildId });
         console.log(

@@ -67,6 +67,8 @@ export interface DeploymentVersionStatus {
   createdAt: Date | null;
   /** When it last stopped being current (null: never current, or current now): what a rollback goes back to. */
   lastCurrentAt: Date | null;
+  /** When its routing (current, ramping, neither) last changed. */
+  routingChangedAt: Date | null;
 }
 
 export interface DeploymentStatus {
@@ -106,6 +108,7 @@ export async function describeDeployment(client: Client, deploymentName: string)
       drainage: enumName(VersionDrainageStatus, summary.drainageStatus, 'VERSION_DRAINAGE_STATUS_'),
       createdAt: timestamp(summary.createTime),
       lastCurrentAt: timestamp(summary.lastCurrentTime),
+      routingChangedAt: timestamp(summary.routingUpdateTime),
     })),
   };
 }
@@ -162,9 +165,13 @@ export async function promoteWhenPolling(
   version: WorkerDeploymentVersion,
   options: { timeoutMs?: number; stopped?: () => boolean } = {},
 ): Promise<'promoted' | 'already current'> {
-  const deadline = Date.now() + (options.timeoutMs ?? 30_000);
+  const deadline = Date.now() + (options.timeoutMs ?? 45_000);
+  let lastError: unknown;
   for (let delay = 50; ; delay = Math.min(delay * 2, 1_000)) {
-    const status = await describeDeployment(client, version.deploymentName).catch(() => null);
+    const status = await describeDeployment(client, version.deploymentName).catch((error: unknown) => {
+      lastError = error;
+      return null;
+    });
     if (status?.current === version.buildId) return 'already current';
     if (status?.versions.some((v) => v.buildId === version.buildId)) {
       try {
@@ -172,12 +179,15 @@ export async function promoteWhenPolling(
         return 'promoted';
       } catch (error) {
         // Another replica promoted it first, or the version's task queues are still registering.
+        lastError = error;
         if (Date.now() > deadline) throw error;
       }
     }
     if (options.stopped?.()) throw new Error(`the worker stopped before ${versionLabel(version)} was made current`);
     if (Date.now() > deadline)
-      throw new Error(`${versionLabel(version)} did not appear in the server's worker deployments in time`);
+      throw new Error(
+        `${versionLabel(version)} did not appear in the server's worker deployments in time${lastError ? ` (last answer: ${lastError instanceof Error ? lastError.message : JSON.stringify(lastError)})` : ''}`,
+      );
     await new Promise((resolve) => setTimeout(resolve, delay));
   }
 }

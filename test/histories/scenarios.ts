@@ -30,7 +30,7 @@ export const RECORDED_MAIL = {
 export interface ScenarioContext {
   h: Harness;
   /** Mail into a fresh inbox of `name`, delivered by webhook unless `deliver` is false. */
-  mail(options?: { inbox?: string; headers?: Record<string, string>; deliver?: boolean }): Promise<MessageRef>;
+  mail: (options?: { inbox?: string; headers?: Record<string, string>; deliver?: boolean }) => Promise<MessageRef>;
 }
 
 export interface Scenario {

@@ -43,7 +43,9 @@ export class AppProcess {
     options: { failpoints?: Failpoint[]; leaseMs?: number; env?: Record<string, string> } = {},
   ): Promise<AppProcess> {
     const worker = AppProcess.spawnWorker(h, options);
-    await worker.waitForLog((line) => line.msg === 'worker polling', 'the worker to start polling', 30_000);
+    // A cold start under tsx, then its version registered with the server (and made current): a
+    // loaded CI machine needs most of a minute.
+    await worker.waitForLog((line) => line.msg === 'worker polling', 'the worker to start polling', 60_000);
     return worker;
   }
 
@@ -118,7 +120,7 @@ export class AppProcess {
     let exited = false;
     void this.exited.then(() => (exited = true));
     while (!this.logLines.some(match)) {
-      if (exited) throw new Error(`the process exited while waiting for ${what}`);
+      if (exited) throw new Error(`the process exited while waiting for ${what}: ${this.stderr.slice(-2000)}`);
       if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
