@@ -5,13 +5,19 @@
 // `temporal worker deployment …` commands make.
 import { execFileSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import type { Client } from '@temporalio/client';
 import type { WorkerDeploymentVersion } from '@temporalio/common';
 import { temporal } from '@temporalio/proto';
 
-const ROOT = path.resolve(__dirname, '..');
+/** The checkout or the image's /app: where package.json is (the build runs from dist/, one level further down). */
+const ROOT = (() => {
+  for (let dir = path.resolve(__dirname, '..'); ; dir = path.dirname(dir)) {
+    if (existsSync(path.join(dir, 'package.json')) && existsSync(path.join(dir, 'workflows'))) return dir;
+    if (path.dirname(dir) === dir) return path.resolve(__dirname, '..');
+  }
+})();
 
 /** The default deployment name: one per environment is enough (a name holds every build of the worker). */
 export const DEFAULT_DEPLOYMENT_NAME = 'replyonce';
