@@ -345,6 +345,19 @@ const workerSchema = z
         }
         return ms;
       }),
+    /** Worker Versioning: the deployment this worker belongs to (docs/changing-the-workflow.md). */
+    WORKER_DEPLOYMENT_NAME: z
+      .string()
+      .trim()
+      .regex(/^[^.:]+$/, "must not contain '.' or ':' (Temporal's version separators)")
+      .default('replyonce'),
+    /** The worker's build id; unset: the package version and the git commit (worker/deployment.ts). */
+    WORKER_BUILD_ID: z.string().trim().min(1).optional(),
+    /**
+     * Make this worker's version current as soon as it polls. For `npm run dev` and the tests; in
+     * production a release is promoted with `npm run deploy -- promote <build>`.
+     */
+    WORKER_PROMOTE_ON_START: offByDefault,
   })
   .superRefine(checkProviderSettings, { when: () => true });
 

@@ -142,7 +142,8 @@ async function main(): Promise<number> {
         SANDBOX_WEBHOOK_URL: `http://127.0.0.1:${API_PORT}/webhooks/agentmail`,
       });
     }
-    startApp('worker', 'worker/main.ts', { ...appEnv, METRICS_PORT: metricsPort });
+    // Worker Versioning: each start's build becomes current at once (no `npm run deploy -- promote` in dev).
+    startApp('worker', 'worker/main.ts', { WORKER_PROMOTE_ON_START: 'true', ...appEnv, METRICS_PORT: metricsPort });
     startApp('api', 'api/main.ts', appEnv);
 
     const stopped = Promise.race([group.failed, interrupted]);

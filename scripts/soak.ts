@@ -114,7 +114,10 @@ async function main(): Promise<number> {
     };
     let workerSeq = 0;
     const startWorker = () => {
-      const worker = spawnApp(`worker-${++workerSeq}`, 'worker/main.ts', appEnv);
+      const worker = spawnApp(`worker-${++workerSeq}`, 'worker/main.ts', {
+        ...appEnv,
+        WORKER_PROMOTE_ON_START: 'true',
+      });
       procs.push(worker);
       return worker;
     };

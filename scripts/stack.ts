@@ -87,7 +87,12 @@ async function main(): Promise<number> {
       SANDBOX_WEBHOOK_URL: `http://127.0.0.1:${PORTS.balancer}/webhooks/agentmail`,
     });
     PORTS.metrics.forEach((port, i) =>
-      startApp(`worker-${i + 1}`, 'worker/main.ts', { ...appEnv, METRICS_PORT: String(port) }),
+      // A local stack promotes the build it starts; a real one is promoted with `npm run deploy -- promote`.
+      startApp(`worker-${i + 1}`, 'worker/main.ts', {
+        WORKER_PROMOTE_ON_START: 'true',
+        ...appEnv,
+        METRICS_PORT: String(port),
+      }),
     );
     PORTS.api.forEach((port, i) => startApp(`api-${i + 1}`, 'api/main.ts', { ...appEnv, PORT: String(port) }));
     balancer = await startRoundRobin(PORTS.balancer, PORTS.api);

@@ -6,13 +6,14 @@
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import tls from 'node:tls';
-import { Connection } from '@temporalio/client';
+import { Connection, type WorkflowHandle } from '@temporalio/client';
+import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import { inboundWorkflowId } from '../lib/hashing';
 import type { Failpoint } from '../lib/failpoints';
 import { draftKey, type MessageRef } from '../contract';
@@ -27,6 +28,10 @@ import { Harness } from './support/harness';
 import { signedHeaders } from './support/signing';
 import { eventually } from './support/temporal';
 import { CHROMIUM, findInWorkflowList, keepScreenshot, launchChromium } from './support/web-ui';
+import { EXTRA_STEP_INTERCEPTOR } from './support/extra-step';
+import { sendVerdict, waitForStatus } from './support/review';
+import { WORKFLOW_INTERCEPTOR_MODULES } from '../worker/create-worker';
+import { describeDeployment, workerBuildId } from '../worker/deployment';
 
 const ROOT = path.resolve(__dirname, '..');
 const NAME = `ptest_${process.pid}`;
@@ -353,3 +358,174 @@ async function http2Answer(
     socket.once('close', () => done('closed'));
   });
 }
+
+// Worker Versioning on Temporal's own server (docs/changing-the-workflow.md). Build A is this
+// checkout's; build B is the same code with one extra step before every send (a timer, from the
+// test-only interceptor test/support/extra-step.ts), a change that would wedge A's open runs
+// without versioning (test/replay-histories.test.ts proves B cannot replay A's histories).
+describe('a rolling deploy under Worker Versioning', () => {
+  const buildA = workerBuildId();
+  const buildB = `${buildA}-b`;
+  const approvalInbox = `deploy-${randomUUID().slice(0, 8)}@sandbox.agentmail.local`;
+  const approvalEnv = {
+    APPROVAL_REQUIRED_INBOXES: approvalInbox,
+    APPROVAL_TIMEOUT_MS: String(3_600_000),
+    // Builds are made current by `npm run deploy` here, never by their workers' start-up.
+    WORKER_PROMOTE_ON_START: 'false',
+  };
+  let bundleB: string;
+  let aWorkers: AppProcess[] = [];
+  const bWorkers: AppProcess[] = [];
+  const pendingOnB: MessageRef[] = [];
+
+  /** Tracked as soon as spawned, so a worker whose start timed out is stopped too. */
+  const track = (list: AppProcess[], worker: AppProcess) => {
+    list.push(worker);
+    return worker.waitForLog((line) => line.msg === 'worker polling', 'the worker to poll', 60_000).then(() => worker);
+  };
+  const startA = () => track(aWorkers, AppProcess.spawnWorker(h, { env: { ...approvalEnv, WORKER_BUILD_ID: buildA } }));
+  const startB = () =>
+    track(
+      bWorkers,
+      AppProcess.spawnWorker(h, {
+        env: {
+          ...approvalEnv,
+          WORKER_BUILD_ID: buildB,
+          REPLYONCE_WORKFLOW_BUNDLE: bundleB,
+        },
+      }),
+    );
+  /** `npm run deploy -- …` as a person types it, against the stack. */
+  const deploy = (...args: string[]) =>
+    execFileSync(process.execPath, ['--import', 'tsx', path.join(ROOT, 'scripts', 'deploy.ts'), ...args], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH, ...stack.clientEnv, WORKER_DEPLOYMENT_NAME: h.deploymentName },
+      encoding: 'utf8',
+    });
+  const handleOf = (ref: MessageRef): WorkflowHandle => h.client.workflow.getHandle(inboundWorkflowId(ref));
+  const pinnedBuild = async (ref: MessageRef) => {
+    const info = (await handleOf(ref).describe()).raw.workflowExecutionInfo?.versioningInfo;
+    return info?.deploymentVersion?.buildId ?? null;
+  };
+  const events = async (ref: MessageRef) => (await handleOf(ref).fetchHistory()).events ?? [];
+  /** B's extra step leaves a one-second timer in its runs' histories (A's only timer is the approval wait's hour). */
+  const ranB = async (ref: MessageRef) =>
+    (await events(ref)).some((e) => Number(e.timerStartedEventAttributes?.startToFireTimeout?.seconds ?? 0) === 1);
+  /**
+   * Workflow tasks that failed (a non-determinism, an error in workflow code), with their causes.
+   * A task that timed out on a busy worker's sticky queue and ran elsewhere is not a failure.
+   */
+  const failedTasks = async (ref: MessageRef) =>
+    (await events(ref))
+      .filter((e) => e.workflowTaskFailedEventAttributes)
+      .map(
+        (e) =>
+          `${e.workflowTaskFailedEventAttributes?.cause}: ${e.workflowTaskFailedEventAttributes?.failure?.message}`,
+      );
+  const arrive = async (): Promise<MessageRef> => {
+    const inbound = await h.sandbox.inbound(customerMail(approvalInbox));
+    return { inboxId: approvalInbox, messageId: inbound.message.message_id };
+  };
+
+  before(
+    async () => {
+      const { code } = await bundleWorkflowCode({
+        workflowsPath: require.resolve('../workflows'),
+        workflowInterceptorModules: [...WORKFLOW_INTERCEPTOR_MODULES, EXTRA_STEP_INTERCEPTOR],
+        logger: new DefaultLogger('WARN'),
+      });
+      bundleB = path.join(ROOT, '.data', 'test', `workflow-bundle-b-${process.pid}.js`);
+      writeFileSync(bundleB, code);
+    },
+    { timeout: 120_000 },
+  );
+  after(async () => {
+    await Promise.all([...aWorkers, ...bWorkers].map((w) => w.stop()));
+    rmSync(bundleB, { force: true });
+  });
+
+  test('30 runs wait for approval on A; B becomes current; new runs start on B; the 30 complete on A with one reply each; A drains and stops; no workflow task fails', async () => {
+    // The workers so far are build A too; these two also know the approval inbox.
+    await Promise.all(workers.map((w) => w.stop()));
+    workers = [];
+    await Promise.all([startA(), startA()]);
+    const onA: MessageRef[] = [];
+    for (let i = 0; i < 30; i++) onA.push(await arrive());
+    await Promise.all(onA.map((ref) => waitForStatus(h, ref, 'awaiting_approval', 90_000)));
+
+    // Build B's workers start beside A's; B is not current yet, so they get nothing.
+    await startB();
+    await eventually(
+      async () =>
+        (await describeDeployment(h.client, h.deploymentName))?.versions.some((v) => v.buildId === buildB)
+          ? true
+          : undefined,
+      'build B to register with the server',
+    );
+    assert.match(deploy('promote', buildB), new RegExp(`${buildB} is current \\(was ${buildA}\\)`));
+    const status = deploy('status');
+    assert.match(status, new RegExp(`current +${buildB}`));
+    assert.match(status, new RegExp(`${buildA} +DRAINING.* 30 open runs`), status);
+
+    // New mail runs on B (and waits there: kept open for the rollback below).
+    for (let i = 0; i < 3; i++) pendingOnB.push(await arrive());
+    for (const ref of pendingOnB) {
+      await waitForStatus(h, ref, 'awaiting_approval', 60_000);
+      assert.equal(await pinnedBuild(ref), buildB);
+    }
+
+    // The 30 are approved after B became current: each finishes on A's code, pinned there.
+    await Promise.all(onA.map((ref) => sendVerdict(handleOf(ref), 'approve')));
+    const results = await Promise.all(onA.map((ref) => h.workflowResult(ref, 90_000)));
+    assert.deepEqual(new Set(results.map((r) => r.status)), new Set(['sent']));
+    for (const ref of onA) {
+      assert.equal(await pinnedBuild(ref), buildA);
+      assert.equal(await ranB(ref), false, "A's code: no extra step");
+      assert.equal((await h.sandbox.outbox({ inbox_id: approvalInbox, in_reply_to: ref.messageId })).length, 1);
+      assert.deepEqual(await failedTasks(ref), [], `no workflow task failed for ${ref.messageId}`);
+    }
+    assert.equal(
+      bWorkers.reduce((n, w) => n + w.logs('drafting reply').length, 0),
+      3,
+      "B's worker drafted only B's runs",
+    );
+
+    // A has no open run left: its workers may go.
+    await eventually(
+      async () =>
+        / 0 open runs/.test(
+          deploy('status')
+            .split('\n')
+            .find((l) => l.includes(`${buildA} `)) ?? '',
+        )
+          ? true
+          : undefined,
+      'A to have no open runs',
+      30_000,
+    );
+    await Promise.all(aWorkers.map((w) => w.stop()));
+    aWorkers = [];
+  });
+
+  test("a rollback to A: new runs start on A again, B's open runs finish on B", async () => {
+    assert.equal(pendingOnB.length, 3, 'the test above left three runs open on B');
+    // A's workers are back first: a build whose workers are gone gets its runs only once they return.
+    await startA();
+    assert.match(deploy('rollback'), new RegExp(`rolled back to ${buildA} \\(was ${buildB}\\)`));
+    const onA = await arrive();
+    await waitForStatus(h, onA, 'awaiting_approval', 60_000);
+    assert.equal(await pinnedBuild(onA), buildA);
+
+    await Promise.all([...pendingOnB, onA].map((ref) => sendVerdict(handleOf(ref), 'approve')));
+    for (const ref of pendingOnB) {
+      assert.equal((await h.workflowResult(ref, 90_000)).status, 'sent');
+      assert.equal(await pinnedBuild(ref), buildB);
+      assert.equal(await ranB(ref), true, "B's code: its extra step before the send");
+      assert.deepEqual(await failedTasks(ref), []);
+      assert.equal((await h.sandbox.outbox({ inbox_id: approvalInbox, in_reply_to: ref.messageId })).length, 1);
+    }
+    assert.equal((await h.workflowResult(onA, 90_000)).status, 'sent');
+    assert.equal(await ranB(onA), false);
+    assert.deepEqual(await failedTasks(onA), []);
+  });
+});

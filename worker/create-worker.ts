@@ -10,6 +10,7 @@ import {
   Worker,
   type WorkerOptions,
 } from '@temporalio/worker';
+import type { WorkerDeploymentVersion } from '@temporalio/common';
 import { createActivities, type ActivityDeps } from '../activities';
 import { workflowOutcomes } from '../lib/metrics';
 import { activeTracing, annotateActiveSpan, type Tracing } from '../lib/tracing';
@@ -23,6 +24,11 @@ export interface ReplyonceWorkerOptions {
   /** A prebuilt workflow bundle (tests build one per suite); otherwise the workflows are bundled at start. */
   workflowBundlePath?: string | undefined;
   maxConcurrentActivityTaskExecutions?: number;
+  /**
+   * The Worker Deployment Version this worker runs (Worker Versioning). Each workflow type says how
+   * its runs move between versions (workflows/*.ts: message runs PINNED, the schedules' AUTO_UPGRADE).
+   */
+  deployment: WorkerDeploymentVersion;
 }
 
 /** Builds the worker: the same wiring for `npm run start:worker`, `npm run dev` and the tests. */
@@ -45,6 +51,12 @@ export async function createReplyonceWorker(options: ReplyonceWorkerOptions): Pr
     taskQueue: options.taskQueue,
     activities: createActivities(options.deps),
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivityTaskExecutions ?? 50,
+    workerDeploymentOptions: {
+      useWorkerVersioning: true,
+      version: options.deployment,
+      // A workflow type that names no behaviour of its own stays on the build it started on.
+      defaultVersioningBehavior: 'PINNED',
+    },
     ...workflows,
     interceptors: { ...tracing?.interceptors },
     sinks: {

@@ -11,6 +11,7 @@ import { connectTemporalWorker, describeTemporal } from '../lib/temporal-connect
 import { countProviderErrors, countUnansweredOnScrape } from '../lib/metrics';
 import { activeTracing } from '../lib/tracing';
 import { createReplyonceWorker } from './create-worker';
+import { promoteWhenPolling, versionLabel, workerBuildId } from './deployment';
 import { unansweredQuery } from './unanswered';
 import { ensureSchedules } from './schedules';
 import { lowerCpuPriority } from './cpu-priority';
@@ -62,8 +63,10 @@ async function main(): Promise<void> {
         `cannot reach Postgres at DATABASE_URL: ${String(error)}. Is it running, and migrated (npm run db:migrate)?`,
       );
     });
+    const deployment = { deploymentName: config.WORKER_DEPLOYMENT_NAME, buildId: workerBuildId(process.env) };
     worker = await createReplyonceWorker({
       connection,
+      deployment,
       namespace: config.TEMPORAL_NAMESPACE,
       taskQueue: config.TEMPORAL_TASK_QUEUE,
       workflowBundlePath: process.env.REPLYONCE_WORKFLOW_BUNDLE,
@@ -95,6 +98,21 @@ async function main(): Promise<void> {
           'could not create or update the watchdog and retention schedules; they run only once a worker start succeeds',
         ),
     );
+    const polling = worker;
+    const running = polling.run(); // returns after SIGINT/SIGTERM, once in-flight tasks have finished
+    if (config.WORKER_PROMOTE_ON_START) {
+      // Dev and tests: nobody promotes a release by hand, and a version that is not current gets no new runs.
+      try {
+        const promoted = await promoteWhenPolling(client, deployment, {
+          stopped: () => polling.getState() !== 'RUNNING',
+        });
+        log.info({ version: versionLabel(deployment), promoted }, 'worker version current');
+      } catch (error) {
+        polling.shutdown();
+        await running.catch(() => undefined);
+        throw new StartupError(`could not make ${versionLabel(deployment)} current: ${String(error)}`);
+      }
+    }
     log.info(
       {
         temporal: describeTemporal(config.temporal),
@@ -105,10 +123,11 @@ async function main(): Promise<void> {
         drafter: drafter.name,
         tickets: tickets.name,
         nice: priority.nice,
+        version: versionLabel(deployment),
       },
       'worker polling',
     );
-    await worker.run(); // returns after SIGINT/SIGTERM, once in-flight tasks have finished
+    await running;
     log.info('worker stopped');
   } finally {
     await metricsServer.close();

@@ -9,6 +9,7 @@ import {
   proxyLocalActivities,
   setCurrentDetails,
   setHandler,
+  setWorkflowOptions,
   upsertSearchAttributes,
   workflowInfo,
   type RetryPolicy,
@@ -119,6 +120,11 @@ const release = proxyLocalActivities<Activities>({
 
 type DraftVersion = 1 | 2;
 
+/**
+ * Worker Versioning: a message's run finishes on the build it started on, however long it waits
+ * for approval, so a new build may change this code freely (docs/changing-the-workflow.md).
+ */
+setWorkflowOptions({ versioningBehavior: 'PINNED' }, inboundMessageWorkflow);
 export async function inboundMessageWorkflow(input: InboundMessageInput): Promise<InboundMessageResult> {
   const ref: MessageRef = { inboxId: input.inboxId, messageId: input.messageId };
   const operations = operationsBoard();

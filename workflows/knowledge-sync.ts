@@ -1,4 +1,4 @@
-import { proxyActivities } from '@temporalio/workflow';
+import { proxyActivities, setWorkflowOptions } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 
 /** Run by a Temporal Schedule (worker/schedules.ts, KNOWLEDGE_SYNC_INTERVAL): re-syncs the knowledge base. */
@@ -14,3 +14,6 @@ export async function knowledgeSyncWorkflow(): Promise<{ added: number; changed:
     { added: 0, changed: 0, retired: 0 },
   );
 }
+
+/** A schedule's run: it follows the current build (docs/changing-the-workflow.md). */
+setWorkflowOptions({ versioningBehavior: 'AUTO_UPGRADE' }, knowledgeSyncWorkflow);

@@ -1,4 +1,4 @@
-import { proxyActivities } from '@temporalio/workflow';
+import { proxyActivities, setWorkflowOptions } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { PruneResult } from '../activities/upkeep/retention';
 
@@ -12,6 +12,8 @@ const { pruneExpiredRecords } = proxyActivities<Activities>({
   retry: { initialInterval: '5 seconds', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 5 },
 });
 
+// A short run started by a schedule: it moves to the current build at its next task (Worker Versioning).
+setWorkflowOptions({ versioningBehavior: 'AUTO_UPGRADE' }, retentionWorkflow);
 export async function retentionWorkflow(input: { batchSize?: number } = {}): Promise<PruneResult> {
   return pruneExpiredRecords(input);
 }

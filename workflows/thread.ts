@@ -6,6 +6,7 @@ import {
   log,
   setCurrentDetails,
   setHandler,
+  setWorkflowOptions,
   workflowInfo,
 } from '@temporalio/workflow';
 import {
@@ -120,6 +121,13 @@ async function handOut(state: ThreadState): Promise<void> {
   ]);
   if (!given && state.holder?.runId === holder.runId) state.holder = null;
 }
+
+/**
+ * A thread's turn keeper outlives any one build (it idles an hour and continues as new), and the
+ * message runs of every build ask it for turns: it follows the current build, like the schedules'
+ * workflows. So a change to this file is guarded with patched() (docs/changing-the-workflow.md).
+ */
+setWorkflowOptions({ versioningBehavior: 'AUTO_UPGRADE' }, threadWorkflow);
 
 function historyIsLong(): boolean {
   const info = workflowInfo();

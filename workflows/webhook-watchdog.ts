@@ -1,4 +1,4 @@
-import { proxyActivities } from '@temporalio/workflow';
+import { proxyActivities, setWorkflowOptions } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import type { DisabledWebhook, InboxCatchUp } from '../activities/upkeep/webhook-watchdog';
 
@@ -49,6 +49,8 @@ export interface WebhookWatchdogResult {
  * and the catch-ups. So a worker crash after the re-enable cannot lose the catch-up (the next run
  * would find the webhook enabled and see nothing to do).
  */
+// A short run started by a schedule: it moves to the current build at its next task (Worker Versioning).
+setWorkflowOptions({ versioningBehavior: 'AUTO_UPGRADE' }, webhookWatchdogWorkflow);
 export async function webhookWatchdogWorkflow(): Promise<WebhookWatchdogResult> {
   const check = await checkWebhooks();
   const reenabled: DisabledWebhook[] = [];

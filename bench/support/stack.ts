@@ -113,6 +113,7 @@ export async function startOurs(
             AGENTMAIL_BASE_URL: sandbox.url,
             REPLYONCE_WORKFLOW_BUNDLE: env.workflowBundle,
             METRICS_PORT: '0',
+            WORKER_PROMOTE_ON_START: 'true', // Worker Versioning: nobody promotes a bench build by hand
             // Unique senders in the bench; the per-sender budget is not what is measured.
             REPLY_BUDGET_PER_SENDER: '1000000',
             // Thousands of replies an hour from a few inboxes: the per-inbox circuit breaker is not measured either.

@@ -22,6 +22,15 @@ const SINGLE_NODE_CONFIG = {
   'system.enableActivityEagerExecution': true,
 };
 
+/**
+ * Worker Versioning (Worker Deployments; docs/changing-the-workflow.md). On by default in server
+ * 1.29; named here so a server that turns them off is never what the workers meet.
+ */
+export const WORKER_VERSIONING_CONFIG = {
+  'system.enableDeploymentVersions': true,
+  'frontend.workerVersioningWorkflowAPIs': true,
+};
+
 /** A cold start takes 1–3 s; a large SQLite state file a little longer. */
 const READY_TIMEOUT_MS = 60_000;
 /** The server drains in 1–4 s on SIGTERM; past this it is killed. */
@@ -80,8 +89,15 @@ export async function startTemporalDevServer(options: TemporalDevServerOptions):
     for (const key of ['history.transferProcessorUpdateAckInterval', 'history.visibilityProcessorUpdateAckInterval']) {
       args.push('--dynamic-config-value', `${key}="500ms"`);
     }
+    // A version no longer current shows DRAINED within seconds of its last pinned run closing, not minutes.
+    for (const key of [
+      'matching.wv.VersionDrainageStatusRefreshInterval',
+      'matching.wv.VersionDrainageStatusVisibilityGracePeriod',
+    ]) {
+      args.push('--dynamic-config-value', `${key}="2s"`);
+    }
   }
-  for (const [key, value] of Object.entries(SINGLE_NODE_CONFIG))
+  for (const [key, value] of Object.entries({ ...SINGLE_NODE_CONFIG, ...WORKER_VERSIONING_CONFIG }))
     args.push('--dynamic-config-value', `${key}=${JSON.stringify(value)}`);
   for (const namespace of options.namespaces ?? []) args.push('--namespace', namespace);
 

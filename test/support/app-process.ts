@@ -43,9 +43,11 @@ export class AppProcess {
     options: { failpoints?: Failpoint[]; leaseMs?: number; env?: Record<string, string> } = {},
   ): Promise<AppProcess> {
     const worker = AppProcess.spawnWorker(h, options);
-    // A worker that missed the deadline is killed: polling later, unseen, it would take the next test's tasks.
+    // A cold start under tsx, then its version registered with the server (and made current): a
+    // loaded CI machine needs most of a minute. A worker that missed the deadline is killed:
+    // polling later, unseen, it would take the next test's tasks.
     await worker
-      .waitForLog((line) => line.msg === 'worker polling', 'the worker to start polling', 30_000)
+      .waitForLog((line) => line.msg === 'worker polling', 'the worker to start polling', 60_000)
       .catch(async (error: unknown) => {
         await worker.stop();
         throw error;
@@ -67,6 +69,8 @@ export class AppProcess {
       REPLY_COALESCE_MS: '0',
       METRICS_PORT: '0',
       PUBLIC_WEBHOOK_URL: `${h.apiUrl}/webhooks/agentmail`,
+      WORKER_DEPLOYMENT_NAME: h.deploymentName,
+      WORKER_PROMOTE_ON_START: 'true',
       ...options.env,
     });
   }
@@ -138,7 +142,7 @@ export class AppProcess {
     let exited = false;
     void this.exited.then(() => (exited = true));
     while (!this.logLines.some(match)) {
-      if (exited) throw new Error(`the process exited while waiting for ${what}`);
+      if (exited) throw new Error(`the process exited while waiting for ${what}: ${this.stderr.slice(-2000)}`);
       if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
       await new Promise((resolve) => setTimeout(resolve, 50));
     }

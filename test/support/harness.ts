@@ -19,6 +19,7 @@ import { buildSandbox } from '../../sandbox/app';
 import { SandboxControl } from '../../sandbox/control-client';
 import { startMetricsServer } from '../../worker/metrics-server';
 import { createReplyonceWorker } from '../../worker/create-worker';
+import { promoteWhenPolling, workerBuildId } from '../../worker/deployment';
 import { testEnv } from './env';
 import { newWebhookSecret } from './signing';
 import { connectClient, eventually, workflowExists } from './temporal';
@@ -101,6 +102,8 @@ export class Harness {
     readonly taskQueue: string,
     /** The harness API's /metrics, on a loopback listener of its own as api/main.ts serves it. */
     readonly metricsUrl: string,
+    /** Worker Versioning: a deployment of its own per harness, so tests never route each other's runs. */
+    readonly deploymentName: string,
     private readonly closers: Array<() => Promise<unknown>>,
   ) {}
 
@@ -110,6 +113,7 @@ export class Harness {
     const webhookSecret = newWebhookSecret();
     const apiKey = `am_test_${randomUUID()}`;
     const taskQueue = `test-${randomUUID()}`;
+    const deploymentName = `replyonce-test-${randomUUID().slice(0, 8)}`;
     const db = createDb(testEnv.databaseUrl);
     closers.unshift(() => db.end());
 
@@ -159,6 +163,7 @@ export class Harness {
         drafter,
         taskQueue,
         metricsServer.url,
+        deploymentName,
         closers,
       );
     if (options.worker === false) return harness();
@@ -168,6 +173,7 @@ export class Harness {
       namespace: testEnv.namespace,
       taskQueue,
       workflowBundlePath: testEnv.workflowBundle,
+      deployment: { deploymentName, buildId: workerBuildId() },
       deps: {
         db,
         agentmail,
@@ -201,6 +207,8 @@ export class Harness {
       await running;
       await workerConnection.close();
     });
+    // As WORKER_PROMOTE_ON_START does for a worker process: runs started from here on reach this worker.
+    await promoteWhenPolling(client, { deploymentName, buildId: workerBuildId() });
     return harness();
   }
 

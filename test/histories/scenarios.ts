@@ -1,0 +1,180 @@
+// The paths whose histories test/histories/<build id>/ keeps, one scenario each: `npm run
+// histories:record` (scripts/record-histories.ts) runs every one on the test stack and writes its
+// history; test/replay-histories.test.ts replays every build's set against the current code.
+// A new path of the workflow gets a row here (held, handed off, answered together: add them as
+// they land), and the next recording has it.
+import { randomUUID } from 'node:crypto';
+import { ApplicationFailure } from '@temporalio/common';
+import type { DraftAnswer, Drafter, DraftRequest } from '../../activities/draft/drafting/drafter';
+import { catchUpInbox } from '../../intake/catch-up';
+import { InboxCursors } from '../../intake/inbox-cursors';
+import { IntakeStore } from '../../intake/intake-store';
+import { FailureType, type InboundMessageResult, type MessageRef } from '../../contract';
+import type { FaultSpec } from '../../sandbox/control-client';
+import { AppProcess } from '../support/app-process';
+import type { Harness, HarnessOptions } from '../support/harness';
+import { sendVerdict, waitForStatus } from '../support/review';
+
+/**
+ * What the recorded mail says and who sends it: marked, so test/histories.test.ts can prove that
+ * none of it reached a history (the workflow passes ids and keys only).
+ */
+export const RECORDED_MAIL = {
+  senderPrefix: 'recorded-customer-',
+  senderDomain: 'customer.example',
+  subject: 'Recorded subject: where is parcel 4411?',
+  text: 'Recorded body: my parcel 4411 has not arrived, please help.',
+  edit: 'Recorded edit: your parcel 4411 leaves today.',
+} as const;
+
+export interface ScenarioContext {
+  h: Harness;
+  /** Mail into a fresh inbox of `name`, delivered by webhook unless `deliver` is false. */
+  mail: (options?: { inbox?: string; headers?: Record<string, string>; deliver?: boolean }) => Promise<MessageRef>;
+}
+
+export interface Scenario {
+  /** The history's file name (without .json). */
+  name: string;
+  /** The harness this scenario needs; scenarios with equal options share one. */
+  harness?: HarnessOptions;
+  /** Drives the path to its end and returns the message and how its run ended. */
+  run(ctx: ScenarioContext): Promise<{ ref: MessageRef; ended: InboundMessageResult['status'] | 'failed' }>;
+}
+
+/** An inbox the harness is told to need approval for, before it starts. */
+export const APPROVAL_INBOX = `approval-${randomUUID().slice(0, 8)}@sandbox.agentmail.local`;
+const approval: HarnessOptions = { approvalInboxes: [APPROVAL_INBOX], approvalTimeoutMs: 60_000 };
+
+/** Refuses every draft: a run that fails after its decision, with its ticket open. */
+class RefusingDrafter implements Drafter {
+  readonly name = 'refusing-offline';
+  async draft(_request: DraftRequest): Promise<DraftAnswer> {
+    throw ApplicationFailure.create({ type: FailureType.DraftRefused, message: 'refused', nonRetryable: true });
+  }
+}
+
+const ended = async (h: Harness, ref: MessageRef) => {
+  try {
+    return { ref, ended: (await h.resultOf(ref, 90_000)).status };
+  } catch {
+    return { ref, ended: 'failed' as const };
+  }
+};
+
+/** Sandbox faults for one scenario, cleared after it. */
+async function withFaults<T>(h: Harness, faults: FaultSpec[], run: () => Promise<T>): Promise<T> {
+  await h.sandbox.setFaults(faults);
+  try {
+    return await run();
+  } finally {
+    await h.sandbox.clearFaults();
+  }
+}
+
+const approvalPath =
+  (verdict: 'approve' | 'reject', options: { text?: string; escalate?: boolean } = {}) =>
+  async ({ h, mail }: ScenarioContext) => {
+    const ref = await mail({ inbox: APPROVAL_INBOX });
+    const handle = await waitForStatus(h, ref, options.escalate ? 'escalated' : 'awaiting_approval', 60_000);
+    await sendVerdict(handle, verdict, options.text === undefined ? {} : { text: options.text });
+    return ended(h, ref);
+  };
+
+export const SCENARIOS: Scenario[] = [
+  { name: 'answered', run: async ({ h, mail }) => ended(h, await mail()) },
+  // Skipped, one per way the run ends: with a ticket for a person, and without one.
+  {
+    name: 'skipped-auto-submitted-with-ticket',
+    run: async ({ h, mail }) => ended(h, await mail({ headers: { 'Auto-Submitted': 'auto-replied' } })),
+  },
+  {
+    name: 'skipped-mailing-list-without-ticket',
+    harness: { ticketForSkipped: false },
+    run: async ({ h, mail }) =>
+      ended(h, await mail({ headers: { 'List-Id': '<news.lists.example>', 'List-Unsubscribe': '<mailto:u@x>' } })),
+  },
+  {
+    name: 'skipped-budget-exhausted',
+    harness: { replyBudgetPerSender: 0 },
+    run: async ({ h, mail }) => ended(h, await mail()),
+  },
+  { name: 'approved', harness: approval, run: approvalPath('approve') },
+  { name: 'edited', harness: approval, run: approvalPath('approve', { text: RECORDED_MAIL.edit }) },
+  { name: 'rejected', harness: approval, run: approvalPath('reject') },
+  {
+    name: 'escalated-then-approved',
+    harness: { approvalInboxes: [APPROVAL_INBOX], approvalTimeoutMs: 1_500 },
+    run: approvalPath('approve', { escalate: true }),
+  },
+  // Failed, one per step whose final failure ends the run.
+  {
+    name: 'failed-message-not-found',
+    run: async ({ h, mail }) =>
+      withFaults(h, [{ match: { method: 'GET', path: '/messages/' }, action: 'status', status: 404 }], async () =>
+        ended(h, await mail()),
+      ),
+  },
+  {
+    name: 'failed-draft-refused',
+    harness: { drafter: new RefusingDrafter() },
+    run: async ({ h, mail }) => ended(h, await mail()),
+  },
+  {
+    name: 'failed-reply-rejected',
+    run: async ({ h, mail }) =>
+      withFaults(h, [{ match: { method: 'POST', path: '/reply' }, action: 'status', status: 400 }], async () =>
+        ended(h, await mail()),
+      ),
+  },
+  {
+    name: 'failed-approved-send-rejected',
+    harness: approval,
+    run: async (ctx) =>
+      withFaults(ctx.h, [{ match: { method: 'POST', path: '/send' }, action: 'status', status: 422 }], () =>
+        approvalPath('approve')(ctx),
+      ),
+  },
+  {
+    name: 'retried-after-a-transient-failure',
+    run: async ({ h, mail }) =>
+      withFaults(
+        h,
+        [{ match: { method: 'POST', path: '/reply', count: 2 }, action: 'status', status: 503 }],
+        async () => ended(h, await mail()),
+      ),
+  },
+  {
+    // A worker process SIGKILLed after AgentMail accepted the send: the next worker's attempt replays it.
+    name: 'retried-after-a-crash',
+    harness: { worker: false },
+    run: async ({ h, mail }) => {
+      const crashing = await AppProcess.startWorker(h, { failpoints: ['reply.after-effect'] });
+      const ref = await mail();
+      await crashing.exited;
+      const fresh = await AppProcess.startWorker(h);
+      try {
+        return await ended(h, ref);
+      } finally {
+        await fresh.stop();
+      }
+    },
+  },
+  {
+    // Started by the catch-up (`npm run replay`) for mail whose webhook never came.
+    name: 'caught-up',
+    run: async ({ h, mail }) => {
+      const ref = await mail({ deliver: false });
+      await catchUpInbox(
+        {
+          agentmail: h.agentmail,
+          intake: new IntakeStore(h.db, h.taskQueue),
+          cursors: new InboxCursors(h.db),
+          operationRetentionDays: 90,
+        },
+        { inboxId: ref.inboxId, since: new Date(Date.now() - 60_000) },
+      );
+      return ended(h, ref);
+    },
+  },
+];

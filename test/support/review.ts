@@ -1,0 +1,39 @@
+import type { WorkflowHandle } from '@temporalio/client';
+import { reviewUpdate, type MessageRef, type ReplyStatus, type ReviewInput, SearchAttributes } from '../../contract';
+import { inboundWorkflowId } from '../../lib/hashing';
+import type { Harness } from './harness';
+import { eventually } from './temporal';
+
+/**
+ * A reviewer's verdict, sent the way the desk and the admin route send it (the review Update).
+ * The one place the history recorder and the rolling-deploy test send verdicts from: when the
+ * review input changes (a `revision`, a credential-derived `reviewer`), only this changes.
+ */
+export async function sendVerdict(
+  handle: WorkflowHandle,
+  verdict: ReviewInput['verdict'],
+  options: { text?: string } = {},
+): Promise<void> {
+  const input: ReviewInput = { verdict, reviewer: 'recorded-reviewer' };
+  if (options.text !== undefined) input.text = options.text;
+  await handle.executeUpdate(reviewUpdate, { args: [input] });
+}
+
+/** Waits until the message's run shows `status` (its ReplyStatus search attribute), and returns its handle. */
+export async function waitForStatus(
+  h: Harness,
+  ref: MessageRef,
+  status: ReplyStatus,
+  timeoutMs = 30_000,
+): Promise<WorkflowHandle> {
+  const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
+  await eventually(
+    async () => {
+      const described = await handle.describe().catch(() => undefined);
+      return described?.typedSearchAttributes.get(SearchAttributes.ReplyStatus) === status ? true : undefined;
+    },
+    `${ref.messageId} to be ${status}`,
+    timeoutMs,
+  );
+  return handle;
+}
