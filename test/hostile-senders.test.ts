@@ -6,6 +6,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import type { Drafter, DraftRequest } from '../activities/draft/drafting/drafter';
 import { OfflineDrafter } from '../activities/draft/drafting/offline-drafter';
+import { mailboxOf, sameMailbox } from '../activities/agentmail/mailbox';
 import { OwnAddresses } from '../activities/decide/own-addresses';
 import { releaseReply, reserveReply, reservedFor, retakeReply } from '../activities/decide/reply-budget';
 import { inboundWorkflowId } from '../lib/hashing';
@@ -526,6 +527,21 @@ describe('what the sender writes cannot wedge the message', () => {
       tickets.rows.map((t) => t.subject),
       ['Order #42 is late'],
     );
+  });
+});
+
+describe('one mailbox, many spellings', () => {
+  test('case, a +tag, and for gmail.com/googlemail.com dots: one mailbox; elsewhere dots count', () => {
+    assert.equal(mailboxOf(' Ada.Lovelace+Orders@GoogleMail.com '), 'adalovelace@gmail.com');
+    assert.equal(mailboxOf('a.d.a@gmail.com'), 'ada@gmail.com');
+    assert.equal(mailboxOf('Support+x@Ours.Example'), 'support@ours.example');
+    assert.equal(
+      mailboxOf('a.da@ours.example'),
+      'a.da@ours.example',
+      'dots are ignored only where the provider ignores them',
+    );
+    assert.equal(mailboxOf('+tag@ours.example'), '+tag@ours.example', 'nothing before the plus: left alone');
+    assert.ok(!sameMailbox('a@gmail.com', 'victim@gmail.com'));
   });
 });
 

@@ -36,9 +36,12 @@ describe('whom a reply goes to', () => {
     assert.equal(to({ from: '"Lovelace, Ada" <ada@customer.example>' }), 'ada@customer.example');
   });
 
-  test('a single Reply-To in the sender’s own domain is honoured, the domain compared case-insensitively', () => {
-    assert.equal(to({ replyTo: ['Billing <billing@Customer.EXAMPLE>'] }), 'billing@Customer.EXAMPLE');
+  test('a single Reply-To to the sender’s own mailbox (+tag, case) is honoured; another mailbox of the domain only when vouched for', () => {
+    assert.equal(to({ replyTo: ['Ada <Ada+orders@Customer.EXAMPLE>'] }), 'Ada+orders@Customer.EXAMPLE');
+    assert.equal(to({ replyTo: ['Billing <billing@Customer.EXAMPLE>'] }), 'ada@customer.example');
     assert.equal(replyRecipient(message({ replyTo: ['billing@customer.example'] }), VOUCHED)?.source, 'reply-to');
+    const gmail = { from: 'a@gmail.com', replyTo: ['victim@gmail.com'] };
+    assert.equal(to(gmail), 'a@gmail.com', 'a public mail domain is not one person');
   });
 
   test('Reply-To is ignored — the sender gets the reply — when it names another domain, several addresses or a group', () => {

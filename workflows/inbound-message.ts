@@ -218,25 +218,31 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
       const reason =
         holds.length > 0 ? `held: ${holds.map((rule) => HOLD_RULES[rule]).join('; ')}` : 'approval required';
       const held = !decision.approval.required;
-      if (held) {
-        setStatus('held', [{ key: SearchAttributes.SkipReason, value: `held-${holds.join('-')}` }]);
-        await openTicket(`a drafted reply is held for a person to approve or reject (${reason})`, keys.heldTicket);
+      // A verdict recorded by an earlier run of this message (a replay) stands; otherwise the window
+      // opens now, before the status tells a person to judge, so a verdict sent on seeing it is not refused.
+      const recalled = await quick.recallReview({ key: keys.review });
+      if (recalled === null) {
+        review.open({ revision: 1, draftKey: keys.versions[1].draft, reason });
+        if (held) {
+          setStatus('held', [{ key: SearchAttributes.SkipReason, value: `held-${holds.join('-')}` }]);
+          await openTicket(`a drafted reply is held for a person to approve or reject (${reason})`, keys.heldTicket);
+        }
       }
-
       const verdict = await operations.run(
         keys.review,
         'review',
-        (async () =>
-          (await quick.recallReview({ key: keys.review })) ??
-          (await effects.recordReview({
-            ...ref,
-            key: keys.review,
-            review: await review.wait(
-              { revision: 1, draftKey: keys.versions[1].draft, reason, status: held ? 'held' : 'awaiting_approval' },
-              held ? null : decision.approval.timeoutMs,
-              setStatus,
-            ),
-          })))(),
+        recalled !== null
+          ? Promise.resolve(recalled)
+          : (async () =>
+              effects.recordReview({
+                ...ref,
+                key: keys.review,
+                review: await review.wait(
+                  held ? 'held' : 'awaiting_approval',
+                  held ? null : decision.approval.timeoutMs,
+                  setStatus,
+                ),
+              }))(),
         (v) => `${v.verdict}${v.text !== null ? ' with edits' : ''}${v.reviewer ? ` by ${v.reviewer}` : ''}`,
       );
       review.stands({ verdict: verdict.verdict, revision: verdict.revision ?? 1, reviewer: verdict.reviewer ?? '' });
@@ -425,17 +431,20 @@ function reviewInbox() {
       standing ??= verdict;
       awaiting = null;
     },
+    /** Opens the window for a verdict on this revision of the draft (it exists at AgentMail and in the store). */
+    open(shown: { revision: number; draftKey: string; reason: string }) {
+      if (standing === null) awaiting = shown;
+    },
     /**
-     * Opens the window for a verdict on `revision` and waits for one. Past `escalateAfterMs` (an
-     * approval inbox's timeout) the message is escalated and still waits: it is never sent unapproved.
+     * Waits for a verdict on the open revision. Past `escalateAfterMs` (an approval inbox's
+     * timeout) the message is escalated and still waits: it is never sent unapproved.
      */
     async wait(
-      shown: { revision: number; draftKey: string; reason: string; status: 'awaiting_approval' | 'held' },
+      waiting: 'awaiting_approval' | 'held',
       escalateAfterMs: number | null,
       setStatus: (status: ReplyStatus) => void,
     ): Promise<ReviewInput> {
-      awaiting = { revision: shown.revision, draftKey: shown.draftKey, reason: shown.reason };
-      if (status !== shown.status) setStatus(shown.status);
+      if (received === undefined && status !== waiting) setStatus(waiting);
       if (escalateAfterMs !== null && !(await condition(() => received !== undefined, escalateAfterMs))) {
         setStatus('escalated');
         log.warn('reply awaiting approval past its timeout: escalated', { timeoutMs: escalateAfterMs });
