@@ -27,6 +27,8 @@ export interface AppOptions {
   maxConcurrentRequests?: number | undefined;
   /** The intake's tuning (tests); `relay: false` runs this app without a relay. */
   intake?: Pick<IntakeOptions, 'relay' | 'starterOptions' | 'relayOptions'> | undefined;
+  /** REVIEW_PROXY_USER_HEADER: the header a trusted authenticating proxy names the reviewer in (off when unset). */
+  reviewProxyUserHeader?: string | undefined;
   /** Set (ADMIN_TOKEN) to serve /admin/*; absent, those routes do not exist (404). */
   admin?: { token: string; agentmail: AgentMailClient; operationRetentionDays: number } | undefined;
 }
@@ -115,7 +117,12 @@ export function buildApp(options: AppOptions): FastifyInstance {
     app.register(adminRoutes, { token, catchUp, onHandedOver: () => intake.relay?.wake() });
   }
   // Reviewers bring their own tokens (review/reviewers.ts): served whether or not ADMIN_TOKEN is set.
-  app.register(reviewRoutes, { db: options.db, temporal: options.temporal, adminToken: options.admin?.token });
+  app.register(reviewRoutes, {
+    db: options.db,
+    temporal: options.temporal,
+    adminToken: options.admin?.token,
+    proxyUserHeader: options.reviewProxyUserHeader,
+  });
 
   // 5xx details stay in the log: the sender only needs to know to retry.
   app.setErrorHandler((error: { statusCode?: number; message: string }, request, reply) => {

@@ -75,6 +75,18 @@ const agentmailVars = {
 const apiSchema = z
   .object({
     ...commonVars,
+    /**
+     * A trusted authenticating proxy in front of the API (OIDC, e.g. oauth2-proxy) names the person
+     * in this request header (e.g. x-forwarded-email); the review routes then take a verdict from
+     * it, recorded as `proxy:<value>`. Unset (the default): only reviewer tokens. Set it only when
+     * every request reaches the API through that proxy and the proxy overwrites the header.
+     */
+    REVIEW_PROXY_USER_HEADER: z
+      .string()
+      .trim()
+      .toLowerCase()
+      .regex(/^[a-z0-9-]+$/, 'must be an HTTP header name, e.g. x-forwarded-email')
+      .optional(),
     /** Bearer token for /admin/*; unset, the admin routes do not exist (404). */
     ADMIN_TOKEN: z.string().trim().min(16, 'must be at least 16 characters (e.g. openssl rand -hex 32)').optional(),
     AGENTMAIL_API_KEY: agentmailVars.AGENTMAIL_API_KEY.optional(),

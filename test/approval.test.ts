@@ -33,6 +33,7 @@ import {
   reviewerTokenHash,
   revokeReviewer,
 } from '../review/reviewers';
+import { listReviewAudit } from '../review/audit';
 import { temporalCliPath } from '../scripts/services/temporal-dev-server';
 import { testEnv } from './support/env';
 import { Harness } from './support/harness';
@@ -64,6 +65,7 @@ before(async () => {
     approvalTimeoutMs: 1_500,
     adminToken: ADMIN_TOKEN,
     drafter: slowDrafts,
+    reviewProxyUserHeader: 'x-forwarded-email',
   });
 });
 after(() => h.close());
@@ -493,6 +495,23 @@ describe('the approval gate', () => {
 });
 
 describe('reviewer credentials', () => {
+  test('a trusted proxy (REVIEW_PROXY_USER_HEADER) names the reviewer; the audit records that identity', async () => {
+    const ref = await awaitingApproval();
+    const body = JSON.stringify({ inbox_id: ref.inboxId, message_id: ref.messageId, verdict: 'approve', revision: 1 });
+    const post = (headers: Record<string, string>) =>
+      fetch(`${h.apiUrl}/admin/review`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...headers },
+        body,
+      });
+    assert.equal((await post({ 'x-forwarded-email': '' })).status, 401, 'an empty header names nobody');
+    const accepted = await post({ 'x-forwarded-email': 'Ana@Example.com' });
+    assert.equal(accepted.status, 200);
+    assert.equal((await h.workflowResult(ref)).status, 'sent');
+    const [row] = await listReviewAudit(h.db, { workflowId: inboundWorkflowId(ref) });
+    assert.equal(row?.reviewerId, 'proxy:ana@example.com');
+  });
+
   test('a token is made once, stored only as its hash, names its reviewer, and stops working when revoked', async () => {
     const { reviewer, token } = await addReviewer(h.db, { name: 'Ana Lima', inboxes: ['Support@Example.com'] });
     assert.match(token, /^rvw_[A-Za-z0-9_-]{43}$/);

@@ -27,6 +27,9 @@ import { authenticateReviewer, mayReview, type Reviewer } from '../../review/rev
  * POST /admin/review {"inbox_id", "message_id", "verdict": "approve"|"reject", "revision", "text"?}
  *      200 {accepted, revision}; 409 when no verdict is awaited, the revision is stale, or a verdict stands
  * GET  /admin/review/:inbox_id/:message_id/audit  who judged it, which revision, when (a reviewer or ADMIN_TOKEN)
+ *
+ * With REVIEW_PROXY_USER_HEADER set, a request without a bearer token is the person a trusted
+ * authenticating proxy names in that header (off by default; see docs/approval-and-recipients.md).
  */
 
 export interface ReviewRouteOptions {
@@ -34,6 +37,11 @@ export interface ReviewRouteOptions {
   temporal: Client;
   /** ADMIN_TOKEN, when set: it may read the audit, never give a verdict. */
   adminToken?: string | undefined;
+  /**
+   * REVIEW_PROXY_USER_HEADER: a trusted authenticating proxy (OIDC in front) names the person in
+   * this header; they review every inbox, recorded as `proxy:<value>`. Undefined: tokens only.
+   */
+  proxyUserHeader?: string | undefined;
 }
 
 const reviewBody = z
@@ -69,10 +77,19 @@ export const reviewRoutes: FastifyPluginAsync<ReviewRouteOptions> = async (app: 
   const admin = options.adminToken === undefined ? null : digest(options.adminToken);
   const isAdmin = (token: string) => admin !== null && token !== '' && timingSafeEqual(digest(token), admin);
 
+  /** The person a trusted proxy names, as a reviewer of every inbox; null when off or absent. */
+  function proxyReviewer(request: FastifyRequest): Reviewer | null {
+    if (options.proxyUserHeader === undefined) return null;
+    const value = request.headers[options.proxyUserHeader];
+    const user = (Array.isArray(value) ? value[0] : value)?.trim().toLowerCase() ?? '';
+    if (user === '' || user.length > 190) return null;
+    return { id: `proxy:${user}`, name: user, inboxes: null, createdAt: new Date(0), revokedAt: null };
+  }
+
   /** The reviewer of this request, or the reply already sent (401/403). */
   async function reviewerOf(request: FastifyRequest, reply: FastifyReply, inboxId: string): Promise<Reviewer | null> {
     const token = bearer(request);
-    const reviewer = token === '' ? null : await authenticateReviewer(options.db, token);
+    const reviewer = token === '' ? proxyReviewer(request) : await authenticateReviewer(options.db, token);
     if (reviewer === null) {
       const message = isAdmin(token)
         ? 'ADMIN_TOKEN is for operator routes; a verdict needs a reviewer token (npm run reviewer -- add).'

@@ -50,6 +50,8 @@ export class CountingDrafter implements Drafter {
 export interface HarnessOptions {
   /** Serve /admin/* on the harness's API with this bearer token. */
   adminToken?: string;
+  /** REVIEW_PROXY_USER_HEADER for the harness's API (a trusted proxy names the reviewer). */
+  reviewProxyUserHeader?: string;
   /** Any other activity settings (lib/config.ts `activityVars`), over the ones the options above set. */
   activityConfig?: Partial<ActivityConfig>;
   /** The drafter behind the counting one (default: the offline drafter). */
@@ -129,6 +131,7 @@ export class Harness {
       bodyLimitBytes: 1_048_576,
       logger: createLogger('test-api', process.env.TEST_LOG_LEVEL ?? 'silent'),
       admin,
+      reviewProxyUserHeader: options.reviewProxyUserHeader,
       intake: { relay: options.relay },
     });
     const apiUrl = await listen(api);
