@@ -123,7 +123,7 @@ export default tseslint.config(
         {
           patterns: [
             {
-              regex: '^\\.\\./(api|worker|scripts|intake|workflows|activities|sandbox|bench|test)(/|$)',
+              regex: '^\\.\\./(api|worker|scripts|intake|workflows|activities|knowledge|sandbox|bench|test)(/|$)',
               message: 'lib/ is infrastructure: it imports contract/ and nothing else of the project above it.',
             },
           ],
@@ -140,8 +140,26 @@ export default tseslint.config(
         {
           patterns: [
             {
-              regex: '^\\.\\./(api|worker|scripts|intake|workflows|activities|sandbox|bench|test)(/|$)',
+              regex: '^\\.\\./(api|worker|scripts|intake|workflows|activities|sandbox|bench|test|knowledge|desk)(/|$)',
               message: 'review/ imports lib/ and contract/ only.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // The knowledge base (sync, retrieval, the eval's arithmetic) sits beside lib/: the draft step,
+    // the worker and the CLIs import it; it imports contract/ and lib/ only.
+    files: ['knowledge/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '^\\.\\./(api|worker|scripts|intake|workflows|activities|sandbox|bench|test|review|desk)(/|$)',
+              message: 'knowledge/ imports contract/ and lib/ only.',
             },
           ],
         },

@@ -59,6 +59,8 @@ export type InboundMessageResult =
       replyVersion: number;
     }
   | { status: 'rejected'; ticketId: string | null }
+  /** HANDOFF=ticket: the draft handed the message to a person; the ticket holds the reason, nothing was sent. */
+  | { status: 'handed_off'; ticketId: string | null }
   | { status: 'skipped'; reason: string; ticketId: string | null };
 
 /**

@@ -6,7 +6,7 @@ import { after, before, describe, test } from 'node:test';
 import { ApplicationFailure, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { createActivities } from '../activities';
-import type { DraftRequest } from '../activities/draft/drafting/drafter';
+import type { DraftAnswer, DraftRequest } from '../activities/draft/drafting/drafter';
 import { OfflineDrafter } from '../activities/draft/drafting/offline-drafter';
 import { PostgresTickets } from '../activities/ticket/postgres-tickets';
 import { activityConfig } from '../lib/config';
@@ -48,7 +48,7 @@ const ADMIN_TOKEN = `admin-${randomUUID()}`;
 /** Holds a message whose text says SLOW-DRAFT in `drafting` until the test releases it: the window before a draft exists. */
 class GatedDrafter extends OfflineDrafter {
   private gate = Promise.withResolvers<void>();
-  override async draft(request: DraftRequest): Promise<string> {
+  override async draft(request: DraftRequest): Promise<DraftAnswer> {
     if (request.text.includes('SLOW-DRAFT')) await this.gate.promise;
     return super.draft(request);
   }

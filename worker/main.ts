@@ -87,7 +87,8 @@ async function main(): Promise<void> {
     countUnansweredOnScrape(async () => (await client.workflow.count(unansweredQuery(new Date()))).count);
     // The watchdog and retention schedules (created if missing, brought up to date if not).
     // A failure here must not keep the worker from answering mail: it is logged, and the next start tries again.
-    await ensureSchedules(client, config.TEMPORAL_TASK_QUEUE).then(
+    const knowledgeSyncMs = config.KNOWLEDGE_DIR || config.KNOWLEDGE_URLS ? config.KNOWLEDGE_SYNC_INTERVAL : null;
+    await ensureSchedules(client, config.TEMPORAL_TASK_QUEUE, { knowledgeSyncMs }).then(
       (schedules) => log.info({ ...schedules, watchdogReenable: config.WATCHDOG_REENABLE }, 'schedules ready'),
       (error: unknown) =>
         log.error(

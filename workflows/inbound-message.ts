@@ -172,12 +172,18 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
         ? []
         : [{ key: SearchAttributes.ThreadId, value: decision.threadId }];
 
-    const openTicket = async (note: string, key = keys.ticket) =>
+    const openTicket = async (note: string, draftKey?: string, key = keys.ticket) =>
       (
         await operations.run(
           key,
           'ticket',
-          effects.openTicket({ ...ref, key, threadId: decision.threadId, note }),
+          effects.openTicket({
+            ...ref,
+            key,
+            threadId: decision.threadId,
+            note,
+            ...(draftKey !== undefined ? { draftKey } : {}),
+          }),
           (t) => t.ticketId,
         )
       ).ticketId;
@@ -188,26 +194,54 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
       return { status: 'skipped', reason: decision.reason ?? 'unknown', ticketId };
     }
 
-    // The ticket does not depend on the draft: both run at once. Each is awaited to its end
-    // before a failure of the other is raised, so a message whose draft fails (a refusal, say)
-    // still has its ticket for the person who answers it instead.
+    // The ticket follows the draft, so its note can say how the draft came out (a hand-off's reason
+    // and the articles considered, read from the store by the ticket activity). A failed draft
+    // still gets its ticket before the failure is raised, for the person who answers instead.
     setStatus('drafting', thread);
     const drafting = operations.run(
       keys.versions[1].draft,
       'draft',
       effects.draftReply({ ...ref, key: keys.versions[1].draft }),
-      (d) => `${d.characters} characters`,
+      (d) =>
+        [
+          `${d.characters} characters`,
+          ...(d.citations.length > 0 ? [`cites ${d.citations.join(', ')}`] : []),
+          ...(d.handoff ? [`handoff: ${d.handoff.kind}`] : []),
+        ].join('; '),
     );
-    const ticketing = openTicket(
-      decision.approval.required ? 'drafted by the support agent, awaiting approval' : 'answered by the support agent',
+    const approvalNote = 'drafted by the support agent, awaiting approval';
+    const ticketing = drafting.then(
+      (d) =>
+        openTicket(
+          d.handoff === null
+            ? decision.approval.required
+              ? approvalNote
+              : 'answered by the support agent'
+            : decision.approval.required || d.handoff.route === 'review'
+              ? 'handed off by the support agent, awaiting review'
+              : 'handed off by the support agent: a person answers',
+          keys.versions[1].draft,
+        ),
+      () => openTicket(decision.approval.required ? approvalNote : 'answered by the support agent'),
     );
     const [drafted, ticketId] = await bothSettled(drafting, ticketing);
+
+    // The agent did not know: with HANDOFF=ticket (in an inbox that needs no approval) the ticket
+    // is the answer and no email goes out; otherwise a person reviews the draft like an approval.
+    const handoff = drafted.handoff;
+    if (handoff !== null && !decision.approval.required && handoff.route === 'ticket') {
+      operations.skip(keys.versions[1].reply, 'reply', `handed off: ${handoff.kind}`);
+      await local.releaseReplyBudget({ budgetKey: keys.versions[1].reply });
+      reserved = false;
+      setStatus('handed_off');
+      return { status: 'handed_off', ticketId };
+    }
 
     let version: DraftVersion = 1;
     // A person decides when the inbox requires it, or when the drafted text tripped a rule
     // (activities/draft/draft-check.ts): then it is held, never sent unless a person approves.
     const holds: HoldRule[] = drafted.holds;
-    if (decision.approval.required || holds.length > 0) {
+    if (decision.approval.required || handoff !== null || holds.length > 0) {
       // The reviewer sees the draft at AgentMail (and in the operation store, by its key).
       await operations.run(
         keys.versions[1].providerDraft,
@@ -216,8 +250,14 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
         (d) => d.draftId,
       );
       const reason =
-        holds.length > 0 ? `held: ${holds.map((rule) => HOLD_RULES[rule]).join('; ')}` : 'approval required';
-      const held = !decision.approval.required;
+        handoff !== null
+          ? `handoff: ${handoff.kind}`
+          : holds.length > 0
+            ? `held: ${holds.map((rule) => HOLD_RULES[rule]).join('; ')}`
+            : 'approval required';
+      // Held: an inbox that needs no approval, a draft that tripped a rule (a hand-off says so itself).
+      const held = !decision.approval.required && handoff === null;
+      const waiting = handoff !== null ? 'handed_off' : held ? 'held' : 'awaiting_approval';
       // A verdict recorded by an earlier run of this message (a replay) stands; otherwise the window
       // opens now, before the status tells a person to judge, so a verdict sent on seeing it is not refused.
       const recalled = await quick.recallReview({ key: keys.review });
@@ -225,7 +265,11 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
         review.open({ revision: 1, draftKey: keys.versions[1].draft, reason });
         if (held) {
           setStatus('held', [{ key: SearchAttributes.SkipReason, value: `held-${holds.join('-')}` }]);
-          await openTicket(`a drafted reply is held for a person to approve or reject (${reason})`, keys.heldTicket);
+          await openTicket(
+            `a drafted reply is held for a person to approve or reject (${reason})`,
+            undefined,
+            keys.heldTicket,
+          );
         }
       }
       const verdict = await operations.run(
@@ -237,11 +281,7 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
               effects.recordReview({
                 ...ref,
                 key: keys.review,
-                review: await review.wait(
-                  held ? 'held' : 'awaiting_approval',
-                  held ? null : decision.approval.timeoutMs,
-                  setStatus,
-                ),
+                review: await review.wait(waiting, held ? null : decision.approval.timeoutMs, setStatus),
               }))(),
         (v) => `${v.verdict}${v.text !== null ? ' with edits' : ''}${v.reviewer ? ` by ${v.reviewer}` : ''}`,
       );
@@ -440,7 +480,7 @@ function reviewInbox() {
      * timeout) the message is escalated and still waits: it is never sent unapproved.
      */
     async wait(
-      waiting: 'awaiting_approval' | 'held',
+      waiting: 'awaiting_approval' | 'held' | 'handed_off',
       escalateAfterMs: number | null,
       setStatus: (status: ReplyStatus) => void,
     ): Promise<ReviewInput> {
