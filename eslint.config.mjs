@@ -132,6 +132,23 @@ export default tseslint.config(
     },
   },
   {
+    // review/ (reviewers' credentials, the audit) sits beside lib/: the api, the activities and the CLI call it.
+    files: ['review/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '^\\.\\./(api|worker|scripts|intake|workflows|activities|sandbox|bench|test|knowledge|desk)(/|$)',
+              message: 'review/ imports lib/ and contract/ only.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     // The knowledge base (sync, retrieval, the eval's arithmetic) sits beside lib/: the draft step,
     // the worker and the CLIs import it; it imports contract/ and lib/ only.
     files: ['knowledge/**/*.ts'],

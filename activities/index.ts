@@ -24,12 +24,13 @@ import { createEmbedder } from '../knowledge';
 import { catchUpInboxForWatchdog, checkWebhooks, reenableWebhook } from './upkeep/webhook-watchdog';
 import {
   createProviderDraft,
+  deleteProviderDraft,
   recallReview,
   recordReview,
   reviseDraft,
   type ProviderDraftInput,
 } from './draft/approval';
-import { sendApprovedDraft, sendReply, type DraftSendInput, type SendInput } from './send/send-reply';
+import { sendReply, type SendInput } from './send/send-reply';
 import type { TicketProvider } from './ticket/ticket-provider';
 
 export interface ActivityDeps {
@@ -81,7 +82,7 @@ export function createActivities(deps: ActivityDeps) {
     recordReview: (input: MessageRef & { key: string; review: ReviewInput }) => recordReview(common, input),
     reviseDraft: (input: MessageRef & { key: string; reviewKey: string }) => reviseDraft(common, input),
     createProviderDraft: (input: ProviderDraftInput) => createProviderDraft(common, input),
-    sendApprovedDraft: (input: DraftSendInput) => sendApprovedDraft(common, input),
+    deleteProviderDraft: (input: { inboxId: string; providerDraftKey: string }) => deleteProviderDraft(common, input),
     checkWebhooks: () => checkWebhooks(deps),
     reenableWebhook: (input: { webhookId: string }) => reenableWebhook(deps, input),
     catchUpInbox: (input: { inboxId: string }) => catchUpInboxForWatchdog(deps, input),

@@ -7,6 +7,7 @@ import type { Db } from '../lib/db';
 import type { Logger } from '../lib/logger';
 import { observeIntakeBacklog } from '../lib/metrics';
 import { adminRoutes } from './admin/route';
+import { reviewRoutes } from './admin/review';
 import { installLoadShedding } from './load-shedding';
 import type { StartupChecks } from './startup-checks';
 import { webhookRoute } from './webhook/route';
@@ -29,6 +30,8 @@ export interface AppOptions {
   intake?: Pick<IntakeOptions, 'relay' | 'starterOptions' | 'relayOptions'> | undefined;
   /** What api/main.ts checks at start (Postgres, Temporal): /readyz says what is missing. */
   startup?: Pick<StartupChecks, 'state' | 'problem'> | undefined;
+  /** REVIEW_PROXY_USER_HEADER: the header a trusted authenticating proxy names the reviewer in (off when unset). */
+  reviewProxyUserHeader?: string | undefined;
   /** Set (ADMIN_TOKEN) to serve /admin/*; absent, those routes do not exist (404). */
   admin?: { token: string; agentmail: AgentMailClient; operationRetentionDays: number } | undefined;
 }
@@ -129,8 +132,15 @@ export function buildApp(options: AppOptions): FastifyInstance {
       cursors: new InboxCursors(options.db),
       operationRetentionDays,
     };
-    app.register(adminRoutes, { token, catchUp, temporal: options.temporal, onHandedOver: () => intake.relay?.wake() });
+    app.register(adminRoutes, { token, catchUp, onHandedOver: () => intake.relay?.wake() });
   }
+  // Reviewers bring their own tokens (review/reviewers.ts): served whether or not ADMIN_TOKEN is set.
+  app.register(reviewRoutes, {
+    db: options.db,
+    temporal: options.temporal,
+    adminToken: options.admin?.token,
+    proxyUserHeader: options.reviewProxyUserHeader,
+  });
 
   // 5xx details stay in the log: the sender only needs to know to retry.
   app.setErrorHandler((error: { statusCode?: number; message: string }, request, reply) => {

@@ -104,6 +104,7 @@ async function main(): Promise<void> {
     connectionTimeoutMs: config.INGRESS_CONNECTION_TIMEOUT_MS,
     maxConcurrentRequests: config.INGRESS_MAX_CONCURRENT_REQUESTS,
     logger,
+    reviewProxyUserHeader: config.REVIEW_PROXY_USER_HEADER,
     admin:
       config.ADMIN_TOKEN && config.AGENTMAIL_API_KEY
         ? {

@@ -78,6 +78,18 @@ const agentmailVars = {
 const apiSchema = z
   .object({
     ...commonVars,
+    /**
+     * A trusted authenticating proxy in front of the API (OIDC, e.g. oauth2-proxy) names the person
+     * in this request header (e.g. x-forwarded-email); the review routes then take a verdict from
+     * it, recorded as `proxy:<value>`. Unset (the default): only reviewer tokens. Set it only when
+     * every request reaches the API through that proxy and the proxy overwrites the header.
+     */
+    REVIEW_PROXY_USER_HEADER: z
+      .string()
+      .trim()
+      .toLowerCase()
+      .regex(/^[a-z0-9-]+$/, 'must be an HTTP header name, e.g. x-forwarded-email')
+      .optional(),
     /** Bearer token for /admin/*; unset, the admin routes do not exist (404). */
     ADMIN_TOKEN: z.string().trim().min(16, 'must be at least 16 characters (e.g. openssl rand -hex 32)').optional(),
     AGENTMAIL_API_KEY: agentmailVars.AGENTMAIL_API_KEY.optional(),
@@ -251,6 +263,17 @@ const activityVars = {
     ),
   /** Extra addresses that are ours (besides the receiving inbox): never answered, to avoid loops. */
   REPLYONCE_OWN_ADDRESSES: commaList,
+  /**
+   * Domains whose Reply-To is followed whoever wrote (comma-separated; empty by default). Otherwise
+   * Reply-To is followed only when it names the sender's own mailbox (activities/agentmail/recipients.ts).
+   */
+  REPLYONCE_REPLY_TO_DOMAINS: commaList,
+  /**
+   * Hosts a drafted reply may link to without a person reading it first (comma-separated; a host
+   * matches its subdomains too). Empty: the receiving inbox's own domain. Addresses at these
+   * domains count as ours in the same check (activities/draft/draft-check.ts).
+   */
+  DRAFT_ALLOWED_LINK_DOMAINS: commaList,
   /** Replies allowed to one sender address per 24 h before we stop answering (loop safety). */
   REPLY_BUDGET_PER_SENDER: z.coerce.number().int().min(0).default(5),
   /** The inboxes replyonce answers (comma-separated); unset: every inbox of the organisation. */

@@ -362,7 +362,7 @@ describe('approval and coalescing', () => {
     assert.deepEqual(await replyStatus(secondHandle), ['waiting_turn']);
     assert.equal(drafter.of(second.ref).length, 0);
     assert.equal(drafter.of(first.ref).length, 1);
-    await firstHandle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', reviewer: 'grace' }] });
+    await firstHandle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', revision: 1, reviewer: 'grace' }] });
     assert.equal((await firstHandle.result()).status, 'sent');
     await eventually(
       async () => (await statusOf(secondHandle)) === 'awaiting_approval' || undefined,
@@ -372,7 +372,7 @@ describe('approval and coalescing', () => {
       drafter.of(second.ref)[0]?.thread.some((m) => m.direction === 'outbound'),
       'its draft saw the approved reply',
     );
-    await secondHandle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', reviewer: 'grace' }] });
+    await secondHandle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', revision: 1, reviewer: 'grace' }] });
     const results = await assertCovered(h, c.inboxId, [first.ref, second.ref]);
     assert.deepEqual(
       [...results.values()].map((r) => r.status === 'sent' && r.covers.length),

@@ -6,10 +6,12 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
 import type { DraftAnswer, Drafter, DraftRequest } from '../activities/draft/drafting/drafter';
 import { OfflineDrafter } from '../activities/draft/drafting/offline-drafter';
+import { mailboxOf, sameMailbox } from '../activities/agentmail/mailbox';
 import { OwnAddresses } from '../activities/decide/own-addresses';
 import { releaseReply, reserveReply, reservedFor, retakeReply } from '../activities/decide/reply-budget';
 import { inboundWorkflowId } from '../lib/hashing';
-import { FailureType, type InboundMessageResult, type MessageRef, reviewUpdate } from '../contract';
+import { WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import { FailureType, type InboundMessageResult, type MessageRef, reviewStateQuery, reviewUpdate } from '../contract';
 import * as metrics from '../lib/metrics';
 import { SANDBOX_DOMAIN } from '../sandbox/mailbox';
 import { Harness } from './support/harness';
@@ -25,6 +27,8 @@ const CEILING = 6;
 const DAY = 24 * 60 * 60 * 1000;
 /** An inbox known before the harness starts, so it can be configured to need approval. */
 const APPROVAL_INBOX = `approval-${randomUUID().slice(0, 8)}@${SANDBOX_DOMAIN}`;
+/** Our own domain among them, as an operator would: a Reply-To naming one of our inboxes is then followed, and refused as ours. */
+const VOUCHED_DOMAINS = ['corp.example', 'vouched.example', SANDBOX_DOMAIN];
 
 /** Refuses to draft messages that say so: a run that fails after its decision. */
 class RefusingDrafter implements Drafter {
@@ -46,6 +50,8 @@ before(async () => {
     ticketForSkipped: false,
     approvalInboxes: [APPROVAL_INBOX],
     drafter: new RefusingDrafter(),
+    // Domains whose Reply-To the operator vouches for (issue 22): followed whoever sent the mail.
+    activityConfig: { REPLYONCE_REPLY_TO_DOMAINS: VOUCHED_DOMAINS },
   });
 });
 after(() => h.close());
@@ -102,9 +108,20 @@ describe('own addresses', () => {
     const inboxId = h.newInbox();
     const ours = h.newInbox('other');
     await h.sandbox.createInbox(ours);
-    // A sender in our own domain, pointing the reply at a sibling inbox.
-    const { result } = await answered(inboxId, { from: `colleague@${SANDBOX_DOMAIN}`, reply_to: [ours] });
+    // A sender of a vouched domain, pointing the reply at a sibling inbox.
+    const { result } = await answered(inboxId, { from: `colleague@vouched.example`, reply_to: [ours] });
     assert.deepEqual(result, skipped('no-valid-recipient'));
+    assert.equal((await outbox(inboxId)).length, 0);
+  });
+
+  test('a +tag or a change of case is the same mailbox: support+x@ our inbox is ours, not a customer', async () => {
+    const inboxId = h.newInbox();
+    const [local, domain] = inboxId.split('@') as [string, string];
+    const tagged = await answered(inboxId, { from: `${local.toUpperCase()}+loop@${domain}` });
+    assert.deepEqual(tagged.result, skipped('from-own-inbox'));
+    // And as a Reply-To of a vouched sender: no recipient, never ourselves.
+    const pointed = await answered(inboxId, { from: 'ops@vouched.example', reply_to: [`${local}+x@${domain}`] });
+    assert.deepEqual(pointed.result, skipped('no-valid-recipient'));
     assert.equal((await outbox(inboxId)).length, 0);
   });
 });
@@ -179,14 +196,24 @@ describe('recipients: exactly one, from the message', () => {
     assert.deepEqual([sent[0]!.message.cc ?? [], sent[0]!.message.bcc ?? []], [[], []]);
   });
 
-  test('a single Reply-To in the sender’s domain is honoured (domain case-insensitive); another domain is ignored', async () => {
+  test('Reply-To is followed only to the sender’s own mailbox (+tag) or a vouched domain; a shared domain is not one person', async () => {
     const inboxId = h.newInbox();
-    const same = await answered(inboxId, { from: sender(), reply_to: ['Billing <billing@CUSTOMER.example>'] });
+    const ada = `ada-${randomUUID().slice(0, 8)}`;
+    // a@gmail.com pointing the reply at victim@gmail.com: same domain, another person.
+    const victim = await answered(inboxId, { from: `${ada}@gmail.com`, reply_to: [`victim-${ada}@gmail.com`] });
+    const colleague = await answered(inboxId, { from: sender(), reply_to: ['Billing <billing@customer.example>'] });
+    const tagged = await answered(inboxId, {
+      from: `${ada}@customer.example`,
+      reply_to: [`${ada}+orders@Customer.EXAMPLE`],
+    });
+    const vouched = await answered(inboxId, { from: sender(), reply_to: ['helpdesk@Vouched.example'] });
     const other = await answered(inboxId, { from: 'grace@customer.example', reply_to: ['grace@elsewhere.example'] });
-    assert.equal(same.result.status, 'sent');
-    assert.equal(other.result.status, 'sent');
+    for (const m of [victim, colleague, tagged, vouched, other]) assert.equal(m.result.status, 'sent');
     const byMessage = new Map((await outbox(inboxId)).map((e) => [e.message.in_reply_to, e.message.to]));
-    assert.deepEqual(byMessage.get(same.ref.messageId), ['billing@CUSTOMER.example']);
+    assert.deepEqual(byMessage.get(victim.ref.messageId), [`${ada}@gmail.com`]);
+    assert.deepEqual(byMessage.get(colleague.ref.messageId), [colleague.inbound.message.from.replace(/^.*<|>$/g, '')]);
+    assert.deepEqual(byMessage.get(tagged.ref.messageId), [`${ada}+orders@Customer.EXAMPLE`]);
+    assert.deepEqual(byMessage.get(vouched.ref.messageId), ['helpdesk@Vouched.example']);
     assert.deepEqual(byMessage.get(other.ref.messageId), ['grace@customer.example']);
   });
 });
@@ -209,7 +236,7 @@ describe('the per-sender budget', () => {
     assert.equal(await reservedFor(h.db, from), BUDGET);
   });
 
-  test('the budget counts an address both ways: rotating Reply-To through the sender’s domain, or many senders pointing it at one address', async () => {
+  test('the budget counts an address both ways: rotating Reply-To, or many senders of a vouched domain pointing it at one address', async () => {
     const inboxId = h.newInbox();
     // One sender, a new Reply-To (in its own domain) each time: the sender's budget still runs out.
     const robot = `robot-${randomUUID().slice(0, 8)}@robots.example`;
@@ -226,7 +253,7 @@ describe('the per-sender budget', () => {
       'sender-budget-exceeded',
       'sender-budget-exceeded',
     ]);
-    // Seven senders of one domain, all at once, each pointing Reply-To at the same address
+    // Seven senders of a vouched domain, all at once, each pointing Reply-To at the same address
     // (another inbox: this one's hourly ceiling is nearly used up).
     const second = h.newInbox();
     const target = `target-${randomUUID().slice(0, 8)}@corp.example`;
@@ -318,9 +345,50 @@ describe('the per-sender budget', () => {
       'the reply to await approval',
     );
     assert.equal(await reservedFor(h.db, from), 1, 'reserved when decided');
-    await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'reject', reviewer: 'grace' }] });
+    await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'reject', revision: 1, reviewer: 'grace' }] });
     assert.equal((await handle.result()).status, 'rejected');
     assert.equal(await reservedFor(h.db, from), 0);
+  });
+
+  test('a verdict for a message whose inbox needs no approval is refused at every moment of its run, never accepted', async () => {
+    const inboxId = h.newInbox();
+    const { ref } = await arrive(inboxId);
+    const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
+    // Hammer the run with verdicts from its start to its end: each is refused (or finds it finished).
+    const answers: string[] = [];
+    let finished = false;
+    const result = h.resultOf(ref).finally(() => (finished = true));
+    while (!finished) {
+      const answer = await handle
+        .executeUpdate(reviewUpdate, { args: [{ verdict: 'reject', revision: 1, reviewer: 'stray' }] })
+        .then(
+          () => 'accepted',
+          (error: unknown) =>
+            error instanceof WorkflowUpdateFailedError && error.cause instanceof ApplicationFailure
+              ? `${error.cause.type}: ${error.cause.message}`
+              : error instanceof WorkflowNotFoundError
+                ? 'not running'
+                : String(error),
+        );
+      answers.push(answer);
+    }
+    assert.equal((await result).status, 'sent', 'nobody could stop it with a stray verdict');
+    assert.ok(!answers.includes('accepted'), answers.join('\n'));
+    assert.ok(
+      answers.every((a) => /^ReviewRefused: no verdict is awaited: ReplyStatus=\w+/.test(a) || a === 'not running'),
+      answers.join('\n'),
+    );
+    assert.ok(
+      answers.some((a) => a.startsWith('ReviewRefused')),
+      'at least one reached the running workflow',
+    );
+    assert.deepEqual(await handle.query(reviewStateQuery), {
+      status: 'sent',
+      revision: null,
+      draftKey: null,
+      reason: null,
+      verdict: null,
+    });
   });
 
   test('a run that fails before its send gives the reservation back', async () => {
@@ -459,5 +527,91 @@ describe('what the sender writes cannot wedge the message', () => {
       tickets.rows.map((t) => t.subject),
       ['Order #42 is late'],
     );
+  });
+});
+
+describe('one mailbox, many spellings', () => {
+  test('case, a +tag, and for gmail.com/googlemail.com dots: one mailbox; elsewhere dots count', () => {
+    assert.equal(mailboxOf(' Ada.Lovelace+Orders@GoogleMail.com '), 'adalovelace@gmail.com');
+    assert.equal(mailboxOf('a.d.a@gmail.com'), 'ada@gmail.com');
+    assert.equal(mailboxOf('Support+x@Ours.Example'), 'support@ours.example');
+    assert.equal(
+      mailboxOf('a.da@ours.example'),
+      'a.da@ours.example',
+      'dots are ignored only where the provider ignores them',
+    );
+    assert.equal(mailboxOf('+tag@ours.example'), '+tag@ours.example', 'nothing before the plus: left alone');
+    assert.ok(!sameMailbox('a@gmail.com', 'victim@gmail.com'));
+  });
+});
+
+describe('mailboxes and exact limits (issue 22)', () => {
+  // A harness of its own: a budget of 3 and a ceiling of 5, the figures the issue names.
+  const TIGHT_BUDGET = 3;
+  const TIGHT_CEILING = 5;
+  let t: Harness;
+  before(async () => {
+    t = await Harness.start({
+      replyBudgetPerSender: TIGHT_BUDGET,
+      replyCeilingPerInboxPerHour: TIGHT_CEILING,
+      ticketForSkipped: false,
+    });
+  });
+  after(() => t.close());
+
+  test(`eight rotator+N@ messages (and Gmail dot variants) against a budget of ${TIGHT_BUDGET} → exactly ${TIGHT_BUDGET} replies`, async () => {
+    const inboxId = t.newInbox();
+    const name = `rotator${randomUUID().slice(0, 6)}`;
+    const spellings = [
+      ...Array.from({ length: 6 }, (_, i) => `${name}+${i}@gmail.com`),
+      `${name.slice(0, 3)}.${name.slice(3)}@gmail.com`,
+      `${name.toUpperCase()}+x@googlemail.com`,
+    ];
+    const results = [];
+    for (const from of spellings) {
+      const inbound = await t.sandbox.inbound({ inbox_id: inboxId, from, subject: 'hi', text: 'again' });
+      results.push(await t.resultOf({ inboxId, messageId: inbound.message.message_id }));
+    }
+    const statuses = results.map((r) => (r.status === 'skipped' ? r.reason : r.status));
+    assert.deepEqual(statuses, [
+      ...Array<string>(TIGHT_BUDGET).fill('sent'),
+      ...Array<string>(8 - TIGHT_BUDGET).fill('sender-budget-exceeded'),
+    ]);
+    assert.equal((await t.sandbox.outbox({ inbox_id: inboxId })).length, TIGHT_BUDGET);
+    assert.equal(await reservedFor(t.db, `${name}@gmail.com`), TIGHT_BUDGET, 'one mailbox, one budget');
+  });
+
+  test(`50 concurrent messages from 50 senders against a ceiling of ${TIGHT_CEILING} → exactly ${TIGHT_CEILING} replies`, async () => {
+    const inboxId = t.newInbox();
+    const messages = await Promise.all(
+      Array.from({ length: 50 }, (_, i) =>
+        t.sandbox.inbound({ inbox_id: inboxId, from: sender(`flood${i}`), subject: `#${i}`, text: 'hello' }),
+      ),
+    );
+    const results = await Promise.all(
+      messages.map((m) => t.resultOf({ inboxId, messageId: m.message.message_id }, 180_000)),
+    );
+    const statuses = results.map((r) => (r.status === 'skipped' ? r.reason : r.status));
+    assert.equal(statuses.filter((s) => s === 'sent').length, TIGHT_CEILING, statuses.join(', '));
+    assert.equal(statuses.filter((s) => s === 'inbox-ceiling-reached').length, 50 - TIGHT_CEILING);
+    assert.equal((await t.sandbox.outbox({ inbox_id: inboxId })).length, TIGHT_CEILING);
+  });
+
+  test('the reservation itself: 50 decisions at once from 50 senders on the pool → exactly the ceiling, no deadlock with the address locks', async () => {
+    const inboxId = t.newInbox();
+    // Each sender also writes to a shared recipient in half the cases, so address and inbox locks interleave.
+    const shared = sender('shared');
+    const outcomes = await Promise.all(
+      Array.from({ length: 50 }, (_, i) => {
+        const from = sender(`race${i}`);
+        return reserveReply(
+          t.db,
+          { replyKey: `${inboxId}/<c${i}>/reply/v1`, inboxId, sender: from, recipient: i % 2 ? shared : from },
+          { perAddress: 1_000, perInboxPerHour: TIGHT_CEILING },
+        );
+      }),
+    );
+    assert.equal(outcomes.filter((o) => o.granted).length, TIGHT_CEILING);
+    assert.equal(outcomes.filter((o) => !o.granted && o.reason === 'inbox-ceiling-reached').length, 50 - TIGHT_CEILING);
   });
 });

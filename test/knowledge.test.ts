@@ -385,7 +385,7 @@ describe('HANDOFF=review in an inbox that needs no approval (the offline drafter
       [],
     );
     assert.match((await h.ticketsFor(ref))[0]!.note, /awaiting review[\s\S]*no article in the knowledge base matches/);
-    await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', reviewer: 'test' }] });
+    await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', revision: 1, reviewer: 'test' }] });
     assert.equal((await handle.result()).status, 'sent');
   });
 

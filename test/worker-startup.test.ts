@@ -182,7 +182,7 @@ describe('the worker logs one line a person can follow per outcome of a message'
       async () =>
         (
           await handle
-            .executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', reviewer: 'grace' }] })
+            .executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', revision: 1, reviewer: 'grace' }] })
             .catch(() => undefined)
         )?.accepted,
       'the verdict accepted',

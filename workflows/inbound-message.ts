@@ -21,21 +21,26 @@ import {
   draftKey,
   draftProblem,
   FailureType,
+  HOLD_RULES,
+  type HoldRule,
   type InboundMessageInput,
   type InboundMessageResult,
   type MessageRef,
-  type OperationKind,
+  OperationKind,
   type OperationReport,
   operationsQuery,
   type OperationView,
   providerDraftKey,
+  releaseTurnSignal,
   replyKey,
   type ReplyStatus,
   type ReviewInput,
   reviewKey,
   reviewSignal,
+  type ReviewState,
+  reviewStateQuery,
   reviewUpdate,
-  releaseTurnSignal,
+  type ReviewVerdict,
   SearchAttributes,
   threadTicketKey,
   ticketKey,
@@ -128,14 +133,15 @@ setWorkflowOptions({ versioningBehavior: 'PINNED' }, inboundMessageWorkflow);
 export async function inboundMessageWorkflow(input: InboundMessageInput): Promise<InboundMessageResult> {
   const ref: MessageRef = { inboxId: input.inboxId, messageId: input.messageId };
   const operations = operationsBoard();
+  const review = reviewInbox();
   const setStatus = (status: ReplyStatus, more: SearchAttributeUpdatePair[] = []) => {
     upsertSearchAttributes([{ key: SearchAttributes.ReplyStatus, value: status }, ...more]);
     operations.status(status);
+    review.status(status);
     // The wait for a person, in the log a person follows (the other outcome lines: interceptors/outcomes.ts).
-    if (status === 'awaiting_approval' || status === 'handed_off')
+    if (status === 'awaiting_approval' || status === 'held' || status === 'handed_off')
       log.info("awaiting approval: a reviewer's verdict is needed", { status });
   };
-  const review = reviewInbox();
   const turn = threadTurn();
   // Every operation key of this message, derived here once and handed to the activity that runs
   // it. Version 2 is an approver's edit: a changed intent, so new draft, AgentMail draft and reply keys.
@@ -254,7 +260,7 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     // no approval, that note is the answer and no email goes out; otherwise a person reviews the
     // draft like an approval.
     const handoff = drafted.handoff;
-    if (handoff !== null && ticketId !== null) {
+    if (handoff !== null) {
       await operations.run(
         keys.ticketNote,
         'ticket-note',
@@ -281,38 +287,64 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     }
 
     let version: DraftVersion = 1;
-    let providerDraftId: string | null = null;
-    if (decision.approval.required || handoff !== null) {
-      // The reviewer sees the draft at AgentMail; created once per draft version (client_id).
-      const showDraft = (v: DraftVersion) =>
-        operations.run(
-          keys.versions[v].providerDraft,
-          'provider-draft',
-          effects.createProviderDraft({
-            ...ref,
-            key: keys.versions[v].providerDraft,
-            draftKey: keys.versions[v].draft,
-          }),
-          (d) => d.draftId,
-        );
-      const shown = await showDraft(1);
-
+    // A person decides when the inbox requires it, or when the drafted text tripped a rule
+    // (activities/draft/draft-check.ts): then it is held, never sent unless a person approves.
+    const holds: HoldRule[] = drafted.holds;
+    if (decision.approval.required || handoff !== null || holds.length > 0) {
+      // The reviewer sees the draft at AgentMail (and in the operation store, by its key).
+      await operations.run(
+        keys.versions[1].providerDraft,
+        'provider-draft',
+        effects.createProviderDraft({ ...ref, key: keys.versions[1].providerDraft, draftKey: keys.versions[1].draft }),
+        (d) => d.draftId,
+      );
+      const reason =
+        handoff !== null
+          ? `handoff: ${handoff.kind}`
+          : holds.length > 0
+            ? `held: ${holds.map((rule) => HOLD_RULES[rule]).join('; ')}`
+            : 'approval required';
+      // Held: an inbox that needs no approval, a draft that tripped a rule (a hand-off says so itself).
+      const held = !decision.approval.required && handoff === null;
+      const waiting = handoff !== null ? 'handed_off' : held ? 'held' : 'awaiting_approval';
+      // A verdict recorded by an earlier run of this message (a replay) stands; otherwise the window
+      // opens now, before the status tells a person to judge, so a verdict sent on seeing it is not refused.
+      const recalled = await quick.recallReview({ key: keys.review });
+      if (recalled === null) {
+        review.open({ revision: 1, draftKey: keys.versions[1].draft, reason });
+        if (held) {
+          setStatus('held', [{ key: SearchAttributes.SkipReason, value: `held-${holds.join('-')}` }]);
+          await operations.run(
+            keys.ticketNote,
+            'ticket-note',
+            effects.commentDraftNote({
+              ...ref,
+              key: keys.ticketNote,
+              ticketId,
+              draftKey: keys.versions[1].draft,
+              note: `a drafted reply is held for a person to approve or reject (${reason})`,
+            }),
+            (c) => c.commentId,
+          );
+        }
+      }
       const verdict = await operations.run(
         keys.review,
         'review',
-        (async () =>
-          (await quick.recallReview({ key: keys.review })) ??
-          (await effects.recordReview({
-            ...ref,
-            key: keys.review,
-            review: await review.wait(
-              decision.approval.timeoutMs,
-              setStatus,
-              handoff !== null ? 'handed_off' : 'awaiting_approval',
-            ),
-          })))(),
+        recalled !== null
+          ? Promise.resolve(recalled)
+          : (async () =>
+              effects.recordReview({
+                ...ref,
+                key: keys.review,
+                review: await review.wait(waiting, held ? null : decision.approval.timeoutMs, setStatus),
+              }))(),
         (v) => `${v.verdict}${v.text !== null ? ' with edits' : ''}${v.reviewer ? ` by ${v.reviewer}` : ''}`,
       );
+      review.stands({ verdict: verdict.verdict, revision: verdict.revision ?? 1, reviewer: verdict.reviewer ?? '' });
+      // A verdict stands: AgentMail's copy of the draft goes, so nobody can send it from the console.
+      // What goes out is our stored text of the approved version.
+      await quick.deleteProviderDraft({ inboxId: ref.inboxId, providerDraftKey: keys.versions[1].providerDraft });
 
       if (verdict.verdict === 'reject') {
         operations.skip(keys.versions[1].reply, 'reply', 'rejected by the reviewer');
@@ -322,7 +354,6 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
         setStatus('rejected');
         return { status: 'rejected', ticketId, covers };
       }
-      providerDraftId = shown.draftId;
       if (verdict.text !== null) {
         // A changed intent: the edited text is the next draft version and goes out under the next reply key.
         version = 2;
@@ -332,19 +363,15 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
           effects.reviseDraft({ ...ref, key: keys.versions[version].draft, reviewKey: keys.review }),
           () => 'edited by the reviewer',
         );
-        providerDraftId = (await showDraft(version)).draftId;
       }
     }
 
     setStatus('sending');
     sendStarted = true;
-    const sendInput = { ...ref, draftKey: keys.versions[version].draft, replyKey: keys.versions[version].reply };
     const sent = await operations.run(
       keys.versions[version].reply,
       'reply',
-      providerDraftId === null
-        ? effects.sendReply(sendInput)
-        : effects.sendApprovedDraft({ ...sendInput, draftId: providerDraftId }),
+      effects.sendReply({ ...ref, draftKey: keys.versions[version].draft, replyKey: keys.versions[version].reply }),
       (s) => `${s.reconciled ? 'reconciled ' : ''}${s.messageId}`,
     );
 
@@ -483,48 +510,93 @@ export function currentDetails(status: ReplyStatus, views: OperationView[]): str
 
 /**
  * Receives a reviewer's verdict by Update (answers whether it was accepted) or by Signal (what
- * the Web UI and `temporal workflow signal` send). Handlers are registered from the start so a
- * verdict sent early is kept; only the first verdict counts.
+ * the Web UI and `temporal workflow signal` send). A verdict is accepted only while one is
+ * awaited, for the revision awaiting it, and only once; never kept for later. The Update's
+ * validator refuses anything else (`ReviewRefused`, naming the current ReplyStatus or the verdict
+ * that stands), so a refused Update leaves no trace in history; a refused Signal is logged and
+ * dropped. The `reviewState` query shows what a reviewer needs: ids and reasons, never text.
  */
 function reviewInbox() {
+  let status: ReplyStatus = 'deciding';
+  let awaiting: { revision: number; draftKey: string; reason: string } | null = null;
   let received: ReviewInput | undefined;
+  let standing: ReviewVerdict | null = null;
+
+  /** Why this (well-formed) verdict cannot be accepted now, or null when it can. */
+  const refusal = (input: ReviewInput): string | null => {
+    if (standing !== null)
+      return `a verdict stands: ${standing.verdict} of revision ${standing.revision} by ${standing.reviewer} (ReplyStatus=${status})`;
+    if (awaiting === null) return `no verdict is awaited: ReplyStatus=${status}`;
+    if (input.revision !== awaiting.revision)
+      return `revision ${input.revision} is not the one awaiting a verdict (revision ${awaiting.revision}, ReplyStatus=${status})`;
+    return null;
+  };
   const accept = (input: ReviewInput) => {
-    received ??= input;
+    received = input;
+    standing = { verdict: input.verdict, revision: input.revision, reviewer: input.reviewer };
+    awaiting = null;
   };
   setHandler(reviewSignal, (input) => {
-    if (reviewProblem(input) === null) accept(input);
-    else log.warn('ignored an invalid review signal', { problem: reviewProblem(input) });
+    const problem = reviewProblem(input) ?? refusal(input);
+    if (problem === null) accept(input);
+    else log.warn('dropped a review signal', { problem });
   });
   setHandler(
     reviewUpdate,
     (input) => {
+      // The validator ran in this same activation; nothing can have changed since. Checked anyway.
+      const problem = refusal(input);
+      if (problem !== null)
+        throw ApplicationFailure.create({ type: FailureType.ReviewRefused, message: problem, nonRetryable: true });
       accept(input);
-      return { accepted: true as const };
+      return { accepted: true as const, revision: input.revision };
     },
     {
       validator: (input: ReviewInput | undefined) => {
         const problem = reviewProblem(input);
         if (problem !== null)
           throw ApplicationFailure.create({ type: FailureType.InvalidReview, message: problem, nonRetryable: true });
+        const refused = refusal(input as ReviewInput);
+        if (refused !== null)
+          throw ApplicationFailure.create({ type: FailureType.ReviewRefused, message: refused, nonRetryable: true });
       },
     },
   );
+  setHandler(reviewStateQuery, (): ReviewState => ({
+    status,
+    revision: awaiting?.revision ?? null,
+    draftKey: awaiting?.draftKey ?? null,
+    reason: awaiting?.reason ?? null,
+    verdict: standing,
+  }));
   return {
+    status(next: ReplyStatus) {
+      status = next;
+    },
+    /** The verdict of this message, also when it was recalled from the store (a replay). */
+    stands(verdict: ReviewVerdict) {
+      standing ??= verdict;
+      awaiting = null;
+    },
+    /** Opens the window for a verdict on this revision of the draft (it exists at AgentMail and in the store). */
+    open(shown: { revision: number; draftKey: string; reason: string }) {
+      if (standing === null) awaiting = shown;
+    },
     /**
-     * Waits for a verdict; past the timeout the message is escalated and still waits: it is never
-     * sent unapproved. `waiting` is the status meanwhile: awaiting_approval, or handed_off (HANDOFF=review).
+     * Waits for a verdict on the open revision. Past `escalateAfterMs` (an approval inbox's
+     * timeout) the message is escalated and still waits: it is never sent unapproved.
      */
     async wait(
-      timeoutMs: number,
+      waiting: 'awaiting_approval' | 'held' | 'handed_off',
+      escalateAfterMs: number | null,
       setStatus: (status: ReplyStatus) => void,
-      waiting: ReplyStatus = 'awaiting_approval',
     ): Promise<ReviewInput> {
-      setStatus(waiting);
-      if (!(await condition(() => received !== undefined, timeoutMs))) {
+      if (received === undefined && status !== waiting) setStatus(waiting);
+      if (escalateAfterMs !== null && !(await condition(() => received !== undefined, escalateAfterMs))) {
         setStatus('escalated');
-        log.warn('reply awaiting approval past its timeout: escalated', { timeoutMs });
-        await condition(() => received !== undefined);
+        log.warn('reply awaiting approval past its timeout: escalated', { timeoutMs: escalateAfterMs });
       }
+      await condition(() => received !== undefined);
       return received as ReviewInput;
     },
   };
@@ -533,6 +605,10 @@ function reviewInbox() {
 function reviewProblem(input: ReviewInput | undefined): string | null {
   if (!input || (input.verdict !== 'approve' && input.verdict !== 'reject'))
     return 'verdict must be "approve" or "reject"';
+  if (typeof input.revision !== 'number' || !Number.isInteger(input.revision) || input.revision < 1)
+    return 'revision must be the draft revision judged (a positive integer, from reviewState)';
+  if (typeof input.reviewer !== 'string' || input.reviewer.trim() === '' || input.reviewer.length > 200)
+    return 'reviewer must name who judged (1 to 200 characters)';
   if (input.text !== undefined && input.verdict === 'reject') return 'a rejection carries no text';
   if (input.text !== undefined) {
     if (typeof input.text !== 'string') return 'text, when given, must be a string';

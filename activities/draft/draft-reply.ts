@@ -2,6 +2,7 @@ import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import type { AgentMailClient } from 'agentmail';
 import {
   draftProblem,
+  type HoldRule,
   type MessageRef,
   OperationKind,
   type OperationReport,
@@ -20,6 +21,9 @@ import type { Db } from '../../lib/db';
 import { requestHash } from '../../lib/hashing';
 import { validDraft, type StoredDraft } from './draft-store';
 import { HOLDING_REPLY, judgeAnswer, type HandoffKind } from './drafting/answer';
+import { draftHolds } from './draft-check';
+import { mailboxOf } from '../agentmail/mailbox';
+import { bareAddress, recipientPolicy, replyRecipient, senderOf } from '../agentmail/recipients';
 import type { Drafter } from './drafting/drafter';
 import { fetchMessage, fetchThread } from '../agentmail/reads';
 import { runOperation } from '../operation-store/run-operation';
@@ -32,6 +36,8 @@ export interface DraftInput extends MessageRef {
 
 export interface DraftOutcome {
   characters: number;
+  /** The rules the drafted text tripped (activities/draft/draft-check.ts): non-empty, a person must approve it. */
+  holds: HoldRule[];
   /** The ids of the knowledge articles the reply cites (never their text). */
   citations: string[];
   /**
@@ -51,7 +57,16 @@ export interface DraftDeps {
   /** Optional embeddings re-ranking the text-search candidates; null: full-text search alone. */
   embedder?: Embedder | null;
   /** The worker's validated configuration, the part this step reads (lib/config.ts has the defaults). */
-  config: Pick<ActivityConfig, 'OPERATION_LEASE_MS' | 'KNOWLEDGE_INBOX_COLLECTIONS' | 'KNOWLEDGE_TOP_K' | 'HANDOFF'>;
+  config: Pick<
+    ActivityConfig,
+    | 'OPERATION_LEASE_MS'
+    | 'KNOWLEDGE_INBOX_COLLECTIONS'
+    | 'KNOWLEDGE_TOP_K'
+    | 'HANDOFF'
+    | 'DRAFT_ALLOWED_LINK_DOMAINS'
+    | 'REPLYONCE_OWN_ADDRESSES'
+    | 'REPLYONCE_REPLY_TO_DOMAINS'
+  >;
 }
 
 /**
@@ -97,15 +112,21 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
     { key, kind: OperationKind.draft, request, leaseMs: deps.config.OPERATION_LEASE_MS },
     async () => {
       const thread = await fetchThread(deps.agentmail, ref.inboxId, message.threadId);
+      const customer = customerMailboxes(message, deps.config);
+      const others = thread.messages.filter(
+        (m) => m.messageId !== message.messageId && !betweenUsAndCustomer(m, customer),
+      );
       // Everything we sent in the thread (a reply to the message before this one may be newer than
       // this message: it was written while this one waited for its turn), and the customer's
-      // messages up to this one (later ones get their own turn).
+      // messages up to this one (later ones get their own turn); only those between us and this
+      // customer (anyone else's are counted, never shown).
       const earlier = [...thread.messages]
         .filter(
           (m) =>
             m.messageId !== message.messageId &&
             (m.labels.includes('sent') || m.timestamp.getTime() <= message.timestamp.getTime()),
         )
+        .filter((m) => betweenUsAndCustomer(m, customer))
         .sort((a, b) => a.timestamp.getTime() - b.timestamp.getTime())
         .map((m) => ({
           direction: m.labels.includes('sent') ? ('outbound' as const) : ('inbound' as const),
@@ -122,6 +143,7 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
         text,
         timestamp: message.timestamp,
         thread: earlier,
+        othersLeftOut: others.length,
         knowledge,
         articles,
       };
@@ -133,7 +155,15 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
         const usable = draftProblem(judged.reply) === null ? judged.reply.trim() : HOLDING_REPLY;
         return { text: usable, drafter: deps.drafter.name, ...knowledgeFields, handoff: judged.handoff };
       }
-      return { text: validDraft(judged.reply, deps.drafter.name), drafter: deps.drafter.name, ...knowledgeFields };
+      const valid = validDraft(judged.reply, deps.drafter.name);
+      const holds = draftHolds(valid, {
+        inboxId: ref.inboxId,
+        allowedLinkDomains: deps.config.DRAFT_ALLOWED_LINK_DOMAINS,
+        ownAddresses: deps.config.REPLYONCE_OWN_ADDRESSES,
+        customer: [...customer],
+        instructions: deps.drafter.instructionsFor?.(ref.inboxId) ?? null,
+      });
+      return { text: valid, drafter: deps.drafter.name, ...knowledgeFields, ...(holds.length > 0 ? { holds } : {}) };
     },
   );
   return outcomeOf(deps, outcome.result, outcome.operation);
@@ -142,6 +172,7 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
 function outcomeOf(deps: DraftDeps, draft: StoredDraft, operation: OperationReport): DraftOutcome {
   return {
     characters: draft.text.length,
+    holds: draft.holds ?? [],
     citations: draft.citations ?? [],
     handoff: draft.handoff ? { kind: draft.handoff.kind, route: deps.config.HANDOFF ?? 'ticket' } : null,
     operation,
@@ -174,4 +205,27 @@ async function supersedeUnfinished(db: Db, key: string, hash: string): Promise<v
       message: `another attempt is drafting ${key} with other knowledge; retrying once it has finished`,
       nonRetryable: false,
     });
+}
+
+/** This customer's mailboxes: the sender's and, when the rule follows Reply-To, its. */
+function customerMailboxes(
+  message: Parameters<typeof replyRecipient>[0],
+  config: DraftDeps['config'],
+): ReadonlySet<string> {
+  const found = [senderOf(message), replyRecipient(message, recipientPolicy(config))];
+  return new Set(found.flatMap((r) => (r === null ? [] : [r.normalized])));
+}
+
+/** Whether a thread message is between this customer and us: theirs, or our reply to them. */
+function betweenUsAndCustomer(
+  m: { from: string; to?: string[]; labels: string[] },
+  customer: ReadonlySet<string>,
+): boolean {
+  const mailbox = (value: string) => {
+    const bare = bareAddress(value);
+    return bare === null ? null : mailboxOf(bare);
+  };
+  if (m.labels.includes('sent')) return (m.to ?? []).some((to) => customer.has(mailbox(to) ?? ''));
+  const from = mailbox(m.from);
+  return from !== null && customer.has(from);
 }

@@ -1,5 +1,12 @@
 import { ApplicationFailure } from '@temporalio/activity';
-import { draftProblem, FailureType, normalizedDraft, OperationKind, type OperationReport } from '../../contract';
+import {
+  draftProblem,
+  FailureType,
+  type HoldRule,
+  normalizedDraft,
+  OperationKind,
+  type OperationReport,
+} from '../../contract';
 import { runOperation } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
 import type { ActivityConfig } from '../../lib/config';
@@ -22,6 +29,8 @@ export interface StoredDraft {
   considered?: string[];
   /** Set when the drafter did not know: the text is not sent without a person. */
   handoff?: null | { kind: 'model' | 'bad-citation' | 'no-citation'; reason: string };
+  /** The draft rules the model's text tripped (activities/draft/draft-check.ts): a person approves it first. */
+  holds?: HoldRule[];
 }
 
 /** The text as it will be stored and sent, or a final `InvalidDraft` naming what is wrong with it. */

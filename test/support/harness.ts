@@ -9,7 +9,7 @@ import { PostgresTickets } from '../../activities/ticket/postgres-tickets';
 import type { TicketProvider } from '../../activities/ticket/ticket-provider';
 import { buildApp } from '../../api/app';
 import { createAgentMailClient, type AgentMailClient } from '../../lib/agentmail';
-import { activityConfig } from '../../lib/config';
+import { activityConfig, type ActivityConfig } from '../../lib/config';
 import { createDb, type Db } from '../../lib/db';
 import { inboundWorkflowId } from '../../lib/hashing';
 import type { InboundMessageResult, MessageRef } from '../../contract';
@@ -40,6 +40,10 @@ export class CountingDrafter implements Drafter {
     return this.inner.draft(request, options);
   }
 
+  instructionsFor(inboxId: string): string | undefined {
+    return this.inner.instructionsFor?.(inboxId);
+  }
+
   callsFor(ref: MessageRef): number {
     return this.counts.get(`${ref.inboxId}/${ref.messageId}`) ?? 0;
   }
@@ -48,6 +52,10 @@ export class CountingDrafter implements Drafter {
 export interface HarnessOptions {
   /** Serve /admin/* on the harness's API with this bearer token. */
   adminToken?: string;
+  /** REVIEW_PROXY_USER_HEADER for the harness's API (a trusted proxy names the reviewer). */
+  reviewProxyUserHeader?: string;
+  /** Any other activity settings (lib/config.ts `activityVars`), over the ones the options above set. */
+  activityConfig?: Partial<ActivityConfig>;
   /** The drafter behind the counting one (default: the offline drafter). */
   drafter?: Drafter;
   /** KNOWLEDGE_INBOX_COLLECTIONS: inbox → the knowledge collections it may use (default: `default` only). */
@@ -138,6 +146,7 @@ export class Harness {
       bodyLimitBytes: 1_048_576,
       logger: createLogger('test-api', process.env.TEST_LOG_LEVEL ?? 'silent'),
       admin,
+      reviewProxyUserHeader: options.reviewProxyUserHeader,
       intake: { relay: options.relay },
     });
     const apiUrl = await listen(api);
@@ -198,6 +207,7 @@ export class Harness {
           PUBLIC_WEBHOOK_URL: `${apiUrl}/webhooks/agentmail`,
           KNOWLEDGE_INBOX_COLLECTIONS: options.knowledgeInboxCollections ?? {},
           ...(options.handoff === undefined ? {} : { HANDOFF: options.handoff }),
+          ...options.activityConfig,
         }),
       },
     });

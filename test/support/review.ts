@@ -1,5 +1,12 @@
 import type { WorkflowHandle } from '@temporalio/client';
-import { reviewUpdate, type MessageRef, type ReplyStatus, type ReviewInput, SearchAttributes } from '../../contract';
+import {
+  reviewStateQuery,
+  reviewUpdate,
+  type MessageRef,
+  type ReplyStatus,
+  type ReviewInput,
+  SearchAttributes,
+} from '../../contract';
 import { inboundWorkflowId } from '../../lib/hashing';
 import type { Harness } from './harness';
 import { eventually } from './temporal';
@@ -14,7 +21,9 @@ export async function sendVerdict(
   verdict: ReviewInput['verdict'],
   options: { text?: string } = {},
 ): Promise<void> {
-  const input: ReviewInput = { verdict, reviewer: 'recorded-reviewer' };
+  // The revision awaiting a verdict, as a reviewer's page shows it.
+  const { revision } = await handle.query(reviewStateQuery);
+  const input: ReviewInput = { verdict, revision: revision ?? 1, reviewer: 'recorded-reviewer' };
   if (options.text !== undefined) input.text = options.text;
   await handle.executeUpdate(reviewUpdate, { args: [input] });
 }
