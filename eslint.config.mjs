@@ -132,6 +132,23 @@ export default tseslint.config(
     },
   },
   {
+    // review/ (reviewers' credentials, the audit) sits beside lib/: the api, the activities and the CLI call it.
+    files: ['review/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '^\\.\\./(api|worker|scripts|intake|workflows|activities|sandbox|bench|test)(/|$)',
+              message: 'review/ imports lib/ and contract/ only.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     files: ['activities/**/*.ts', 'intake/**/*.ts'],
     rules: {
       'no-restricted-imports': [

@@ -18,6 +18,13 @@ import {
   reviewUpdate,
   ticketKey,
 } from '../contract';
+import {
+  addReviewer,
+  authenticateReviewer,
+  listReviewers,
+  reviewerTokenHash,
+  revokeReviewer,
+} from '../review/reviewers';
 import { temporalCliPath } from '../scripts/services/temporal-dev-server';
 import { testEnv } from './support/env';
 import { Harness } from './support/harness';
@@ -259,5 +266,28 @@ describe('a reply that needs approval', () => {
     assert.equal((await h.workflowResult(ref)).status, 'sent');
     assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 1);
     assert.equal((await review(approve)).status, 404, 'the workflow has finished: nothing is waiting');
+  });
+});
+
+describe('reviewer credentials', () => {
+  test('a token is made once, stored only as its hash, names its reviewer, and stops working when revoked', async () => {
+    const { reviewer, token } = await addReviewer(h.db, { name: 'Ana Lima', inboxes: ['Support@Example.com'] });
+    assert.match(token, /^rvw_[A-Za-z0-9_-]{43}$/);
+    assert.deepEqual(reviewer.inboxes, ['support@example.com']);
+    const stored = await h.db.query('SELECT token_hash FROM reviewers WHERE id = $1', [reviewer.id]);
+    assert.equal(stored.rows[0].token_hash, reviewerTokenHash(token));
+    assert.notEqual(stored.rows[0].token_hash, token);
+    const all = await h.db.query('SELECT * FROM reviewers');
+    assert.ok(!JSON.stringify(all.rows).includes(token), 'the token itself is nowhere in the table');
+
+    assert.equal((await authenticateReviewer(h.db, token))?.id, reviewer.id);
+    assert.equal(await authenticateReviewer(h.db, `${token.slice(0, -1)}${token.endsWith('A') ? 'B' : 'A'}`), null);
+    assert.equal(await authenticateReviewer(h.db, reviewer.id), null);
+    assert.ok((await listReviewers(h.db)).some((r) => r.id === reviewer.id && r.revokedAt === null));
+
+    assert.equal((await revokeReviewer(h.db, reviewer.id))?.id, reviewer.id);
+    assert.equal(await authenticateReviewer(h.db, token), null, 'a revoked token names nobody');
+    assert.ok((await listReviewers(h.db)).some((r) => r.id === reviewer.id && r.revokedAt !== null));
+    assert.equal(await revokeReviewer(h.db, 'rv_nobody'), null);
   });
 });
