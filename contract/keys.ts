@@ -18,6 +18,8 @@ export const OperationKind = {
   /** The draft created at AgentMail for a reviewer to see (its client_id derives from this key). */
   providerDraft: 'provider-draft',
   reply: 'reply',
+  /** A notification to reviewers that a reply waits (…/notify-waiting/v1) or was escalated (…/notify-escalated/v1). */
+  notify: 'notify',
 } as const;
 export type OperationKind = (typeof OperationKind)[keyof typeof OperationKind];
 
@@ -72,3 +74,5 @@ export const providerDraftKey = (ref: MessageRef, version = 1) =>
   operationKey(ref, OperationKind.providerDraft, version);
 export const ticketKey = (ref: MessageRef) => operationKey(ref, OperationKind.ticket);
 export const replyKey = (ref: MessageRef, version = 1) => operationKey(ref, OperationKind.reply, version);
+/** One key per notification, so a retry or a replay never tells reviewers twice. */
+export const notifyKey = (ref: MessageRef, event: 'waiting' | 'escalated') => operationKey(ref, `notify-${event}`);

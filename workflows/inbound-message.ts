@@ -31,6 +31,7 @@ import {
   type ReplyStatus,
   type ReviewInput,
   reviewKey,
+  notifyKey,
   reviewSignal,
   reviewUpdate,
   SearchAttributes,
@@ -108,6 +109,17 @@ const local = proxyLocalActivities<Activities>({
 const release = proxyLocalActivities<Activities>({
   startToCloseTimeout: '10 seconds',
   retry: { ...retry, maximumAttempts: 5 },
+});
+
+/**
+ * Telling reviewers that a reply waits: not awaited, so a webhook that is down never holds up a
+ * verdict, and bounded, so it stops trying after an hour (the desk's queue shows the reply anyway).
+ */
+const notifier = proxyActivities<Activities>({
+  startToCloseTimeout: '30 seconds',
+  scheduleToCloseTimeout: '1 hour',
+  heartbeatTimeout: '10 seconds',
+  retry,
 });
 
 type DraftVersion = 1 | 2;
@@ -209,6 +221,22 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
           (d) => d.draftId,
         );
       const shown = await showDraft(1);
+      // One notification when the reply starts waiting and one when it is escalated, each under its own key.
+      const notify = (status: ReplyStatus) => {
+        const event = status === 'awaiting_approval' ? 'waiting' : status === 'escalated' ? 'escalated' : null;
+        if (event === null) return;
+        notifier
+          .notifyReviewers({
+            ...ref,
+            key: notifyKey(ref, event),
+            event,
+            reason: 'approval required',
+            draftKey: keys.versions[1].draft,
+          })
+          .catch((error: unknown) =>
+            log.warn('reviewers were not notified', { event, failure: failureSummary(error) }),
+          );
+      };
 
       const verdict = await operations.run(
         keys.review,
@@ -218,7 +246,10 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
           (await effects.recordReview({
             ...ref,
             key: keys.review,
-            review: await review.wait(decision.approval.timeoutMs, setStatus),
+            review: await review.wait(decision.approval.timeoutMs, (status) => {
+              setStatus(status);
+              notify(status);
+            }),
           })))(),
         (v) => `${v.verdict}${v.text !== null ? ' with edits' : ''}${v.reviewer ? ` by ${v.reviewer}` : ''}`,
       );
