@@ -14,12 +14,13 @@ import { pruneExpiredRecords } from './upkeep/retention';
 import { catchUpInboxForWatchdog, checkWebhooks, reenableWebhook } from './upkeep/webhook-watchdog';
 import {
   createProviderDraft,
+  deleteProviderDraft,
   recallReview,
   recordReview,
   reviseDraft,
   type ProviderDraftInput,
 } from './draft/approval';
-import { sendApprovedDraft, sendReply, type DraftSendInput, type SendInput } from './send/send-reply';
+import { sendReply, type SendInput } from './send/send-reply';
 import type { TicketProvider } from './ticket/ticket-provider';
 import { notifyReviewers, type NotifyInput } from './notify/notify-reviewers';
 
@@ -57,7 +58,7 @@ export function createActivities(deps: ActivityDeps) {
     recordReview: (input: MessageRef & { key: string; review: ReviewInput }) => recordReview(common, input),
     reviseDraft: (input: MessageRef & { key: string; reviewKey: string }) => reviseDraft(common, input),
     createProviderDraft: (input: ProviderDraftInput) => createProviderDraft(common, input),
-    sendApprovedDraft: (input: DraftSendInput) => sendApprovedDraft(common, input),
+    deleteProviderDraft: (input: { inboxId: string; providerDraftKey: string }) => deleteProviderDraft(common, input),
     checkWebhooks: () => checkWebhooks(deps),
     reenableWebhook: (input: { webhookId: string }) => reenableWebhook(deps, input),
     catchUpInbox: (input: { inboxId: string }) => catchUpInboxForWatchdog(deps, input),

@@ -7,6 +7,7 @@ import type { Db } from '../lib/db';
 import type { Logger } from '../lib/logger';
 import { observeIntakeBacklog, registry } from '../lib/metrics';
 import { adminRoutes } from './admin/route';
+import { reviewRoutes } from './admin/review';
 import { installLoadShedding } from './load-shedding';
 import { webhookRoute } from './webhook/route';
 
@@ -111,8 +112,10 @@ export function buildApp(options: AppOptions): FastifyInstance {
       cursors: new InboxCursors(options.db),
       operationRetentionDays,
     };
-    app.register(adminRoutes, { token, catchUp, temporal: options.temporal, onHandedOver: () => intake.relay?.wake() });
+    app.register(adminRoutes, { token, catchUp, onHandedOver: () => intake.relay?.wake() });
   }
+  // Reviewers bring their own tokens (review/reviewers.ts): served whether or not ADMIN_TOKEN is set.
+  app.register(reviewRoutes, { db: options.db, temporal: options.temporal, adminToken: options.admin?.token });
 
   // 5xx details stay in the log: the sender only needs to know to retry.
   app.setErrorHandler((error: { statusCode?: number; message: string }, request, reply) => {

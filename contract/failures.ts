@@ -21,6 +21,12 @@ export const FailureType = {
   /** The help desk rejected the ticket as invalid (422 and other 4xx that retrying cannot fix). */
   TicketRejected: 'TicketRejected',
   InvalidReview: 'InvalidReview',
+  /**
+   * A verdict refused by the workflow: none is awaited (the message is still deciding or drafting,
+   * its inbox needs no approval, or it is done), it names a stale revision, or another verdict
+   * stands. The message names the current ReplyStatus or the verdict that stands.
+   */
+  ReviewRefused: 'ReviewRefused',
   /** A reply was about to go out without a single valid recipient (activities/decide/recipients.ts): a bug, never guessed. */
   NoValidRecipient: 'NoValidRecipient',
   /** An effect activity was called without its operation key (a task scheduled by an older workflow version). */

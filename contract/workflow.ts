@@ -14,8 +14,40 @@ export interface InboundMessageInput {
   eventId?: string;
 }
 
+/**
+ * Where a message stands. Four wait for a person's verdict: `awaiting_approval` (an inbox that
+ * requires approval), `escalated` (the same, past APPROVAL_TIMEOUT_MS), `held` (a drafted reply
+ * tripped a rule — a link, an address, an echo of the instructions — in an inbox that needs no
+ * approval: it is never sent unless a person approves) and `handed_off` when HANDOFF=review.
+ * `answered-together`: covered by a later message's reply in the same thread.
+ */
 export type ReplyStatus =
-  'deciding' | 'drafting' | 'awaiting_approval' | 'escalated' | 'sending' | 'sent' | 'rejected' | 'skipped' | 'failed';
+  | 'deciding'
+  | 'drafting'
+  | 'awaiting_approval'
+  | 'escalated'
+  | 'held'
+  | 'handed_off'
+  | 'sending'
+  | 'sent'
+  | 'rejected'
+  | 'skipped'
+  | 'answered-together'
+  | 'failed';
+
+/**
+ * The rules a drafted reply (the model's, never a reviewer's edit) is checked against before it may
+ * go out unread (activities/draft/draft-check.ts): a link to a host outside DRAFT_ALLOWED_LINK_DOMAINS,
+ * an address that is neither ours nor the customer's, a run of 12 or more words of the instructions.
+ */
+export type HoldRule = 'link' | 'address' | 'instructions';
+
+/** What each rule is called where a person reads it: the review's reason, the ticket, `SkipReason`. */
+export const HOLD_RULES: Readonly<Record<HoldRule, string>> = {
+  link: 'a link outside the allowed domains',
+  address: "an address that is neither ours nor the customer's",
+  instructions: 'an echo of the inbox instructions',
+};
 
 export type InboundMessageResult =
   | {
@@ -30,21 +62,48 @@ export type InboundMessageResult =
   | { status: 'skipped'; reason: string; ticketId: string | null };
 
 /**
- * A person's verdict on a drafted reply, from the Web UI, `temporal workflow update|signal`
- * or the admin route. `text` replaces the drafted text: a changed intent, so it is sent under
- * the next key version (…/reply/v2), never under v1's key. Note that a signal's or update's
- * payload is kept in the workflow's history: an edited text passes through it.
+ * A person's verdict on a drafted reply, from the admin route, the desk, the Web UI or
+ * `temporal workflow update|signal`. Accepted only while a verdict is awaited (ReplyStatus
+ * awaiting_approval, escalated, held, or handed_off under review), for the revision awaiting it,
+ * and only once; anything else is refused (`ReviewRefused`). `text` replaces the drafted text: a
+ * changed intent, so it is sent under the next key version (…/reply/v2), never under v1's key.
+ * Note that a signal's or update's payload is kept in the workflow's history: an edited text
+ * passes through it.
  */
 export interface ReviewInput {
   verdict: 'approve' | 'reject';
+  /** The draft's revision the verdict judges, as `reviewState` showed it: a stale one is refused. */
+  revision: number;
   text?: string;
-  reviewer?: string;
+  /**
+   * The reviewer's id, set by the API or the desk from the verified credential (review/reviewers.ts),
+   * never taken from a request body. Sent straight through Temporal, it is whatever the operator typed.
+   */
+  reviewer: string;
 }
 
-/** Sends a review and waits until the workflow accepted it (rejects invalid input with a reason). */
-export const reviewUpdate = defineUpdate<{ accepted: true }, [ReviewInput]>('review');
-/** The same, fire and forget (what the Web UI's "Send a Signal" and `temporal workflow signal` do). */
+export type ReviewVerdict = Pick<ReviewInput, 'verdict' | 'revision' | 'reviewer'>;
+
+/** Answered once the workflow accepted the verdict; a refusal is a failed Update (`ReviewRefused`, `InvalidReview`). */
+export const reviewUpdate = defineUpdate<{ accepted: true; revision: number }, [ReviewInput]>('review');
+/** The same, fire and forget (what the Web UI's "Send a Signal" and `temporal workflow signal` do); a refused one is logged and dropped. */
 export const reviewSignal = defineSignal<[ReviewInput]>('review');
+
+/**
+ * What a reviewer (the desk, the admin route) needs to judge: the status, the revision and draft
+ * key awaiting a verdict (null when none is awaited; the text is read from the operation store by
+ * `draftKey`), why a person must look (`approval required`, `held: <rule>`, `handoff: <reason>`),
+ * and the verdict once one stands. Ids and rule names only, never text.
+ */
+export interface ReviewState {
+  status: ReplyStatus;
+  revision: number | null;
+  draftKey: string | null;
+  reason: string | null;
+  verdict: ReviewVerdict | null;
+}
+
+export const reviewStateQuery = defineQuery<ReviewState>('reviewState');
 
 /**
  * What an effect activity reports about its own operation, from the operation store's answer:

@@ -5,7 +5,16 @@ import fastifyHelmet from '@fastify/helmet';
 import fastifyRateLimit from '@fastify/rate-limit';
 import { ApplicationFailure, type Client, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, type FastifyReply, type FastifyRequest } from 'fastify';
-import { draftProblem, FailureType, INBOUND_MESSAGE_WORKFLOW, normalizedDraft, SearchAttributes } from '../contract';
+import {
+  draftProblem,
+  FailureType,
+  INBOUND_MESSAGE_WORKFLOW,
+  normalizedDraft,
+  reviewStateQuery,
+  type ReviewState,
+  reviewUpdate,
+  SearchAttributes,
+} from '../contract';
 import { OperationStore } from '../activities/operation-store/store';
 import type { StoredDraft } from '../activities/draft/draft-store';
 import type { AgentMailClient } from '../lib/agentmail';
@@ -13,7 +22,6 @@ import type { Db } from '../lib/db';
 import type { Logger } from '../lib/logger';
 import { isAgentMailError, providerErrorText } from '../lib/provider-errors';
 import { authenticateReviewer } from '../review/reviewers';
-import { REVIEW_REFUSED, reviewStateQuery, reviewUpdate, type ReviewState } from './review-contract';
 import { DeskSessions, mayReview, type SignedIn } from './sessions';
 import {
   type Citation,
@@ -130,189 +138,197 @@ export function buildDesk(options: DeskOptions): FastifyInstance {
     request.sessionId = id;
   });
 
-  app.get('/healthz', async () => ({ status: 'ok' }));
-  app.get('/desk.css', async (_request, reply) =>
-    reply.type('text/css; charset=utf-8').header('cache-control', 'public, max-age=300').send(STYLESHEET),
-  );
-
-  app.get('/sign-in', async (request, reply) => htmlReply(reply, 200, signInPage(frame(request, reply), null)));
-
-  app.post<{ Body: { token?: string } }>(
-    '/sign-in',
-    {
-      preHandler: csrf,
-      config: { rateLimit: { max: options.signInAttemptsPerMinute, timeWindow: 60_000 } },
-    },
-    async (request, reply) => {
-      const token = typeof request.body?.token === 'string' ? request.body.token.trim() : '';
-      const reviewer = token ? await authenticateReviewer(options.db, token) : null;
-      if (reviewer === null) {
-        request.log.warn('desk sign-in refused: unknown or revoked token');
-        return htmlReply(
-          reply,
-          401,
-          signInPage(
-            frame(request, reply),
-            'That token is not valid, or it has been revoked. Ask an operator for a new one.',
-          ),
-        );
-      }
-      const session = await sessions.create(reviewer.id);
-      request.log.info({ reviewer: reviewer.id }, 'desk sign-in');
-      return reply
-        .setCookie(SESSION_COOKIE, session.id, { ...cookieOptions(request), expires: session.expiresAt })
-        .code(303)
-        .redirect('/');
-    },
-  );
-
-  app.post('/sign-out', { preHandler: csrf }, async (request, reply) => {
-    if (request.sessionId) await sessions.end(request.sessionId);
-    return reply.clearCookie(SESSION_COOKIE, cookieOptions(request)).code(303).redirect('/sign-in');
-  });
-
-  app.get<{ Querystring: { inbox?: string } }>('/', async (request, reply) => {
-    const reviewer = request.reviewer as SignedIn;
-    const all = await options.temporal.connection.withDeadline(Date.now() + deadlineMs, () =>
-      waitingMessages(options.temporal, reviewer),
+  // Routes in a plugin of their own, so they are added once the plugins above have loaded
+  // (the rate limit attaches to routes as they are added).
+  void app.register(async (app) => {
+    app.get('/healthz', async () => ({ status: 'ok' }));
+    app.get('/desk.css', async (_request, reply) =>
+      reply.type('text/css; charset=utf-8').header('cache-control', 'public, max-age=300').send(STYLESHEET),
     );
-    const inbox = request.query.inbox?.trim() || null;
-    const inboxes = [...new Set([...(reviewer.inboxes ?? []), ...all.messages.map((m) => m.inboxId)])].sort();
-    const messages = inbox === null ? all.messages : all.messages.filter((m) => m.inboxId === inbox);
-    return htmlReply(
-      reply,
-      200,
-      queuePage(frame(request, reply), { messages, more: all.more, inboxes, inbox, now: new Date() }),
+
+    app.get('/sign-in', async (request, reply) => htmlReply(reply, 200, signInPage(frame(request, reply), null)));
+
+    app.post<{ Body: { token?: string } }>(
+      '/sign-in',
+      {
+        preHandler: csrf,
+        config: { rateLimit: { max: options.signInAttemptsPerMinute, timeWindow: 60_000 } },
+      },
+      async (request, reply) => {
+        const token = typeof request.body?.token === 'string' ? request.body.token.trim() : '';
+        const reviewer = token ? await authenticateReviewer(options.db, token) : null;
+        if (reviewer === null) {
+          request.log.warn('desk sign-in refused: unknown or revoked token');
+          return htmlReply(
+            reply,
+            401,
+            signInPage(
+              frame(request, reply),
+              'That token is not valid, or it has been revoked. Ask an operator for a new one.',
+            ),
+          );
+        }
+        const session = await sessions.create(reviewer.id);
+        request.log.info({ reviewer: reviewer.id }, 'desk sign-in');
+        return reply
+          .setCookie(SESSION_COOKIE, session.id, { ...cookieOptions(request), expires: session.expiresAt })
+          .code(303)
+          .redirect('/');
+      },
     );
-  });
 
-  /** The message behind a workflow id, when this reviewer may see it; NotFound otherwise (also for other rights). */
-  async function messageOf(reviewer: SignedIn, workflowId: string) {
-    const description = await options.temporal.connection
-      .withDeadline(Date.now() + deadlineMs, () => options.temporal.workflow.getHandle(workflowId).describe())
-      .catch((error: unknown) => {
-        if (error instanceof WorkflowNotFoundError) throw new NotFound();
-        throw error;
-      });
-    const inboxId = description.typedSearchAttributes.get(SearchAttributes.InboxId);
-    const messageId = description.typedSearchAttributes.get(SearchAttributes.MessageId);
-    if (description.type !== INBOUND_MESSAGE_WORKFLOW || !inboxId || !messageId || !mayReview(reviewer, inboxId))
-      throw new NotFound();
-    return { inboxId, messageId, handle: options.temporal.workflow.getHandle(workflowId) };
-  }
+    app.post('/sign-out', { preHandler: csrf }, async (request, reply) => {
+      if (request.sessionId) await sessions.end(request.sessionId);
+      return reply.clearCookie(SESSION_COOKIE, cookieOptions(request)).code(303).redirect('/sign-in');
+    });
 
-  async function view(
-    reviewer: SignedIn,
-    workflowId: string,
-    extra: Pick<MessageView, 'notice' | 'editing'>,
-  ): Promise<MessageView> {
-    const message = await messageOf(reviewer, workflowId);
-    const state: ReviewState = await options.temporal.connection.withDeadline(Date.now() + deadlineMs, () =>
-      message.handle.query(reviewStateQuery),
-    );
-    const [draft, thread] = await Promise.all([
-      state.draftKey ? store.completed<StoredDraft & { citations?: unknown }>(state.draftKey, 'draft') : undefined,
-      readThread(options.agentmail, message.inboxId, message.messageId),
-    ]);
-    return {
-      workflowId,
-      inboxId: message.inboxId,
-      state,
-      draft: draft ? { text: draft.text, citations: citationsOf(draft.citations) } : null,
-      thread,
-      ...extra,
-    };
-  }
-
-  const NOTICES: Record<string, string> = {
-    approve: 'Approved: the reply is on its way.',
-    edit: 'Approved with your edit: the edited reply is on its way.',
-    reject: 'Rejected: nothing will be sent.',
-  };
-
-  app.get<{ Params: { id: string }; Querystring: { done?: string } }>('/messages/:id', async (request, reply) => {
-    const done = request.query.done;
-    const notice = done && NOTICES[done] ? { kind: 'ok' as const, text: NOTICES[done] } : null;
-    const shown = await view(request.reviewer as SignedIn, request.params.id, { notice, editing: null });
-    return htmlReply(reply, 200, messagePage(frame(request, reply), shown));
-  });
-
-  app.post<{ Params: { id: string }; Body: { revision?: string; text?: string } }>(
-    '/messages/:id/preview',
-    { preHandler: csrf },
-    async (request, reply) => {
+    app.get<{ Querystring: { inbox?: string } }>('/', async (request, reply) => {
       const reviewer = request.reviewer as SignedIn;
-      const shown = await view(reviewer, request.params.id, { notice: null, editing: null });
-      const revision = Number(request.body?.revision);
-      const text = typeof request.body?.text === 'string' ? request.body.text : '';
-      const problem = draftProblem(text);
-      if (problem !== null || shown.draft === null || !Number.isInteger(revision)) {
-        const notice = {
-          kind: 'error' as const,
-          text: `The edited reply cannot be sent: it ${problem ?? 'is not waiting any more'}.`,
-        };
-        return htmlReply(reply, 422, messagePage(frame(request, reply), { ...shown, notice, editing: text }));
-      }
+      const all = await options.temporal.connection.withDeadline(Date.now() + deadlineMs, () =>
+        waitingMessages(options.temporal, reviewer),
+      );
+      const inbox = request.query.inbox?.trim() || null;
+      const inboxes = [...new Set([...(reviewer.inboxes ?? []), ...all.messages.map((m) => m.inboxId)])].sort();
+      const messages = inbox === null ? all.messages : all.messages.filter((m) => m.inboxId === inbox);
       return htmlReply(
         reply,
         200,
-        previewPage(frame(request, reply), {
-          workflowId: request.params.id,
-          inboxId: shown.inboxId,
-          revision,
-          before: shown.draft.text,
-          after: normalizedDraft(text),
-        }),
+        queuePage(frame(request, reply), { messages, more: all.more, inboxes, inbox, now: new Date() }),
       );
-    },
-  );
+    });
 
-  app.post<{ Params: { id: string }; Body: { revision?: string; verdict?: string; text?: string } }>(
-    '/messages/:id/review',
-    { preHandler: csrf },
-    async (request, reply) => {
-      const reviewer = request.reviewer as SignedIn;
-      const workflowId = request.params.id;
+    /** The message behind a workflow id, when this reviewer may see it; NotFound otherwise (also for other rights). */
+    async function messageOf(reviewer: SignedIn, workflowId: string) {
+      const description = await options.temporal.connection
+        .withDeadline(Date.now() + deadlineMs, () => options.temporal.workflow.getHandle(workflowId).describe())
+        .catch((error: unknown) => {
+          if (error instanceof WorkflowNotFoundError) throw new NotFound();
+          throw error;
+        });
+      const inboxId = description.typedSearchAttributes.get(SearchAttributes.InboxId);
+      const messageId = description.typedSearchAttributes.get(SearchAttributes.MessageId);
+      if (description.type !== INBOUND_MESSAGE_WORKFLOW || !inboxId || !messageId || !mayReview(reviewer, inboxId))
+        throw new NotFound();
+      return { inboxId, messageId, handle: options.temporal.workflow.getHandle(workflowId) };
+    }
+
+    async function view(
+      reviewer: SignedIn,
+      workflowId: string,
+      extra: Pick<MessageView, 'notice' | 'editing'>,
+    ): Promise<MessageView> {
       const message = await messageOf(reviewer, workflowId);
-      const verdict = request.body?.verdict;
-      const revision = Number(request.body?.revision);
-      const text = typeof request.body?.text === 'string' && request.body.text !== '' ? request.body.text : undefined;
-      if ((verdict !== 'approve' && verdict !== 'reject') || !Number.isInteger(revision))
-        return htmlReply(reply, 400, problemPage(frame(request, reply), 'Not understood', 'That form was incomplete.'));
-      // The reviewer is the signed-in one, from the session: never a field of the form.
-      const review = { verdict, revision, reviewer: reviewer.id, ...(verdict === 'approve' && text ? { text } : {}) };
-      try {
-        await options.temporal.connection.withDeadline(Date.now() + deadlineMs, () =>
-          message.handle.executeUpdate(reviewUpdate, { args: [review] }),
-        );
-      } catch (error) {
-        const failure = error instanceof WorkflowUpdateFailedError ? error.cause : undefined;
-        if (
-          failure instanceof ApplicationFailure &&
-          (failure.type === REVIEW_REFUSED || failure.type === FailureType.InvalidReview)
-        ) {
-          const stale = failure.type === REVIEW_REFUSED;
-          request.log.info({ workflowId, reviewer: reviewer.id, refused: failure.type }, 'desk verdict refused');
+      const state: ReviewState = await options.temporal.connection.withDeadline(Date.now() + deadlineMs, () =>
+        message.handle.query(reviewStateQuery),
+      );
+      const [draft, thread] = await Promise.all([
+        state.draftKey ? store.completed<StoredDraft & { citations?: unknown }>(state.draftKey, 'draft') : undefined,
+        readThread(options.agentmail, message.inboxId, message.messageId),
+      ]);
+      return {
+        workflowId,
+        inboxId: message.inboxId,
+        state,
+        draft: draft ? { text: draft.text, citations: citationsOf(draft.citations) } : null,
+        thread,
+        ...extra,
+      };
+    }
+
+    const NOTICES: Record<string, string> = {
+      approve: 'Approved: the reply is on its way.',
+      edit: 'Approved with your edit: the edited reply is on its way.',
+      reject: 'Rejected: nothing will be sent.',
+    };
+
+    app.get<{ Params: { id: string }; Querystring: { done?: string } }>('/messages/:id', async (request, reply) => {
+      const done = request.query.done;
+      const notice = done && NOTICES[done] ? { kind: 'ok' as const, text: NOTICES[done] } : null;
+      const shown = await view(request.reviewer as SignedIn, request.params.id, { notice, editing: null });
+      return htmlReply(reply, 200, messagePage(frame(request, reply), shown));
+    });
+
+    app.post<{ Params: { id: string }; Body: { revision?: string; text?: string } }>(
+      '/messages/:id/preview',
+      { preHandler: csrf },
+      async (request, reply) => {
+        const reviewer = request.reviewer as SignedIn;
+        const shown = await view(reviewer, request.params.id, { notice: null, editing: null });
+        const revision = Number(request.body?.revision);
+        const text = typeof request.body?.text === 'string' ? request.body.text : '';
+        const problem = draftProblem(text);
+        if (problem !== null || shown.draft === null || !Number.isInteger(revision)) {
           const notice = {
             kind: 'error' as const,
-            text: stale
-              ? `Your verdict was not applied: the reply changed while you looked (${failure.message}). What stands is shown below.`
-              : `Your verdict was not applied: ${failure.message}.`,
+            text: `The edited reply cannot be sent: it ${problem ?? 'is not waiting any more'}.`,
           };
-          const shown = await view(reviewer, workflowId, { notice, editing: stale ? null : (text ?? null) });
-          return htmlReply(reply, stale ? 409 : 422, messagePage(frame(request, reply), shown));
+          return htmlReply(reply, 422, messagePage(frame(request, reply), { ...shown, notice, editing: text }));
         }
-        if (error instanceof WorkflowNotFoundError) throw new NotFound();
-        throw error;
-      }
-      request.log.info(
-        { workflowId, reviewer: reviewer.id, verdict, revision, edited: text !== undefined },
-        'desk verdict accepted',
-      );
-      const done = verdict === 'reject' ? 'reject' : text ? 'edit' : 'approve';
-      return reply.code(303).redirect(`/messages/${encodeURIComponent(workflowId)}?done=${done}`);
-    },
-  );
+        return htmlReply(
+          reply,
+          200,
+          previewPage(frame(request, reply), {
+            workflowId: request.params.id,
+            inboxId: shown.inboxId,
+            revision,
+            before: shown.draft.text,
+            after: normalizedDraft(text),
+          }),
+        );
+      },
+    );
+
+    app.post<{ Params: { id: string }; Body: { revision?: string; verdict?: string; text?: string } }>(
+      '/messages/:id/review',
+      { preHandler: csrf },
+      async (request, reply) => {
+        const reviewer = request.reviewer as SignedIn;
+        const workflowId = request.params.id;
+        const message = await messageOf(reviewer, workflowId);
+        const verdict = request.body?.verdict;
+        const revision = Number(request.body?.revision);
+        const text = typeof request.body?.text === 'string' && request.body.text !== '' ? request.body.text : undefined;
+        if ((verdict !== 'approve' && verdict !== 'reject') || !Number.isInteger(revision))
+          return htmlReply(
+            reply,
+            400,
+            problemPage(frame(request, reply), 'Not understood', 'That form was incomplete.'),
+          );
+        // The reviewer is the signed-in one, from the session: never a field of the form.
+        const review = { verdict, revision, reviewer: reviewer.id, ...(verdict === 'approve' && text ? { text } : {}) };
+        try {
+          await options.temporal.connection.withDeadline(Date.now() + deadlineMs, () =>
+            message.handle.executeUpdate(reviewUpdate, { args: [review] }),
+          );
+        } catch (error) {
+          const failure = error instanceof WorkflowUpdateFailedError ? error.cause : undefined;
+          if (
+            failure instanceof ApplicationFailure &&
+            (failure.type === FailureType.ReviewRefused || failure.type === FailureType.InvalidReview)
+          ) {
+            const stale = failure.type === FailureType.ReviewRefused;
+            request.log.info({ workflowId, reviewer: reviewer.id, refused: failure.type }, 'desk verdict refused');
+            const notice = {
+              kind: 'error' as const,
+              text: stale
+                ? `Your verdict was not applied: the reply changed while you looked (${failure.message}). What stands is shown below.`
+                : `Your verdict was not applied: ${failure.message}.`,
+            };
+            const shown = await view(reviewer, workflowId, { notice, editing: stale ? null : (text ?? null) });
+            return htmlReply(reply, stale ? 409 : 422, messagePage(frame(request, reply), shown));
+          }
+          if (error instanceof WorkflowNotFoundError) throw new NotFound();
+          throw error;
+        }
+        request.log.info(
+          { workflowId, reviewer: reviewer.id, verdict, revision, edited: text !== undefined },
+          'desk verdict accepted',
+        );
+        const done = verdict === 'reject' ? 'reject' : text ? 'edit' : 'approve';
+        return reply.code(303).redirect(`/messages/${encodeURIComponent(workflowId)}?done=${done}`);
+      },
+    );
+  });
 
   app.setNotFoundHandler(async (request, reply) =>
     htmlReply(reply, 404, problemPage(frame(request, reply), 'Not found', 'There is no such page or message for you.')),

@@ -2,7 +2,7 @@ import { diffLines } from 'diff';
 import { html, type Html } from './html';
 import type { SignedIn } from './sessions';
 import type { WaitingMessage } from './waiting';
-import type { ReviewState } from './review-contract';
+import type { ReviewState } from '../contract';
 
 /** The desk's pages. Server-rendered, no script; the one stylesheet is /desk.css (CSP default-src 'self'). */
 

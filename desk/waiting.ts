@@ -1,6 +1,5 @@
 import type { Client } from '@temporalio/client';
-import { INBOUND_MESSAGE_WORKFLOW, SearchAttributes } from '../contract';
-import { reviewStateQuery, type ReplyStatus } from './review-contract';
+import { INBOUND_MESSAGE_WORKFLOW, type ReplyStatus, reviewStateQuery, SearchAttributes } from '../contract';
 import { mayReview, type SignedIn } from './sessions';
 
 /**

@@ -165,6 +165,17 @@ const activityVars = {
     ),
   /** Extra addresses that are ours (besides the receiving inbox): never answered, to avoid loops. */
   REPLYONCE_OWN_ADDRESSES: commaList,
+  /**
+   * Domains whose Reply-To is followed whoever wrote (comma-separated; empty by default). Otherwise
+   * Reply-To is followed only when it names the sender's own mailbox (activities/agentmail/recipients.ts).
+   */
+  REPLYONCE_REPLY_TO_DOMAINS: commaList,
+  /**
+   * Hosts a drafted reply may link to without a person reading it first (comma-separated; a host
+   * matches its subdomains too). Empty: the receiving inbox's own domain. Addresses at these
+   * domains count as ours in the same check (activities/draft/draft-check.ts).
+   */
+  DRAFT_ALLOWED_LINK_DOMAINS: commaList,
   /** Replies allowed to one sender address per 24 h before we stop answering (loop safety). */
   REPLY_BUDGET_PER_SENDER: z.coerce.number().int().min(0).default(5),
   /** The inboxes replyonce answers (comma-separated); unset: every inbox of the organisation. */

@@ -49,8 +49,27 @@ export class DraftStore {
     return [...this.drafts.values()].filter((d) => d.value.inbox_id === inboxId);
   }
 
-  delete(inboxId: string, draftId: string): void {
-    this.drafts.delete(key(inboxId, draftId));
+  /** Changes the named fields (AgentMail's PATCH: what anyone with the console or the API key can do to a draft). */
+  update(
+    inboxId: string,
+    draftId: string,
+    changes: Partial<Pick<DraftRaw, 'to' | 'cc' | 'bcc' | 'reply_to' | 'subject' | 'text' | 'html'>>,
+  ): DraftRaw {
+    const found = this.drafts.get(key(inboxId, draftId));
+    if (!found) throw ApiError.notFound('Draft');
+    const text = changes.text ?? found.value.text;
+    found.value = omitUndefined({
+      ...found.value,
+      ...changes,
+      preview: text?.slice(0, 100),
+      updated_at: this.clock.iso(),
+    });
+    return found.value;
+  }
+
+  /** Whether a draft was there to delete. */
+  delete(inboxId: string, draftId: string): boolean {
+    return this.drafts.delete(key(inboxId, draftId));
   }
 
   get size(): number {

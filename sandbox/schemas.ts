@@ -62,6 +62,16 @@ export const createDraftSchema = z.object({
     .nullish(),
 });
 
+export const updateDraftSchema = createDraftSchema.pick({
+  to: true,
+  cc: true,
+  bcc: true,
+  reply_to: true,
+  subject: true,
+  text: true,
+  html: true,
+});
+
 export const updateWebhookSchema = z.object({
   event_types: z.array(z.string()).nullish(),
   add_inbox_ids: z.array(z.string()).nullish(),

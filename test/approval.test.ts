@@ -3,7 +3,13 @@ import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
-import { ApplicationFailure, WorkflowUpdateFailedError } from '@temporalio/client';
+import { ApplicationFailure, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { createActivities } from '../activities';
+import type { DraftRequest } from '../activities/draft/drafting/drafter';
+import { OfflineDrafter } from '../activities/draft/drafting/offline-drafter';
+import { PostgresTickets } from '../activities/ticket/postgres-tickets';
+import { activityConfig } from '../lib/config';
 import { inboundWorkflowId, providerIdempotencyKey } from '../lib/hashing';
 import {
   decisionKey,
@@ -15,6 +21,8 @@ import {
   replyKey,
   type ReplyStatus,
   reviewKey,
+  reviewSignal,
+  reviewStateQuery,
   reviewUpdate,
   ticketKey,
 } from '../contract';
@@ -35,8 +43,28 @@ import { eventually } from './support/temporal';
 // person's verdict sent by Update (the Web UI, the admin route) or by Signal (the CLI).
 let h: Harness;
 const ADMIN_TOKEN = `admin-${randomUUID()}`;
+
+/** Holds a message whose text says SLOW-DRAFT in `drafting` until the test releases it: the window before a draft exists. */
+class GatedDrafter extends OfflineDrafter {
+  private gate = Promise.withResolvers<void>();
+  override async draft(request: DraftRequest): Promise<string> {
+    if (request.text.includes('SLOW-DRAFT')) await this.gate.promise;
+    return super.draft(request);
+  }
+  release(): void {
+    this.gate.resolve();
+    this.gate = Promise.withResolvers<void>();
+  }
+}
+const slowDrafts = new GatedDrafter();
+
 before(async () => {
-  h = await Harness.start({ approvalInboxes: ['*'], approvalTimeoutMs: 1_500, adminToken: ADMIN_TOKEN });
+  h = await Harness.start({
+    approvalInboxes: ['*'],
+    approvalTimeoutMs: 1_500,
+    adminToken: ADMIN_TOKEN,
+    drafter: slowDrafts,
+  });
 });
 after(() => h.close());
 
@@ -72,22 +100,24 @@ async function waitForStatus(ref: MessageRef, ...wanted: ReplyStatus[]): Promise
 const drafts = async (inboxId: string) => (await h.agentmail.inboxes.drafts.list(inboxId)).drafts;
 
 describe('a reply that needs approval', () => {
-  test('waits as one AgentMail draft, sends nothing; approval by Update sends that draft with the reply key', async () => {
+  test('waits as one AgentMail draft, sends nothing; approval by Update sends our stored text with the reply key and deletes the draft', async () => {
     const ref = await awaitingApproval();
     assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 0);
     const waiting = await drafts(ref.inboxId);
     assert.equal(waiting.length, 1);
 
     const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
-    assert.deepEqual(await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', reviewer: 'grace' }] }), {
-      accepted: true,
-    });
+    assert.deepEqual(
+      await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', revision: 1, reviewer: 'grace' }] }),
+      { accepted: true, revision: 1 },
+    );
     const result = await handle.result();
 
     assert.equal(result.status, 'sent');
     const outbox = await h.sandbox.outbox({ inbox_id: ref.inboxId });
     assert.equal(outbox.length, 1);
-    assert.match(outbox[0]!.endpoint, /\/drafts\/.+\/send$/);
+    assert.match(outbox[0]!.endpoint, /\/messages\/.+\/reply$/, "our stored text, not AgentMail's draft");
+    assert.deepEqual(await drafts(ref.inboxId), [], 'the reviewed draft is gone from AgentMail');
     assert.equal(outbox[0]!.idempotency_key, providerIdempotencyKey(replyKey(ref, 1)));
     assert.equal(await status(ref), 'sent');
   });
@@ -106,7 +136,7 @@ describe('a reply that needs approval', () => {
       '--name',
       'review',
       '--input',
-      '{"verdict":"approve","reviewer":"cli"}',
+      '{"verdict":"approve","revision":1,"reviewer":"cli"}',
     ]);
     const result = await h.workflowResult(ref);
     assert.equal(result.status, 'sent');
@@ -118,7 +148,9 @@ describe('a reply that needs approval', () => {
     const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
     const edit =
       'We have refunded your order today: <https://example.com/refunds/42>.\nQuestions: <billing@example.com>';
-    await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', text: edit, reviewer: 'grace' }] });
+    await handle.executeUpdate(reviewUpdate, {
+      args: [{ verdict: 'approve', revision: 1, text: edit, reviewer: 'grace' }],
+    });
     const result = await handle.result();
 
     assert.equal(result.status === 'sent' && result.replyVersion, 2);
@@ -138,7 +170,6 @@ describe('a reply that needs approval', () => {
         [providerDraftKey(ref, 1), 'executed'],
         [reviewKey(ref), 'executed'],
         [draftKey(ref, 2), 'executed'],
-        [providerDraftKey(ref, 2), 'executed'],
         [replyKey(ref, 2), 'executed'],
       ],
     );
@@ -151,7 +182,7 @@ describe('a reply that needs approval', () => {
     const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
     for (const text of ['Your refund is <b>on its way</b>.', 'See <a href="https://example.com">here</a>', ' ']) {
       await assert.rejects(
-        handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', text }] }),
+        handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', revision: 1, text, reviewer: 'grace' }] }),
         (error: unknown) =>
           error instanceof WorkflowUpdateFailedError &&
           error.cause instanceof ApplicationFailure &&
@@ -162,7 +193,9 @@ describe('a reply that needs approval', () => {
     const stored = await h.db.query('SELECT 1 FROM operations WHERE operation_key = $1', [reviewKey(ref)]);
     assert.equal(stored.rowCount, 0, 'the review activity never ran');
     assert.match(String(await status(ref)), /awaiting_approval|escalated/);
-    await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', text: 'Plain: <billing@example.com>' }] });
+    await handle.executeUpdate(reviewUpdate, {
+      args: [{ verdict: 'approve', revision: 1, text: 'Plain: <billing@example.com>', reviewer: 'grace' }],
+    });
     assert.equal((await handle.result()).status, 'sent');
     assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId }))[0]?.message.text, 'Plain: <billing@example.com>');
   });
@@ -170,7 +203,7 @@ describe('a reply that needs approval', () => {
   test('rejection sends nothing and ends rejected', async () => {
     const ref = await awaitingApproval();
     const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
-    await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'reject', reviewer: 'grace' }] });
+    await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'reject', revision: 1, reviewer: 'grace' }] });
     const result = await handle.result();
     assert.equal(result.status, 'rejected');
     assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 0);
@@ -181,11 +214,11 @@ describe('a reply that needs approval', () => {
     const ref = await awaitingApproval();
     const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
     await assert.rejects(
-      handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'maybe' as 'approve' }] }),
+      handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'maybe' as 'approve', revision: 1, reviewer: 'grace' }] }),
       WorkflowUpdateFailedError,
     );
     assert.match(String(await status(ref)), /awaiting_approval|escalated/);
-    await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'reject' }] });
+    await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'reject', revision: 1, reviewer: 'grace' }] });
     assert.equal((await handle.result()).status, 'rejected');
   });
 
@@ -195,14 +228,16 @@ describe('a reply that needs approval', () => {
     assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 0);
     await h.client.workflow
       .getHandle(inboundWorkflowId(ref))
-      .executeUpdate(reviewUpdate, { args: [{ verdict: 'approve' }] });
+      .executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', revision: 1, reviewer: 'grace' }] });
     assert.equal((await h.workflowResult(ref)).status, 'sent');
   });
 
   test('a replay after approval reuses the stored verdict and draft: no second draft, no second email, no new wait', async () => {
     const ref = await awaitingApproval();
     const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
-    await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', text: 'Edited once.' }] });
+    await handle.executeUpdate(reviewUpdate, {
+      args: [{ verdict: 'approve', revision: 1, text: 'Edited once.', reviewer: 'grace' }],
+    });
     const first = await handle.result();
 
     const replayId = `replay-${randomUUID()}`;
@@ -223,8 +258,8 @@ describe('a reply that needs approval', () => {
     );
     assert.equal(
       created.rows[0].n,
-      2,
-      'one AgentMail draft per draft version (v1 drafted, v2 edited), none from the replay',
+      1,
+      'one AgentMail draft, for the reviewer; none for the edit, none from the replay',
     );
     // On the replay every operation, the decision too, is reported as replayed from the store.
     assert.deepEqual(
@@ -236,36 +271,224 @@ describe('a reply that needs approval', () => {
         providerDraftKey(ref, 1),
         reviewKey(ref),
         draftKey(ref, 2),
-        providerDraftKey(ref, 2),
         replyKey(ref, 2),
       ].map((key) => [key, 'replayed']),
     );
   });
 
-  test('the admin route sends a verdict behind the bearer token and says what became of it', async () => {
+  test('the admin route takes a verdict behind a reviewer token, records who from the token, and shows the audit', async () => {
     const ref = await awaitingApproval();
-    const review = (body: unknown, token: string | null = ADMIN_TOKEN) =>
-      fetch(`${h.apiUrl}/admin/review`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
-        body: JSON.stringify(body),
-      });
-    const approve = { inbox_id: ref.inboxId, message_id: ref.messageId, verdict: 'approve', reviewer: 'ops' };
+    const { reviewer, token } = await addReviewer(h.db, { name: 'Grace Hopper' });
+    const approve = { inbox_id: ref.inboxId, message_id: ref.messageId, verdict: 'approve', revision: 1 };
 
     assert.equal((await review(approve, null)).status, 401);
     assert.equal((await review(approve, 'wrong-token-wrong-token')).status, 401);
-    assert.equal((await review({ ...approve, verdict: 'maybe' })).status, 400);
-    const markup = await review({ ...approve, text: 'Hello <script>alert(1)</script>' });
+    const admin = await review(approve, ADMIN_TOKEN);
+    assert.equal(admin.status, 401, 'ADMIN_TOKEN approves nothing');
+    assert.match(((await admin.json()) as { message: string }).message, /reviewer token/);
+    const named = await review({ ...approve, reviewer: 'someone-else' }, token);
+    assert.equal(named.status, 400, 'a reviewer name in the body is refused, not believed');
+    assert.equal((await review({ ...approve, verdict: 'maybe' }, token)).status, 400);
+    assert.equal((await review({ ...approve, revision: undefined }, token)).status, 400, 'the revision is required');
+    const markup = await review({ ...approve, text: 'Hello <script>alert(1)</script>' }, token);
     assert.equal(markup.status, 400, 'the route applies the rule the Update applies');
     assert.match(((await markup.json()) as { message: string }).message, /text: the text contains HTML/);
+    const elsewhere = await addReviewer(h.db, { name: 'Other team', inboxes: ['billing@elsewhere.example'] });
+    assert.equal((await review(approve, elsewhere.token)).status, 403, 'a reviewer of other inboxes');
     assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 0, 'nothing refused was sent');
 
-    const accepted = await review(approve);
+    const shown = await fetch(`${h.apiUrl}/admin/review/${ref.inboxId}/${encodeURIComponent(ref.messageId)}`, {
+      headers: { authorization: `Bearer ${token}` },
+    });
+    assert.equal(shown.status, 200);
+    const state = (await shown.json()) as { revision: number; reason: string; text: string; draftKey: string };
+    assert.equal(state.revision, 1);
+    assert.equal(state.reason, 'approval required');
+    assert.equal(state.draftKey, draftKey(ref, 1));
+    assert.match(state.text, /Thank you for writing to us/);
+
+    const accepted = await review(approve, token);
     assert.equal(accepted.status, 200);
-    assert.deepEqual(await accepted.json(), { accepted: true });
+    assert.deepEqual(await accepted.json(), { accepted: true, revision: 1 });
     assert.equal((await h.workflowResult(ref)).status, 'sent');
     assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 1);
-    assert.equal((await review(approve)).status, 404, 'the workflow has finished: nothing is waiting');
+
+    const late = await review({ ...approve, verdict: 'reject' }, token);
+    assert.equal(late.status, 409, 'the run has finished: the verdict that stands is named');
+    assert.match(
+      ((await late.json()) as { message: string }).message,
+      new RegExp(`approve of revision 1 by ${reviewer.id}`),
+    );
+
+    // Who approved this email, which revision, when: from the credential, in the route and the CLI.
+    const audit = await fetch(`${h.apiUrl}/admin/review/${ref.inboxId}/${encodeURIComponent(ref.messageId)}/audit`, {
+      headers: { authorization: `Bearer ${ADMIN_TOKEN}` },
+    });
+    assert.equal(audit.status, 200);
+    const rows = ((await audit.json()) as { audit: Array<Record<string, unknown>> }).audit;
+    assert.equal(rows.length, 1);
+    assert.equal(rows[0]!.reviewerId, reviewer.id);
+    assert.equal(rows[0]!.verdict, 'approve');
+    assert.equal(rows[0]!.revision, 1);
+    assert.ok(Date.now() - Date.parse(String(rows[0]!.at)) < 120_000);
+    const cli = await promisify(execFile)(
+      process.execPath,
+      ['--import', 'tsx', 'scripts/reviewer.ts', 'audit', inboundWorkflowId(ref)],
+      { env: { ...process.env, DATABASE_URL: testEnv.databaseUrl } },
+    );
+    assert.match(cli.stdout, new RegExp(`approve\\s+revision 1\\s+by ${reviewer.id}`));
+  });
+});
+
+/** POST /admin/review with a bearer token (or none). */
+const review = (body: unknown, token: string | null) =>
+  fetch(`${h.apiUrl}/admin/review`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...(token ? { authorization: `Bearer ${token}` } : {}) },
+    body: JSON.stringify(body),
+  });
+
+const refusedWith = (pattern: RegExp) => (error: unknown) =>
+  error instanceof WorkflowUpdateFailedError &&
+  error.cause instanceof ApplicationFailure &&
+  error.cause.type === 'ReviewRefused' &&
+  pattern.test(error.cause.message);
+
+describe('the approval gate', () => {
+  test('a verdict sent while the message is still drafting is refused (409), never kept: the reply still waits for a real one', async () => {
+    // The model stand-in is not in this file; a drafter that waits until told keeps the message in `drafting`.
+    const inboxId = h.newInbox();
+    const inbound = await h.sandbox.inbound({
+      inbox_id: inboxId,
+      from: `early-${randomUUID().slice(0, 8)}@customer.example`,
+      subject: 'Refund?',
+      text: `SLOW-DRAFT ${randomUUID()}`,
+    });
+    const ref = { inboxId, messageId: inbound.message.message_id };
+    await waitForStatus(ref, 'drafting');
+    const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
+    await assert.rejects(
+      handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', revision: 1, reviewer: 'eager' }] }),
+      refusedWith(/no verdict is awaited: ReplyStatus=drafting/),
+    );
+    const { token } = await addReviewer(h.db, { name: 'Eager' });
+    const early = await review(
+      { inbox_id: inboxId, message_id: ref.messageId, verdict: 'approve', revision: 1 },
+      token,
+    );
+    assert.equal(early.status, 409);
+    assert.match(((await early.json()) as { message: string }).message, /ReplyStatus=drafting/);
+    // A Signal in the same window is logged and dropped.
+    await handle.signal(reviewSignal, { verdict: 'approve', revision: 1, reviewer: 'eager' });
+
+    slowDrafts.release();
+    await waitForStatus(ref, 'awaiting_approval', 'escalated');
+    assert.equal((await handle.query(reviewStateQuery)).verdict, null, 'no verdict was held for later');
+    assert.equal((await h.sandbox.outbox({ inbox_id: inboxId })).length, 0, 'nothing went out');
+    await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'reject', revision: 1, reviewer: 'grace' }] });
+    assert.equal((await handle.result()).status, 'rejected');
+  });
+
+  test('after one verdict is accepted, any other is refused naming the verdict that stands; a stale revision is refused', async () => {
+    const ref = await awaitingApproval();
+    const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
+    const state = await handle.query(reviewStateQuery);
+    assert.equal(state.revision, 1);
+    assert.equal(state.draftKey, draftKey(ref, 1));
+    assert.equal(state.reason, 'approval required');
+    assert.equal(state.verdict, null);
+    for (const revision of [2, 7])
+      await assert.rejects(
+        handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', revision, reviewer: 'grace' }] }),
+        refusedWith(new RegExp(`revision ${revision} is not the one awaiting a verdict \\(revision 1`)),
+      );
+    await assert.rejects(
+      handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', revision: 1, reviewer: '' }] }),
+      (error: unknown) =>
+        error instanceof WorkflowUpdateFailedError && /reviewer must name/.test(error.cause?.message ?? ''),
+    );
+    // Two reviewers at once: exactly one is accepted, the other told which verdict stands.
+    const answers = await Promise.allSettled([
+      handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', revision: 1, reviewer: 'grace' }] }),
+      handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'reject', revision: 1, reviewer: 'linus' }] }),
+    ]);
+    const accepted = answers.filter((a) => a.status === 'fulfilled');
+    assert.equal(accepted.length, 1);
+    const refused = answers.find((a) => a.status === 'rejected');
+    assert.ok(
+      refused && refusedWith(/a verdict stands: (approve|reject) of revision 1 by (grace|linus)/)(refused.reason),
+    );
+    const result = await handle.result();
+    const grace = answers[0].status === 'fulfilled';
+    assert.equal(result.status, grace ? 'sent' : 'rejected');
+    assert.deepEqual((await handle.query(reviewStateQuery)).verdict, {
+      verdict: grace ? 'approve' : 'reject',
+      revision: 1,
+      reviewer: grace ? 'grace' : 'linus',
+    });
+    assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, grace ? 1 : 0);
+    assert.deepEqual(await drafts(ref.inboxId), [], 'the AgentMail draft is deleted either way');
+  });
+
+  test('a reject after an approve is refused, not answered "accepted", while the approved reply is on its way', async () => {
+    const ref = await awaitingApproval();
+    const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
+    await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', revision: 1, reviewer: 'grace' }] });
+    await assert.rejects(
+      handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'reject', revision: 1, reviewer: 'linus' }] }),
+      (error: unknown) =>
+        // Refused by the validator while the run lives; once it has finished the workflow is gone for Updates.
+        refusedWith(/a verdict stands: approve of revision 1 by grace/)(error) ||
+        error instanceof WorkflowNotFoundError,
+    );
+    assert.equal((await handle.result()).status, 'sent');
+    assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 1);
+  });
+
+  test('what goes out is what was approved: a draft edited at AgentMail (to, bcc, text) changes nothing that is sent', async () => {
+    const ref = await awaitingApproval();
+    const [waiting] = await drafts(ref.inboxId);
+    const approvedText = (
+      await h.db.query('SELECT result FROM operations WHERE operation_key = $1', [draftKey(ref, 1)])
+    ).rows[0].result.text as string;
+    // Someone with the console or the API key changes AgentMail's copy after the reviewer read it.
+    await h.agentmail.inboxes.drafts.update(ref.inboxId, waiting!.draftId, {
+      to: ['attacker@evil.example'],
+      bcc: ['list@evil.example'],
+      text: 'Click https://evil.example/login to claim your refund.',
+    });
+    await h.client.workflow
+      .getHandle(inboundWorkflowId(ref))
+      .executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', revision: 1, reviewer: 'grace' }] });
+    assert.equal((await h.workflowResult(ref)).status, 'sent');
+    const outbox = await h.sandbox.outbox({ inbox_id: ref.inboxId });
+    assert.equal(outbox.length, 1);
+    assert.equal(outbox[0]!.message.text, approvedText);
+    assert.deepEqual(outbox[0]!.message.to, [
+      (await h.agentmail.inboxes.messages.get(ref.inboxId, ref.messageId)).from.replace(/.*<|>.*/g, ''),
+    ]);
+    assert.equal(outbox[0]!.message.bcc, undefined);
+    assert.deepEqual(await drafts(ref.inboxId), [], 'the edited draft is deleted, not left sendable');
+  });
+
+  test('a rejected draft is deleted at AgentMail, and deleting it again (a retry) is no error', async () => {
+    const ref = await awaitingApproval();
+    const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
+    await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'reject', revision: 1, reviewer: 'grace' }] });
+    assert.equal((await handle.result()).status, 'rejected');
+    assert.deepEqual(await drafts(ref.inboxId), []);
+    const activities = createActivities({
+      db: h.db,
+      agentmail: h.agentmail,
+      drafter: new OfflineDrafter(),
+      tickets: new PostgresTickets(h.db),
+      config: activityConfig(),
+    });
+    const again = await new MockActivityEnvironment().run(activities.deleteProviderDraft, {
+      inboxId: ref.inboxId,
+      providerDraftKey: providerDraftKey(ref, 1),
+    });
+    assert.deepEqual(again, { deleted: false });
   });
 });
 

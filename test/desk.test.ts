@@ -68,7 +68,10 @@ async function waiting(subject: string, text: string, inboxId = h.newInbox()): P
 }
 
 const messageUrl = (ref: MessageRef) => `${desk.url}/messages/${inboundWorkflowId(ref)}`;
-const sentTo = async (ref: MessageRef) => (await h.sandbox.outbox({ inbox_id: ref.inboxId })).filter((e) => e.message.in_reply_to === ref.messageId || e.endpoint.includes('/drafts/'));
+const sentTo = async (ref: MessageRef) =>
+  (await h.sandbox.outbox({ inbox_id: ref.inboxId })).filter(
+    (e) => e.message.in_reply_to === ref.messageId || e.endpoint.includes('/drafts/'),
+  );
 
 async function finalStatus(ref: MessageRef): Promise<ReplyStatus> {
   return (await h.workflowResult(ref)).status;

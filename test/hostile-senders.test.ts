@@ -318,7 +318,7 @@ describe('the per-sender budget', () => {
       'the reply to await approval',
     );
     assert.equal(await reservedFor(h.db, from), 1, 'reserved when decided');
-    await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'reject', reviewer: 'grace' }] });
+    await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'reject', revision: 1, reviewer: 'grace' }] });
     assert.equal((await handle.result()).status, 'rejected');
     assert.equal(await reservedFor(h.db, from), 0);
   });

@@ -26,7 +26,9 @@ function message(fields: Partial<AgentMail.Message> = {}): AgentMail.Message {
   };
 }
 
-const to = (fields: Partial<AgentMail.Message>) => replyRecipient(message(fields))?.address ?? null;
+const NO_VOUCHED = { replyToDomains: [] };
+const VOUCHED = { replyToDomains: ['customer.example'] };
+const to = (fields: Partial<AgentMail.Message>) => replyRecipient(message(fields), NO_VOUCHED)?.address ?? null;
 
 describe('whom a reply goes to', () => {
   test('the sender, as a bare address (the display name stays behind)', () => {
@@ -36,7 +38,7 @@ describe('whom a reply goes to', () => {
 
   test('a single Reply-To in the sender’s own domain is honoured, the domain compared case-insensitively', () => {
     assert.equal(to({ replyTo: ['Billing <billing@Customer.EXAMPLE>'] }), 'billing@Customer.EXAMPLE');
-    assert.equal(replyRecipient(message({ replyTo: ['billing@customer.example'] }))?.source, 'reply-to');
+    assert.equal(replyRecipient(message({ replyTo: ['billing@customer.example'] }), VOUCHED)?.source, 'reply-to');
   });
 
   test('Reply-To is ignored — the sender gets the reply — when it names another domain, several addresses or a group', () => {
@@ -62,9 +64,11 @@ describe('whom a reply goes to', () => {
 
   test('an activity asking for the recipient of a message without one gets a final failure, not a guess', () => {
     const ref = { inboxId: 'support@ours.example', messageId: '<m1@customer.example>' };
-    assert.throws(() => recipientOf(message({ from: 'nobody' }), ref), { type: 'NoValidRecipient' });
-    assert.throws(() => recipientOf(message({ from: 'support@OURS.example' }), ref), { type: 'NoValidRecipient' });
-    assert.equal(recipientOf(message(), ref), 'ada@customer.example');
+    assert.throws(() => recipientOf(message({ from: 'nobody' }), ref, NO_VOUCHED), { type: 'NoValidRecipient' });
+    assert.throws(() => recipientOf(message({ from: 'support@OURS.example' }), ref, NO_VOUCHED), {
+      type: 'NoValidRecipient',
+    });
+    assert.equal(recipientOf(message(), ref, NO_VOUCHED), 'ada@customer.example');
   });
 });
 

@@ -19,13 +19,16 @@ import {
   draftKey,
   draftProblem,
   FailureType,
+  HOLD_RULES,
+  type HoldRule,
   type InboundMessageInput,
   type InboundMessageResult,
   type MessageRef,
-  type OperationKind,
   type OperationReport,
   operationsQuery,
   type OperationView,
+  operationKey,
+  OperationKind,
   providerDraftKey,
   replyKey,
   type ReplyStatus,
@@ -33,7 +36,10 @@ import {
   reviewKey,
   notifyKey,
   reviewSignal,
+  type ReviewState,
+  reviewStateQuery,
   reviewUpdate,
+  type ReviewVerdict,
   SearchAttributes,
   ticketKey,
 } from '../contract';
@@ -127,11 +133,12 @@ type DraftVersion = 1 | 2;
 export async function inboundMessageWorkflow(input: InboundMessageInput): Promise<InboundMessageResult> {
   const ref: MessageRef = { inboxId: input.inboxId, messageId: input.messageId };
   const operations = operationsBoard();
+  const review = reviewInbox();
   const setStatus = (status: ReplyStatus, more: SearchAttributeUpdatePair[] = []) => {
     upsertSearchAttributes([{ key: SearchAttributes.ReplyStatus, value: status }, ...more]);
     operations.status(status);
+    review.status(status);
   };
-  const review = reviewInbox();
   // Every operation key of this message, derived here once and handed to the activity that runs
   // it. Version 2 is an approver's edit: a changed intent, so new draft, AgentMail draft and reply keys.
   const ofVersion = (version: DraftVersion) => ({
@@ -142,6 +149,9 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
   const keys = {
     decision: decisionKey(ref),
     ticket: ticketKey(ref),
+    // A drafted reply held in an inbox that needs no approval: the ticket's intent changes from
+    // "answered by the agent" to "a person must decide", so its note goes under the next version.
+    heldTicket: operationKey(ref, OperationKind.ticket, 2),
     review: reviewKey(ref),
     versions: { 1: ofVersion(1), 2: ofVersion(2) } satisfies Record<DraftVersion, unknown>,
   };
@@ -174,12 +184,12 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
         ? []
         : [{ key: SearchAttributes.ThreadId, value: decision.threadId }];
 
-    const openTicket = async (note: string) =>
+    const openTicket = async (note: string, key = keys.ticket) =>
       (
         await operations.run(
-          keys.ticket,
+          key,
           'ticket',
-          effects.openTicket({ ...ref, key: keys.ticket, threadId: decision.threadId, note }),
+          effects.openTicket({ ...ref, key, threadId: decision.threadId, note }),
           (t) => t.ticketId,
         )
       ).ticketId;
@@ -203,40 +213,39 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     const ticketing = openTicket(
       decision.approval.required ? 'drafted by the support agent, awaiting approval' : 'answered by the support agent',
     );
-    const [, ticketId] = await bothSettled(drafting, ticketing);
+    const [drafted, ticketId] = await bothSettled(drafting, ticketing);
 
     let version: DraftVersion = 1;
-    let providerDraftId: string | null = null;
-    if (decision.approval.required) {
-      // The reviewer sees the draft at AgentMail; created once per draft version (client_id).
-      const showDraft = (v: DraftVersion) =>
-        operations.run(
-          keys.versions[v].providerDraft,
-          'provider-draft',
-          effects.createProviderDraft({
-            ...ref,
-            key: keys.versions[v].providerDraft,
-            draftKey: keys.versions[v].draft,
-          }),
-          (d) => d.draftId,
-        );
-      const shown = await showDraft(1);
+    // A person decides when the inbox requires it, or when the drafted text tripped a rule
+    // (activities/draft/draft-check.ts): then it is held, never sent unless a person approves.
+    const holds: HoldRule[] = drafted.holds;
+    if (decision.approval.required || holds.length > 0) {
+      // The reviewer sees the draft at AgentMail (and in the operation store, by its key).
+      await operations.run(
+        keys.versions[1].providerDraft,
+        'provider-draft',
+        effects.createProviderDraft({ ...ref, key: keys.versions[1].providerDraft, draftKey: keys.versions[1].draft }),
+        (d) => d.draftId,
+      );
+      const reason =
+        holds.length > 0 ? `held: ${holds.map((rule) => HOLD_RULES[rule]).join('; ')}` : 'approval required';
+      const held = !decision.approval.required;
       // One notification when the reply starts waiting and one when it is escalated, each under its own key.
       const notify = (status: ReplyStatus) => {
-        const event = status === 'awaiting_approval' ? 'waiting' : status === 'escalated' ? 'escalated' : null;
+        const event =
+          status === 'awaiting_approval' || status === 'held' ? 'waiting' : status === 'escalated' ? 'escalated' : null;
         if (event === null) return;
         notifier
-          .notifyReviewers({
-            ...ref,
-            key: notifyKey(ref, event),
-            event,
-            reason: 'approval required',
-            draftKey: keys.versions[1].draft,
-          })
+          .notifyReviewers({ ...ref, key: notifyKey(ref, event), event, reason, draftKey: keys.versions[1].draft })
           .catch((error: unknown) =>
             log.warn('reviewers were not notified', { event, failure: failureSummary(error) }),
           );
       };
+      if (held) {
+        setStatus('held', [{ key: SearchAttributes.SkipReason, value: `held-${holds.join('-')}` }]);
+        await openTicket(`a drafted reply is held for a person to approve or reject (${reason})`, keys.heldTicket);
+        notify('held');
+      }
 
       const verdict = await operations.run(
         keys.review,
@@ -246,13 +255,21 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
           (await effects.recordReview({
             ...ref,
             key: keys.review,
-            review: await review.wait(decision.approval.timeoutMs, (status) => {
-              setStatus(status);
-              notify(status);
-            }),
+            review: await review.wait(
+              { revision: 1, draftKey: keys.versions[1].draft, reason, status: held ? 'held' : 'awaiting_approval' },
+              held ? null : decision.approval.timeoutMs,
+              (status) => {
+                setStatus(status);
+                notify(status);
+              },
+            ),
           })))(),
         (v) => `${v.verdict}${v.text !== null ? ' with edits' : ''}${v.reviewer ? ` by ${v.reviewer}` : ''}`,
       );
+      review.stands({ verdict: verdict.verdict, revision: verdict.revision ?? 1, reviewer: verdict.reviewer ?? '' });
+      // A verdict stands: AgentMail's copy of the draft goes, so nobody can send it from the console.
+      // What goes out is our stored text of the approved version.
+      await quick.deleteProviderDraft({ inboxId: ref.inboxId, providerDraftKey: keys.versions[1].providerDraft });
 
       if (verdict.verdict === 'reject') {
         operations.skip(keys.versions[1].reply, 'reply', 'rejected by the reviewer');
@@ -261,7 +278,6 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
         setStatus('rejected');
         return { status: 'rejected', ticketId };
       }
-      providerDraftId = shown.draftId;
       if (verdict.text !== null) {
         // A changed intent: the edited text is the next draft version and goes out under the next reply key.
         version = 2;
@@ -271,19 +287,15 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
           effects.reviseDraft({ ...ref, key: keys.versions[version].draft, reviewKey: keys.review }),
           () => 'edited by the reviewer',
         );
-        providerDraftId = (await showDraft(version)).draftId;
       }
     }
 
     setStatus('sending');
     sendStarted = true;
-    const sendInput = { ...ref, draftKey: keys.versions[version].draft, replyKey: keys.versions[version].reply };
     const sent = await operations.run(
       keys.versions[version].reply,
       'reply',
-      providerDraftId === null
-        ? effects.sendReply(sendInput)
-        : effects.sendApprovedDraft({ ...sendInput, draftId: providerDraftId }),
+      effects.sendReply({ ...ref, draftKey: keys.versions[version].draft, replyKey: keys.versions[version].reply }),
       (s) => `${s.reconciled ? 'reconciled ' : ''}${s.messageId}`,
     );
 
@@ -372,41 +384,90 @@ export function currentDetails(status: ReplyStatus, views: OperationView[]): str
 
 /**
  * Receives a reviewer's verdict by Update (answers whether it was accepted) or by Signal (what
- * the Web UI and `temporal workflow signal` send). Handlers are registered from the start so a
- * verdict sent early is kept; only the first verdict counts.
+ * the Web UI and `temporal workflow signal` send). A verdict is accepted only while one is
+ * awaited, for the revision awaiting it, and only once; never kept for later. The Update's
+ * validator refuses anything else (`ReviewRefused`, naming the current ReplyStatus or the verdict
+ * that stands), so a refused Update leaves no trace in history; a refused Signal is logged and
+ * dropped. The `reviewState` query shows what a reviewer needs: ids and reasons, never text.
  */
 function reviewInbox() {
+  let status: ReplyStatus = 'deciding';
+  let awaiting: { revision: number; draftKey: string; reason: string } | null = null;
   let received: ReviewInput | undefined;
+  let standing: ReviewVerdict | null = null;
+
+  /** Why this (well-formed) verdict cannot be accepted now, or null when it can. */
+  const refusal = (input: ReviewInput): string | null => {
+    if (standing !== null)
+      return `a verdict stands: ${standing.verdict} of revision ${standing.revision} by ${standing.reviewer} (ReplyStatus=${status})`;
+    if (awaiting === null) return `no verdict is awaited: ReplyStatus=${status}`;
+    if (input.revision !== awaiting.revision)
+      return `revision ${input.revision} is not the one awaiting a verdict (revision ${awaiting.revision}, ReplyStatus=${status})`;
+    return null;
+  };
   const accept = (input: ReviewInput) => {
-    received ??= input;
+    received = input;
+    standing = { verdict: input.verdict, revision: input.revision, reviewer: input.reviewer };
+    awaiting = null;
   };
   setHandler(reviewSignal, (input) => {
-    if (reviewProblem(input) === null) accept(input);
-    else log.warn('ignored an invalid review signal', { problem: reviewProblem(input) });
+    const problem = reviewProblem(input) ?? refusal(input);
+    if (problem === null) accept(input);
+    else log.warn('dropped a review signal', { problem });
   });
   setHandler(
     reviewUpdate,
     (input) => {
+      // The validator ran in this same activation; nothing can have changed since. Checked anyway.
+      const problem = refusal(input);
+      if (problem !== null)
+        throw ApplicationFailure.create({ type: FailureType.ReviewRefused, message: problem, nonRetryable: true });
       accept(input);
-      return { accepted: true as const };
+      return { accepted: true as const, revision: input.revision };
     },
     {
       validator: (input: ReviewInput | undefined) => {
         const problem = reviewProblem(input);
         if (problem !== null)
           throw ApplicationFailure.create({ type: FailureType.InvalidReview, message: problem, nonRetryable: true });
+        const refused = refusal(input as ReviewInput);
+        if (refused !== null)
+          throw ApplicationFailure.create({ type: FailureType.ReviewRefused, message: refused, nonRetryable: true });
       },
     },
   );
+  setHandler(reviewStateQuery, (): ReviewState => ({
+    status,
+    revision: awaiting?.revision ?? null,
+    draftKey: awaiting?.draftKey ?? null,
+    reason: awaiting?.reason ?? null,
+    verdict: standing,
+  }));
   return {
-    /** Waits for a verdict; past the timeout the message is escalated and still waits: it is never sent unapproved. */
-    async wait(timeoutMs: number, setStatus: (status: ReplyStatus) => void): Promise<ReviewInput> {
-      setStatus('awaiting_approval');
-      if (!(await condition(() => received !== undefined, timeoutMs))) {
+    status(next: ReplyStatus) {
+      status = next;
+    },
+    /** The verdict of this message, also when it was recalled from the store (a replay). */
+    stands(verdict: ReviewVerdict) {
+      standing ??= verdict;
+      awaiting = null;
+    },
+    /**
+     * Opens the window for a verdict on `revision` and waits for one. Past `escalateAfterMs` (an
+     * approval inbox's timeout) the message is escalated and still waits: it is never sent unapproved.
+     */
+    async wait(
+      shown: { revision: number; draftKey: string; reason: string; status: 'awaiting_approval' | 'held' },
+      escalateAfterMs: number | null,
+      setStatus: (status: ReplyStatus) => void,
+    ): Promise<ReviewInput> {
+      awaiting = { revision: shown.revision, draftKey: shown.draftKey, reason: shown.reason };
+      if (status !== shown.status) setStatus(shown.status);
+      if (escalateAfterMs !== null && !(await condition(() => received !== undefined, escalateAfterMs))) {
         setStatus('escalated');
-        log.warn('reply awaiting approval past its timeout: escalated', { timeoutMs });
-        await condition(() => received !== undefined);
+        log.warn('reply awaiting approval past its timeout: escalated', { timeoutMs: escalateAfterMs });
       }
+      await condition(() => received !== undefined);
       return received as ReviewInput;
     },
   };
@@ -415,6 +476,10 @@ function reviewInbox() {
 function reviewProblem(input: ReviewInput | undefined): string | null {
   if (!input || (input.verdict !== 'approve' && input.verdict !== 'reject'))
     return 'verdict must be "approve" or "reject"';
+  if (typeof input.revision !== 'number' || !Number.isInteger(input.revision) || input.revision < 1)
+    return 'revision must be the draft revision judged (a positive integer, from reviewState)';
+  if (typeof input.reviewer !== 'string' || input.reviewer.trim() === '' || input.reviewer.length > 200)
+    return 'reviewer must name who judged (1 to 200 characters)';
   if (input.text !== undefined && input.verdict === 'reject') return 'a rejection carries no text';
   if (input.text !== undefined) {
     if (typeof input.text !== 'string') return 'text, when given, must be a string';

@@ -7,7 +7,7 @@ import { fetchMessage } from '../agentmail/reads';
 import { runOperation } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
 import type { OwnAddresses } from './own-addresses';
-import { replyRecipient, senderOf } from '../agentmail/recipients';
+import { recipientPolicy, replyRecipient, senderOf } from '../agentmail/recipients';
 import { releaseReply, reserveReply, retakeReply } from './reply-budget';
 import { skipReason, TICKET_ALWAYS, TICKET_NEVER, type SkipReason } from './reply-policy';
 import type { ActivityConfig } from '../../lib/config';
@@ -34,6 +34,7 @@ export interface DecideDeps {
     | 'APPROVAL_TIMEOUT_MS'
     | 'OPERATION_LEASE_MS'
     | 'REPLYONCE_INBOXES'
+    | 'REPLYONCE_REPLY_TO_DOMAINS'
     | 'REPLY_BUDGET_PER_SENDER'
     | 'REPLY_CEILING_PER_INBOX_PER_HOUR'
     | 'REPLY_MAX_AGE'
@@ -105,7 +106,7 @@ async function whyNotAnswer(
   const reason = skipReason(message, { now: Date.now(), maxAgeMs: deps.config.REPLY_MAX_AGE });
   if (reason !== null) return reason;
 
-  const recipient = replyRecipient(message);
+  const recipient = replyRecipient(message, recipientPolicy(deps.config));
   if (sender === null || recipient === null || (await deps.own.isOwn(recipient.normalized, ref.inboxId)))
     return 'no-valid-recipient';
   const reservation = await reserveReply(

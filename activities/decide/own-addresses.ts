@@ -1,11 +1,13 @@
 import { ApplicationFailure, log } from '@temporalio/activity';
 import { AgentMailError, type AgentMailClient } from 'agentmail';
 import { RetryableFailureType } from '../../contract';
+import { mailboxOf } from '../agentmail/mailbox';
 
 /**
  * Our own addresses (DESIGN.md, "Whom we write to"): every inbox of the AgentMail organisation,
  * plus REPLYONCE_OWN_ADDRESSES. Mail from any of them is never answered, and none of them is
- * ever a recipient — an agent answering its own other inbox is a loop of one.
+ * ever a recipient — an agent answering its own other inbox is a loop of one. Compared as
+ * mailboxes (activities/agentmail/mailbox.ts): `support+x@our-domain` is `support@our-domain`.
  *
  * The organisation's inboxes are listed from AgentMail (`inboxes.list`, every page) and cached in
  * the worker. The cache is refreshed when it is older than the refresh interval (five minutes by
@@ -32,7 +34,12 @@ export class OwnAddresses {
     private readonly refreshMs: number = OWN_INBOXES_REFRESH_MS,
     private readonly now: () => number = Date.now,
   ) {
-    this.configured = new Set(configured.map((a) => a.trim().toLowerCase()).filter(Boolean));
+    this.configured = new Set(
+      configured
+        .map((a) => a.trim())
+        .filter(Boolean)
+        .map(mailboxOf),
+    );
   }
 
   /**
@@ -40,18 +47,17 @@ export class OwnAddresses {
    * `receivingInbox`: that inbox, the configured addresses and every inbox of the organisation.
    */
   async isOwn(address: string, receivingInbox: string): Promise<boolean> {
-    const wanted = address.trim().toLowerCase();
-    const inbox = receivingInbox.trim().toLowerCase();
-    if (wanted === inbox || this.configured.has(wanted)) return true;
-    const known = await this.current(inbox);
+    const wanted = mailboxOf(address);
+    if (wanted === mailboxOf(receivingInbox) || this.configured.has(wanted)) return true;
+    const known = await this.current(receivingInbox.trim().toLowerCase());
     return known.has(wanted);
   }
 
-  /** The cached inboxes, refreshed first when stale or when `receivingInbox` is not among them. */
+  /** The cached inboxes' mailboxes, refreshed first when stale or when `receivingInbox` is not among them. */
   private async current(receivingInbox: string): Promise<ReadonlySet<string>> {
     const requestedAt = this.now();
     const stale = this.inboxes === null || requestedAt - this.loadedAt >= this.refreshMs;
-    if (stale || !this.inboxes?.has(receivingInbox)) await this.refresh(requestedAt);
+    if (stale || !this.inboxes?.has(mailboxOf(receivingInbox))) await this.refresh(requestedAt);
     if (this.inboxes === null) throw new Error('the list of our AgentMail inboxes could not be loaded yet');
     return this.inboxes;
   }
@@ -76,8 +82,8 @@ export class OwnAddresses {
       do {
         const page = await this.agentmail.inboxes.list({ limit: PAGE_SIZE, pageToken });
         for (const inbox of page.inboxes) {
-          addresses.add(inbox.inboxId.toLowerCase());
-          addresses.add(inbox.email.toLowerCase());
+          addresses.add(mailboxOf(inbox.inboxId));
+          addresses.add(mailboxOf(inbox.email));
         }
         pageToken = page.nextPageToken;
       } while (pageToken);

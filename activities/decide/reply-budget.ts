@@ -1,5 +1,6 @@
 import { checkOut, type Db } from '../../lib/db';
 import { addressHash } from '../../lib/hashing';
+import { mailboxOf } from '../agentmail/mailbox';
 
 /**
  * The reply budget, one owner (table `reply_reservations`). Two limits, checked and reserved in
@@ -12,13 +13,16 @@ import { addressHash } from '../../lib/hashing';
  * - per inbox: at most `perInboxPerHour` replies in an hour, a circuit breaker for a flood from
  *   many addresses; past it a person answers (a ticket) instead of the agent.
  *
- * Reservations that share an address are serialised by transaction-scoped advisory locks on the
- * addresses' hashes (taken in one global order, so two of them never deadlock), and counted after
- * the locks are held (each statement of a READ COMMITTED transaction sees what the previous holder
- * committed), so N concurrent decisions for one sender get exactly `perAddress` replies. The inbox
- * ceiling is counted in the same transaction but is not serialised across senders: it may be
- * overshot by the decisions in flight at the moment it is reached — a breaker, not a quota, and
- * not worth making every inbox a single queue.
+ * Both are exact under concurrency. A reservation takes transaction-scoped advisory locks on the
+ * hashes of the addresses involved and on its inbox, all in one global order (class, then key), so
+ * two reservations never deadlock; then it counts (each statement of a READ COMMITTED transaction
+ * sees what the previous holder committed). So N concurrent decisions for one sender get exactly
+ * `perAddress` replies, and N concurrent decisions from N senders to one inbox exactly
+ * `perInboxPerHour`. The inbox lock makes one inbox's reservations a queue of short transactions
+ * (a few statements each, no I/O but Postgres in between).
+ *
+ * Addresses are counted as mailboxes (activities/agentmail/mailbox.ts): `rotator+1@x` and
+ * `rotator+2@x`, or Gmail's dot variants, share one budget.
  *
  * A reservation is keyed by the message's reply key: a decision retried after a crash finds its
  * own row and is granted again, without a second row. A reply that will not be sent is released
@@ -31,8 +35,15 @@ import { addressHash } from '../../lib/hashing';
 export const ADDRESS_WINDOW_HOURS = 24;
 /** The window's rows are kept a day longer: margin for clocks and for slow sends. */
 export const RESERVATION_RETENTION_HOURS = 48;
-/** Two-key advisory locks: class 1 is this module's, so no other lock in the database collides with it. */
-const LOCK_CLASS = 1;
+/**
+ * Two-key advisory locks: classes 1 (an address) and 2 (an inbox) are this module's, so no other
+ * lock in the database collides with them.
+ */
+const ADDRESS_LOCK_CLASS = 1;
+const INBOX_LOCK_CLASS = 2;
+
+/** An address's hash for the budget: of its mailbox, so every spelling of one mailbox counts together. */
+const mailboxHash = (address: string): string => addressHash(mailboxOf(address));
 
 export interface BudgetLimits {
   perAddress: number;
@@ -53,14 +64,18 @@ export interface ReservationRequest {
 }
 
 export async function reserveReply(db: Db, request: ReservationRequest, limits: BudgetLimits): Promise<Reservation> {
-  const senderHash = addressHash(request.sender);
-  const recipientHash = addressHash(request.recipient);
+  const senderHash = mailboxHash(request.sender);
+  const recipientHash = mailboxHash(request.recipient);
   const involved = [...new Set([senderHash, recipientHash])];
+  const locks: Array<{ lockClass: number; key: number }> = [
+    ...[...new Set(involved.map(lockKey))].map((key) => ({ lockClass: ADDRESS_LOCK_CLASS, key })),
+    { lockClass: INBOX_LOCK_CLASS, key: lockKey(addressHash(request.inboxId.trim().toLowerCase())) },
+  ].sort((a, b) => a.lockClass - b.lockClass || a.key - b.key);
   const client = await checkOut(db);
   try {
     await client.query('BEGIN');
-    for (const key of [...new Set(involved.map(lockKey))].sort((a, b) => a - b)) {
-      await client.query('SELECT pg_advisory_xact_lock($1, $2)', [LOCK_CLASS, key]);
+    for (const { lockClass, key } of locks) {
+      await client.query('SELECT pg_advisory_xact_lock($1, $2)', [lockClass, key]);
     }
     const counted = await client.query<{ ours: boolean; involving: number; inbox: number }>(
       `SELECT EXISTS (SELECT 1 FROM reply_reservations WHERE reply_key = $1) AS ours,
@@ -123,7 +138,7 @@ export async function reservedFor(db: Db, address: string): Promise<number> {
     `SELECT count(*)::int AS n FROM reply_reservations
       WHERE (recipient_hash = $1 OR sender_hash = $1) AND released_at IS NULL
         AND reserved_at > now() - $2 * interval '1 hour'`,
-    [addressHash(address), ADDRESS_WINDOW_HOURS],
+    [mailboxHash(address), ADDRESS_WINDOW_HOURS],
   );
   return counted.rows[0]?.n ?? 0;
 }

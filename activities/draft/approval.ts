@@ -1,32 +1,39 @@
 import { ApplicationFailure } from '@temporalio/activity';
-import type { AgentMailClient } from 'agentmail';
-import { providerIdempotencyKey } from '../../lib/hashing';
+import { AgentMailError, type AgentMailClient } from 'agentmail';
+import { inboundWorkflowId, providerIdempotencyKey } from '../../lib/hashing';
+import type { Db } from '../../lib/db';
+import { recordReviewAudit } from '../../review/audit';
 import { FailureType, type MessageRef, OperationKind, type OperationReport, type ReviewInput } from '../../contract';
 import { storeDraftVersion, storedDraft, validDraft } from './draft-store';
 import { fetchMessage } from '../agentmail/reads';
 import { runOperation } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
 import { providerFailure } from '../agentmail/failures';
-import { recipientOf } from '../agentmail/recipients';
+import { recipientOf, recipientPolicy } from '../agentmail/recipients';
 import type { ActivityConfig } from '../../lib/config';
 
 /**
  * The human-approval path. A reviewer's verdict is stored like any effect, under
  * `…/review/v1`, so a replay of the workflow (a retry, a run after Temporal's retention) sees
- * the first verdict instead of asking again; the AgentMail draft the reviewer sees is created
- * once per draft version, with a client_id derived from its operation key. Every key comes
- * from the workflow.
+ * the verdict instead of asking again, and written to the audit (review/audit.ts: who, which
+ * revision, when). The AgentMail draft the reviewer sees is created once, with a client_id derived
+ * from its operation key, and deleted once a verdict stands: what goes out is our stored, approved
+ * text (activities/send/send-reply.ts), never AgentMail's copy, which anyone with the console or
+ * the API key could have edited. Every key comes from the workflow.
  */
 
 export interface ReviewDeps {
+  db: Db;
   store: OperationStore;
   agentmail: AgentMailClient;
   /** The worker's validated configuration, the part this step reads (lib/config.ts has the defaults). */
-  config: Pick<ActivityConfig, 'OPERATION_LEASE_MS'>;
+  config: Pick<ActivityConfig, 'OPERATION_LEASE_MS' | 'REPLYONCE_REPLY_TO_DOMAINS'>;
 }
 
 export interface StoredReview {
   verdict: 'approve' | 'reject';
+  /** The draft revision judged. Absent on verdicts stored before revisions existed. */
+  revision?: number;
   reviewer: string | null;
   /** The reviewer's replacement text, when they edited the draft. */
   text: string | null;
@@ -42,7 +49,7 @@ export async function recallReview(deps: ReviewDeps, input: { key: string }): Pr
     : { ...review, operation: { key: input.key, kind: OperationKind.review, state: 'replayed' } };
 }
 
-/** Stores the verdict; the first one wins, a later one replays it. */
+/** Stores the verdict the workflow accepted, and its audit row; a retry replays it. */
 export async function recordReview(
   deps: ReviewDeps,
   input: MessageRef & { key: string; review: ReviewInput },
@@ -55,15 +62,29 @@ export async function recordReview(
       request: { inboxId: input.inboxId, messageId: input.messageId },
       leaseMs: deps.config.OPERATION_LEASE_MS,
     },
-    async () => ({
-      verdict: input.review.verdict,
-      reviewer: input.review.reviewer ?? null,
-      // The same rule the workflow's Update validator applied: an edit it accepted passes here.
-      text:
-        input.review.verdict === 'approve' && input.review.text !== undefined
-          ? validDraft(input.review.text, 'the reviewer')
-          : null,
-    }),
+    async () => {
+      const review: StoredReview = {
+        verdict: input.review.verdict,
+        revision: input.review.revision,
+        reviewer: input.review.reviewer,
+        // The same rule the workflow's Update validator applied: an edit it accepted passes here.
+        text:
+          input.review.verdict === 'approve' && input.review.text !== undefined
+            ? validDraft(input.review.text, 'the reviewer')
+            : null,
+      };
+      // Before the verdict is stored: a crash between the two writes the same row again (one per message).
+      await recordReviewAudit(deps.db, {
+        workflowId: inboundWorkflowId(input),
+        inboxId: input.inboxId,
+        messageId: input.messageId,
+        verdict: review.verdict,
+        revision: input.review.revision,
+        edited: review.text !== null,
+        reviewerId: input.review.reviewer,
+      });
+      return review;
+    },
   );
   return { ...outcome.result, operation: outcome.operation };
 }
@@ -98,10 +119,7 @@ export interface ProviderDraftInput extends MessageRef {
   draftKey: string;
 }
 
-/**
- * Creates the AgentMail draft a reviewer looks at. AgentMail's drafts take no custom headers,
- * so an approved reply goes out without `Auto-Submitted` — correct, since a person approved it.
- */
+/** Creates the AgentMail draft a reviewer looks at (in AgentMail's console); it is never what we send. */
 export async function createProviderDraft(
   deps: ReviewDeps,
   input: ProviderDraftInput,
@@ -109,7 +127,7 @@ export async function createProviderDraft(
   const draft = await storedDraft(deps.store, input.draftKey);
   const inbound = await fetchMessage(deps.agentmail, input);
   const request = {
-    to: [recipientOf(inbound, input)],
+    to: [recipientOf(inbound, input, recipientPolicy(deps.config))],
     subject: /^re:/i.test(inbound.subject ?? '') ? inbound.subject : `Re: ${inbound.subject ?? ''}`,
     text: draft.text,
     inReplyTo: input.messageId,
@@ -132,4 +150,24 @@ export async function createProviderDraft(
     },
   );
   return { draftId: outcome.result.draftId, operation: outcome.operation };
+}
+
+/**
+ * Deletes the AgentMail draft a reviewer looked at, once a verdict stands (rejected, or approved
+ * and about to go out as our stored text): a draft left at AgentMail stays sendable from its
+ * console. Idempotent: a draft already gone (deleted before, or never created) is not an error.
+ */
+export async function deleteProviderDraft(
+  deps: ReviewDeps,
+  input: { inboxId: string; providerDraftKey: string },
+): Promise<{ deleted: boolean }> {
+  const created = await deps.store.completed<{ draftId: string }>(input.providerDraftKey, OperationKind.providerDraft);
+  if (created === undefined) return { deleted: false };
+  try {
+    await deps.agentmail.inboxes.drafts.delete(input.inboxId, created.draftId);
+    return { deleted: true };
+  } catch (error) {
+    if (error instanceof AgentMailError && error.statusCode === 404) return { deleted: false };
+    throw providerFailure(error, `deleting the AgentMail draft of ${input.providerDraftKey}`);
+  }
 }

@@ -15,7 +15,7 @@ import { emailAddress, fetchMessage, fetchThread } from '../agentmail/reads';
 import { runOperation, type OwnedAttempt } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
 import { providerFailure } from '../agentmail/failures';
-import { recipientOf } from '../agentmail/recipients';
+import { recipientOf, recipientPolicy } from '../agentmail/recipients';
 import type { ActivityConfig } from '../../lib/config';
 
 export interface SendInput extends MessageRef {
@@ -38,7 +38,7 @@ export interface SendDeps {
   store: OperationStore;
   agentmail: AgentMailClient;
   /** The worker's validated configuration, the part this step reads (lib/config.ts has the defaults). */
-  config: Pick<ActivityConfig, 'OPERATION_LEASE_MS' | 'SEND_RECONCILE_AFTER_MS'>;
+  config: Pick<ActivityConfig, 'OPERATION_LEASE_MS' | 'SEND_RECONCILE_AFTER_MS' | 'REPLYONCE_REPLY_TO_DOMAINS'>;
 }
 
 /** Our replies say they are automatic (RFC 3834), so well-behaved robots do not answer them. */
@@ -49,51 +49,21 @@ export const REPLY_HEADERS = { 'Auto-Submitted': 'auto-replied' } as const;
  * entirely from the inbound message and the stored draft (never from model output), hashed,
  * and sent with an Idempotency-Key derived from the reply key, so a retry after a lost
  * response gets the original message back instead of a second email.
+ *
+ * An approved reply goes out the same way: our stored text of the approved version, to the
+ * recipient the rule gives — never AgentMail's draft (`drafts.send`), which anyone with the
+ * console or the API key can change after the approval (another `to`, a `bcc`, other text).
  */
 export async function sendReply(deps: SendDeps, input: SendInput): Promise<SendOutcome> {
   const draft = await storedDraft(deps.store, input.draftKey);
   const inbound = await fetchMessage(deps.agentmail, input);
   const request: AgentMail.ReplyToMessageRequest = {
-    to: [recipientOf(inbound, input)],
+    to: [recipientOf(inbound, input, recipientPolicy(deps.config))],
     text: draft.text,
     headers: { ...REPLY_HEADERS },
   };
   const resolved = { inboxId: input.inboxId, inReplyTo: input.messageId, ...request };
   return sendOnce(deps, input, inbound.threadId, resolved, () => deliver(deps.agentmail, input, request));
-}
-
-export interface DraftSendInput extends SendInput {
-  /** The AgentMail draft a reviewer approved; it holds the text stored under `draftKey`. */
-  draftId: string;
-}
-
-/**
- * Sends an approved AgentMail draft (`drafts.send`), at most once per reply key, with the
- * same Idempotency-Key rule and provider-outcome handling as a direct reply.
- */
-export async function sendApprovedDraft(deps: SendDeps, input: DraftSendInput): Promise<SendOutcome> {
-  const draft = await storedDraft(deps.store, input.draftKey);
-  const inbound = await fetchMessage(deps.agentmail, input);
-  const resolved = {
-    inboxId: input.inboxId,
-    inReplyTo: input.messageId,
-    draftId: input.draftId,
-    to: [recipientOf(inbound, input)],
-    text: draft.text,
-  };
-  return sendOnce(deps, input, inbound.threadId, resolved, async () => {
-    try {
-      const sent = await deps.agentmail.inboxes.drafts.send(
-        input.inboxId,
-        input.draftId,
-        {},
-        { idempotencyKey: providerIdempotencyKey(input.replyKey) },
-      );
-      return { messageId: sent.messageId, threadId: sent.threadId, reconciled: false };
-    } catch (error) {
-      throw classifySendError(error, input.replyKey);
-    }
-  });
 }
 
 /**

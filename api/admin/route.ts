@@ -1,10 +1,7 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { type Client, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { AgentMailError } from 'agentmail';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
-import { draftProblem, reviewUpdate } from '../../contract';
-import { inboundWorkflowId } from '../../lib/hashing';
 import { isAgentMailError, providerErrorText } from '../../lib/provider-errors';
 import {
   catchUpInbox,
@@ -19,8 +16,6 @@ export interface AdminRouteOptions {
   /** The bearer token (ADMIN_TOKEN); without one these routes are not registered at all. */
   token: string;
   catchUp: CatchUpDeps;
-  /** For the review Update. */
-  temporal: Client;
   /** A catch-up handed rows over: the relay may start them now rather than at its next poll. */
   onHandedOver?: () => void;
 }
@@ -36,21 +31,6 @@ const replayBody = z
     'give inbox_id or inbox_ids (one of them)',
   );
 
-const reviewBody = z.object({
-  inbox_id: z.string().min(1),
-  message_id: z.string().min(1),
-  verdict: z.enum(['approve', 'reject']),
-  /** The edited reply: the one rule for a reply's text (contract/draft-text.ts), as the workflow's Update applies it. */
-  text: z
-    .string()
-    .superRefine((text, ctx) => {
-      const problem = draftProblem(text);
-      if (problem !== null) ctx.addIssue({ code: 'custom', message: `the text ${problem}` });
-    })
-    .optional(),
-  reviewer: z.string().min(1).max(200).optional(),
-});
-
 const digest = (text: string): Buffer => createHash('sha256').update(text, 'utf8').digest();
 
 /**
@@ -61,9 +41,7 @@ const digest = (text: string): Buffer => createHash('sha256').update(text, 'utf8
  * relay starts the workflows). A client that hangs up stops it between pages; running it again
  * is safe.
  *
- * POST /admin/review {"inbox_id", "message_id", "verdict": "approve"|"reject", "text"?, "reviewer"?}:
- * a person's verdict on a reply awaiting approval, sent as the workflow's `review` Update, so the
- * answer says whether the workflow accepted it.
+ * Verdicts are not an operator's: /admin/review takes a reviewer's own token (api/admin/review.ts).
  */
 export const adminRoutes: FastifyPluginAsync<AdminRouteOptions> = async (app: FastifyInstance, options) => {
   const expected = digest(options.token);
@@ -124,41 +102,7 @@ export const adminRoutes: FastifyPluginAsync<AdminRouteOptions> = async (app: Fa
     }
     return reply.send({ summaries, totals: totals(summaries) });
   });
-
-  app.post('/admin/review', async (request, reply) => {
-    const body = reviewBody.safeParse(request.body);
-    if (!body.success)
-      return reply.code(400).send({
-        error: 'bad_request',
-        message: body.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; '),
-      });
-    try {
-      return reply.send(await sendReview(options, body.data));
-    } catch (error) {
-      if (error instanceof WorkflowNotFoundError) {
-        return reply.code(404).send({
-          error: 'not_found',
-          message: 'No workflow for that message is waiting (unknown message, or already finished).',
-        });
-      }
-      if (error instanceof WorkflowUpdateFailedError)
-        return reply.code(422).send({ error: 'review_refused', message: error.cause?.message ?? error.message });
-      throw error;
-    }
-  });
 };
-
-async function sendReview(options: AdminRouteOptions, body: z.infer<typeof reviewBody>) {
-  const handle = options.temporal.workflow.getHandle(
-    inboundWorkflowId({ inboxId: body.inbox_id, messageId: body.message_id }),
-  );
-  const review = {
-    verdict: body.verdict,
-    ...(body.text ? { text: body.text } : {}),
-    ...(body.reviewer ? { reviewer: body.reviewer } : {}),
-  };
-  return handle.executeUpdate(reviewUpdate, { args: [review] });
-}
 
 function totals(summaries: CatchUpSummary[]): CatchUpCounts {
   const sum = (pick: (s: CatchUpSummary) => number) => summaries.reduce((n, s) => n + pick(s), 0);

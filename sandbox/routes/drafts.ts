@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../errors';
 import { listResponse, pageOf } from '../paging';
-import { createDraftSchema, parseBody, present, updateLabelsSchema } from '../schemas';
+import { createDraftSchema, parseBody, present, updateDraftSchema, updateLabelsSchema } from '../schemas';
 import { idempotentSend } from '../sending';
 import type { SandboxState } from '../state';
 
@@ -50,6 +50,29 @@ export function draftRoutes(app: FastifyInstance, state: SandboxState): void {
   app.get<DraftParams>('/v0/inboxes/:inbox_id/drafts/:draft_id', async (request) =>
     drafts.get(request.params.inbox_id, request.params.draft_id),
   );
+
+  /** AgentMail's PATCH: only the fields given change. */
+  app.patch<DraftParams>('/v0/inboxes/:inbox_id/drafts/:draft_id', async (request) => {
+    const body = parseBody(updateDraftSchema, request.body);
+    const { inbox_id, draft_id } = request.params;
+    return drafts.update(inbox_id, draft_id, {
+      to: present(body.to),
+      cc: present(body.cc),
+      bcc: present(body.bcc),
+      reply_to: present(body.reply_to),
+      subject: present(body.subject),
+      text: present(body.text),
+      html: present(body.html),
+    });
+  });
+
+  /** 404 for a draft that is not there (never was, sent, or deleted before). */
+  app.delete<DraftParams>('/v0/inboxes/:inbox_id/drafts/:draft_id', async (request, reply) => {
+    const { inbox_id, draft_id } = request.params;
+    mailbox.inbox(inbox_id);
+    if (!drafts.delete(inbox_id, draft_id)) throw ApiError.notFound('Draft');
+    return reply.code(204).send();
+  });
 
   /** Sends and deletes the draft; the body (UpdateMessageRequest) adjusts the sent message's labels. */
   app.post<DraftParams>('/v0/inboxes/:inbox_id/drafts/:draft_id/send', async (request, reply) => {

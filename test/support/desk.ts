@@ -54,7 +54,9 @@ export async function axeViolations(page: Page): Promise<AxeViolation[]> {
     interface AxeResults {
       violations: Array<{ id: string; impact: string | null; help: string; nodes: unknown[] }>;
     }
-    const results = await axe.run((globalThis as unknown as { document: unknown }).document, { runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21aa'] } });
+    const results = await axe.run((globalThis as unknown as { document: unknown }).document, {
+      runOnly: { type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21aa'] },
+    });
     return results.violations.map((v) => ({ id: v.id, impact: v.impact, help: v.help, nodes: v.nodes.length }));
   });
 }

@@ -9,7 +9,7 @@ import { PostgresTickets } from '../../activities/ticket/postgres-tickets';
 import type { TicketProvider } from '../../activities/ticket/ticket-provider';
 import { buildApp } from '../../api/app';
 import { createAgentMailClient, type AgentMailClient } from '../../lib/agentmail';
-import { activityConfig } from '../../lib/config';
+import { activityConfig, type ActivityConfig } from '../../lib/config';
 import { createDb, type Db } from '../../lib/db';
 import { inboundWorkflowId } from '../../lib/hashing';
 import type { InboundMessageResult, MessageRef } from '../../contract';
@@ -38,6 +38,10 @@ export class CountingDrafter implements Drafter {
     return this.inner.draft(request, options);
   }
 
+  instructionsFor(inboxId: string): string | undefined {
+    return this.inner.instructionsFor?.(inboxId);
+  }
+
   callsFor(ref: MessageRef): number {
     return this.counts.get(`${ref.inboxId}/${ref.messageId}`) ?? 0;
   }
@@ -46,6 +50,8 @@ export class CountingDrafter implements Drafter {
 export interface HarnessOptions {
   /** Serve /admin/* on the harness's API with this bearer token. */
   adminToken?: string;
+  /** Any other activity settings (lib/config.ts `activityVars`), over the ones the options above set. */
+  activityConfig?: Partial<ActivityConfig>;
   /** The drafter behind the counting one (default: the offline drafter). */
   drafter?: Drafter;
   /** The ticket provider (default: tickets in Postgres). */
@@ -172,6 +178,7 @@ export class Harness {
           SEND_RECONCILE_AFTER_MS: options.reconcileAfterMs ?? 23 * 60 * 60 * 1000,
           OPERATION_LEASE_MS: options.leaseMs ?? 5_000,
           WATCHDOG_REENABLE: options.webhookReenable ?? false,
+          ...options.activityConfig,
         }),
       },
     });

@@ -16,8 +16,13 @@ export interface DraftRequest {
   text: string;
   /** When the inbound message was received (its payload's timestamp). */
   timestamp: Date;
-  /** Earlier messages of the thread, oldest first, by their timestamps. */
+  /**
+   * Earlier messages of the conversation between this customer and us, oldest first, by their
+   * timestamps: the customer's own messages and our replies to them, nobody else's.
+   */
   thread: ReadonlyArray<{ direction: 'inbound' | 'outbound'; text: string; timestamp: Date }>;
+  /** How many messages of the thread were left out because someone else wrote them (counted, never shown). */
+  othersLeftOut?: number;
 }
 
 export interface DraftOptions {
@@ -29,4 +34,9 @@ export interface Drafter {
   /** Recorded with the stored draft, so a person can see which provider (and model) wrote it. */
   readonly name: string;
   draft(request: DraftRequest, options?: DraftOptions): Promise<string>;
+  /**
+   * What the drafter tells the model for this inbox (its system prompt), so the draft check can
+   * hold a reply that echoes it (activities/draft/draft-check.ts); absent for a drafter without instructions.
+   */
+  instructionsFor?(inboxId: string): string | undefined;
 }

@@ -26,6 +26,10 @@ export class ModelDrafter implements Drafter {
     this.name = settings.name;
   }
 
+  instructionsFor(inboxId: string): string {
+    return systemPrompt(this.settings.instructions, inboxId);
+  }
+
   async draft(request: DraftRequest, options: DraftOptions = {}): Promise<string> {
     const deadline = AbortSignal.timeout(this.settings.timeoutMs);
     const signal = options.signal ? AbortSignal.any([deadline, options.signal]) : deadline;

@@ -1,9 +1,12 @@
 import type { DraftRequest } from './drafter';
 
 /**
- * What the model sees: the inbox's instructions, then the thread oldest first and the new
- * message, as one document. Deliberately absent: every address (sender, recipients, our inbox)
- * and every header. The model writes a body; where it goes is decided from the inbound message.
+ * What the model sees: the inbox's instructions, then the conversation between this customer and
+ * us oldest first and the new message, as one document. Deliberately absent: every address
+ * (sender, recipients, our inbox), every header, and every message of the thread someone else
+ * wrote (someone who joins a thread by In-Reply-To must not get a reply built from another
+ * person's mail: activities/draft/draft-reply.ts leaves them out, and only their number is said).
+ * The model writes a body; where it goes is decided from the inbound message.
  */
 
 export interface DraftInstructions {
@@ -41,6 +44,11 @@ export function conversationPrompt(request: DraftRequest): string {
   const earlier = request.thread.slice(-MAX_THREAD_MESSAGES);
   const omitted = request.thread.length - earlier.length;
   const parts: string[] = [];
+  const others = request.othersLeftOut ?? 0;
+  if (others > 0)
+    parts.push(
+      `(${others} message${others === 1 ? '' : 's'} of this thread from other people ${others === 1 ? 'is' : 'are'} not shown: answer this customer only.)`,
+    );
   if (earlier.length > 0) {
     parts.push(
       `The conversation so far, oldest first${omitted > 0 ? ` (${omitted} older message${omitted === 1 ? '' : 's'} left out)` : ''}:`,
