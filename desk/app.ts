@@ -255,7 +255,7 @@ export function buildDesk(options: DeskOptions): FastifyInstance {
         const reviewer = request.reviewer as SignedIn;
         const shown = await view(reviewer, request.params.id, { notice: null, editing: null });
         const revision = Number(request.body?.revision);
-        const text = typeof request.body?.text === 'string' ? request.body.text : '';
+        const text = typeof request.body?.text === 'string' ? lineFeeds(request.body.text) : '';
         const problem = draftProblem(text);
         if (problem !== null || shown.draft === null || !Number.isInteger(revision)) {
           const notice = {
@@ -287,7 +287,8 @@ export function buildDesk(options: DeskOptions): FastifyInstance {
         const message = await messageOf(reviewer, workflowId);
         const verdict = request.body?.verdict;
         const revision = Number(request.body?.revision);
-        const text = typeof request.body?.text === 'string' && request.body.text !== '' ? request.body.text : undefined;
+        const text =
+          typeof request.body?.text === 'string' && request.body.text !== '' ? lineFeeds(request.body.text) : undefined;
         if ((verdict !== 'approve' && verdict !== 'reject') || !Number.isInteger(revision))
           return htmlReply(
             reply,
@@ -317,7 +318,16 @@ export function buildDesk(options: DeskOptions): FastifyInstance {
             const shown = await view(reviewer, workflowId, { notice, editing: stale ? null : (text ?? null) });
             return htmlReply(reply, stale ? 409 : 422, messagePage(frame(request, reply), shown));
           }
-          if (error instanceof WorkflowNotFoundError) throw new NotFound();
+          if (error instanceof WorkflowNotFoundError) {
+            // The run has finished (another verdict was applied and the reply went, or it was
+            // rejected): its reviewState still says what stands.
+            const notice = {
+              kind: 'error' as const,
+              text: 'Your verdict was not applied: this message has been decided already. What stands is shown below.',
+            };
+            const shown = await view(reviewer, workflowId, { notice, editing: null });
+            return htmlReply(reply, 409, messagePage(frame(request, reply), shown));
+          }
           throw error;
         }
         request.log.info(
@@ -382,6 +392,9 @@ export function buildDesk(options: DeskOptions): FastifyInstance {
 
   return app;
 }
+
+/** A browser submits a textarea's line breaks as CRLF; the draft and the sent text use LF. */
+const lineFeeds = (text: string): string => text.replace(/\r\n?/g, '\n');
 
 /** The customer's thread, read from AgentMail now (never stored by us); a failure is said on the page. */
 async function readThread(

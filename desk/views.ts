@@ -244,7 +244,8 @@ export function previewPage(
   view: { workflowId: string; inboxId: string; revision: number; before: string; after: string },
 ): string {
   const action = `/messages/${encodeURIComponent(view.workflowId)}`;
-  const parts = diffLines(view.before, view.after);
+  // Both end in a line break, so a line added at the end is not shown as the last line changed.
+  const parts = diffLines(`${view.before}\n`, `${view.after}\n`);
   const lines = parts.flatMap((part) =>
     part.value
       .replace(/\n$/, '')

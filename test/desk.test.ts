@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
-import { copyFileSync, existsSync, mkdirSync } from 'node:fs';
+import { existsSync } from 'node:fs';
 import { randomUUID } from 'node:crypto';
-import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Browser } from 'playwright-core';
 import { inboundWorkflowId } from '../lib/hashing';
@@ -20,7 +19,6 @@ import { CHROMIUM, keepScreenshot, launchChromium } from './support/web-ui';
 const skip = !existsSync(CHROMIUM)
   ? `Chromium is not installed at ${CHROMIUM} (scripts/setup.sh installs Debian's chromium package; set CHROMIUM_PATH to use another)`
   : false;
-const DOCS_IMAGES = path.resolve(__dirname, '..', 'docs', 'images');
 
 let h: Harness;
 let browser: Browser;
@@ -77,11 +75,6 @@ async function finalStatus(ref: MessageRef): Promise<ReplyStatus> {
   return (await h.workflowResult(ref)).status;
 }
 
-function keepForDocs(name: string): void {
-  mkdirSync(DOCS_IMAGES, { recursive: true });
-  copyFileSync(path.resolve(__dirname, '..', 'test-artifacts', `${name}.png`), path.join(DOCS_IMAGES, `${name}.png`));
-}
-
 describe('the review desk in a browser', { skip }, () => {
   test('sign in, the queue lists the waiting message; open it: the thread and the draft; edit, the diff, approve → exactly one email with the edited text', async () => {
     const ref = await waiting('Where is my parcel?', 'Order 1234 has not arrived. Can you check?');
@@ -94,7 +87,6 @@ describe('the review desk in a browser', { skip }, () => {
     const queueViolations = await axeViolations(page);
     assert.deepEqual(seriousOrWorse(queueViolations), [], JSON.stringify(queueViolations, null, 2));
     await keepScreenshot(page, 'desk-queue');
-    keepForDocs('desk-queue');
 
     // The filter by inbox: another inbox's filter hides the row.
     await page.getByLabel('Inbox').selectOption(ref.inboxId);
@@ -104,13 +96,17 @@ describe('the review desk in a browser', { skip }, () => {
     await row.getByRole('link', { name: 'Review' }).click();
     await page.waitForURL(messageUrl(ref));
     await page.getByText('Order 1234 has not arrived. Can you check?').waitFor();
-    const draft = await page.locator('pre.draft').innerText();
+    const draft = await page.getByLabel(/Edit the reply/).inputValue();
+    assert.equal(
+      (await page.locator('pre.draft').innerText()).trim(),
+      draft.trim(),
+      'the draft is shown as it is stored',
+    );
     assert.ok(draft.length > 0, 'the draft is shown');
     assert.match(await page.locator('.facts').innerText(), /Revision\s+1/);
     const messageViolations = await axeViolations(page);
     assert.deepEqual(seriousOrWorse(messageViolations), [], JSON.stringify(messageViolations, null, 2));
     await keepScreenshot(page, 'desk-message');
-    keepForDocs('desk-message');
 
     const edited = `${draft}\n\nYour parcel left our warehouse today; tracking: <https://example.com/track/1234>.`;
     await page.getByLabel(/Edit the reply/).fill(edited);
@@ -120,7 +116,6 @@ describe('the review desk in a browser', { skip }, () => {
     assert.match(await added.allInnerTexts().then((t) => t.join('\n')), /Your parcel left our warehouse today/);
     assert.equal(await page.locator('.diff del').count(), 0, 'nothing was removed');
     await keepScreenshot(page, 'desk-diff');
-    keepForDocs('desk-diff');
     assert.equal((await sentTo(ref)).length, 0, 'nothing is sent before the approval');
 
     await page.getByRole('button', { name: 'Approve and send the edited reply' }).click();
