@@ -4,12 +4,14 @@
 //   PostgreSQL            the local cluster on 127.0.0.1:55432, database `replyonce`           (unless DATABASE_URL)
 //   sandbox               the local AgentMail stand-in on :4010                                (unless AGENTMAIL_API_KEY)
 //   worker, api           the app, the API on :3000
+//   desk                  the review desk on :3300 (a first reviewer's token printed once)
 //
 // Ctrl-C stops everything it started, the API first and Temporal last.
 import path from 'node:path';
 import { loadTemporalConfig } from '../lib/config';
 import { migrateDatabase } from './db-migrate';
 import { setupTemporal } from './temporal-setup';
+import { deskBannerLines, firstReviewerToken } from './services/desk';
 import { loadDevSecrets } from './services/dev-secrets';
 import { runMain } from './services/main';
 import { assertPortFree, waitForPort } from './services/ports';
@@ -21,6 +23,7 @@ import { startTemporalDevServer, type TemporalDevServer } from './services/tempo
 const ROOT = path.resolve(__dirname, '..');
 const DATA = path.join(ROOT, '.data');
 const API_PORT = 3000;
+const DESK_PORT = 3300;
 const SANDBOX_PORT = 4010;
 const TEMPORAL_PORT = 7233;
 const TEMPORAL_UI_PORT = 8233;
@@ -34,7 +37,7 @@ async function main(): Promise<number> {
   const namespace = env.TEMPORAL_NAMESPACE || 'replyonce';
   const useSandbox = !env.AGENTMAIL_API_KEY;
   const secrets = loadDevSecrets(path.join(DATA, 'dev-secrets.json'));
-  const group = new ProcessGroup(ROOT, ['sandbox', 'worker', 'api']);
+  const group = new ProcessGroup(ROOT, ['sandbox', 'worker', 'api', 'desk']);
   let temporal: TemporalDevServer | undefined;
 
   let shuttingDown: Promise<void> | undefined;
@@ -62,6 +65,7 @@ async function main(): Promise<number> {
   try {
     const portHint = 'Is another `npm run dev` running?';
     await assertPortFree(API_PORT, 'API', portHint);
+    await assertPortFree(DESK_PORT, 'review desk', portHint);
     if (useSandbox) await assertPortFree(SANDBOX_PORT, 'sandbox', portHint);
 
     const temporalAddress =
@@ -73,6 +77,7 @@ async function main(): Promise<number> {
 
     const databaseUrl = env.DATABASE_URL || (await localDatabase());
     await migrateDatabase(databaseUrl);
+    const reviewerToken = await firstReviewerToken(databaseUrl);
     if (signalled) return 130;
 
     const webhookSecret = (useSandbox ? undefined : env.AGENTMAIL_WEBHOOK_SECRET) ?? secrets.agentmailWebhookSecret;
@@ -93,6 +98,7 @@ async function main(): Promise<number> {
       DATABASE_URL: databaseUrl,
       AGENTMAIL_WEBHOOK_SECRET: webhookSecret,
       PORT: String(API_PORT),
+      DESK_PUBLIC_URL: env.DESK_PUBLIC_URL || `http://127.0.0.1:${DESK_PORT}`,
     };
     const startApp = (name: string, file: string, childEnv: NodeJS.ProcessEnv) => {
       const pid = group.start(name, file, childEnv);
@@ -109,11 +115,13 @@ async function main(): Promise<number> {
     }
     startApp('worker', 'worker/main.ts', appEnv);
     startApp('api', 'api/main.ts', appEnv);
+    startApp('desk', 'desk/main.ts', { ...appEnv, DESK_PORT: String(DESK_PORT) });
 
     const stopped = Promise.race([group.failed, interrupted]);
     const listening =
       (await waitForPort(API_PORT, LISTEN_TIMEOUT_MS, stopped)) &&
-      (!useSandbox || (await waitForPort(SANDBOX_PORT, LISTEN_TIMEOUT_MS, stopped)));
+      (!useSandbox || (await waitForPort(SANDBOX_PORT, LISTEN_TIMEOUT_MS, stopped))) &&
+      (await waitForPort(DESK_PORT, LISTEN_TIMEOUT_MS, stopped));
     if (listening) {
       printBanner({
         namespace,
@@ -125,6 +133,7 @@ async function main(): Promise<number> {
         agentmailApiKey: useSandbox ? agentmail.AGENTMAIL_API_KEY : undefined,
         agentmailBaseUrl: agentmail.AGENTMAIL_BASE_URL,
         env: appEnv,
+        reviewerToken,
       });
     } else if (!signalled && !group.failedProcess)
       console.error(`[dev] the API did not listen on :${API_PORT} within ${LISTEN_TIMEOUT_MS / 1000} s`);
@@ -170,6 +179,7 @@ function printBanner(options: {
   agentmailApiKey: string | undefined;
   agentmailBaseUrl: string | undefined;
   env: NodeJS.ProcessEnv;
+  reviewerToken: string | null;
 }): void {
   const inbound = JSON.stringify({
     inbox_id: SANDBOX_INBOX,
@@ -181,6 +191,7 @@ function printBanner(options: {
     '',
     'replyonce is running (Ctrl-C stops everything)',
     `  API           http://127.0.0.1:${API_PORT}`,
+    ...deskBannerLines(`http://127.0.0.1:${DESK_PORT}`, options.reviewerToken),
     options.temporalUi
       ? `  Temporal UI   ${options.temporalUi}/namespaces/${options.namespace}/workflows`
       : `  Temporal      ${options.temporalAddress} (namespace ${options.namespace})`,
