@@ -227,7 +227,7 @@ describe('the review desk in a browser', { skip }, () => {
 });
 
 describe('the desk without a browser', { skip }, () => {
-  test('behind TLS (DESK_PUBLIC_URL https) every cookie is Secure; sign-in attempts are rate-limited', async () => {
+  test('behind TLS (DESK_PUBLIC_URL https, or a trusted proxy saying https) every cookie is Secure; sign-in attempts are rate-limited', async () => {
     const tls = await startDesk(h, { publicUrl: 'https://desk.example.com', signInAttemptsPerMinute: 3 });
     try {
       const form = await tls.app.inject({ method: 'GET', url: '/sign-in' });
@@ -253,6 +253,20 @@ describe('the desk without a browser', { skip }, () => {
       assert.deepEqual(attempts, [401, 401, 401, 429, 429]);
     } finally {
       await tls.app.close();
+    }
+    // Behind a trusted TLS-terminating proxy on plain http: Secure when the proxy says https, not otherwise.
+    const proxied = await startDesk(h, { trustProxy: true });
+    try {
+      const viaTls = await proxied.app.inject({
+        method: 'GET',
+        url: '/sign-in',
+        headers: { 'x-forwarded-proto': 'https' },
+      });
+      assert.match([viaTls.headers['set-cookie']].flat().join('\n'), /desk_csrf=.*Secure/);
+      const plain = await proxied.app.inject({ method: 'GET', url: '/sign-in' });
+      assert.doesNotMatch([plain.headers['set-cookie']].flat().join('\n'), /Secure/);
+    } finally {
+      await proxied.app.close();
     }
   });
 });

@@ -2,7 +2,7 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { INBOUND_MESSAGE_WORKFLOW, type MessageRef, notifyKey } from '../contract';
-import { inboundWorkflowId } from '../lib/hashing';
+import { inboundWorkflowId, providerIdempotencyKey } from '../lib/hashing';
 import { AppProcess } from './support/app-process';
 import { Harness } from './support/harness';
 import { eventually } from './support/temporal';
@@ -119,15 +119,28 @@ describe('review notifications', () => {
     await replay.terminate('test over');
   });
 
-  test('with REVIEW_NOTIFY_INCLUDE_TEXT=true the notification carries the customer words and the draft', async () => {
+  test('with REVIEW_NOTIFY_INCLUDE_TEXT=true the notification carries the customer words and the draft; REVIEW_NOTIFY_ADDRESS gets it by email once', async () => {
     await Promise.all(workers.splice(0).map((w) => w.stop()));
-    await startWorker({ env: { REVIEW_NOTIFY_INCLUDE_TEXT: 'true', APPROVAL_TIMEOUT_MS: '600000' } });
+    await startWorker({
+      env: {
+        REVIEW_NOTIFY_INCLUDE_TEXT: 'true',
+        REVIEW_NOTIFY_ADDRESS: 'reviewers@team.example',
+        APPROVAL_TIMEOUT_MS: '600000',
+      },
+    });
     const ref = await newMessage('Words to show: red kite.');
     await eventually(async () => (waitingFor(ref).length >= 1 ? true : undefined), 'the waiting notification');
     const [body] = waitingFor(ref);
     assert.match(body!.text, /red kite/);
     assert.match(body!.text, /Private subject line/);
     assert.match(body!.text, /Draft:/);
+    // The same notification by email through AgentMail, once, under the notification's Idempotency-Key.
+    const emails = (await h.sandbox.outbox({ inbox_id: ref.inboxId })).filter((e) =>
+      e.message.to.includes('reviewers@team.example'),
+    );
+    assert.equal(emails.length, 1);
+    assert.match(emails[0]!.message.text ?? '', /red kite/);
+    assert.equal(emails[0]!.idempotency_key, providerIdempotencyKey(notifyKey(ref, 'waiting')));
     await h.client.workflow.getHandle(inboundWorkflowId(ref)).terminate('test over');
   });
 });
