@@ -145,25 +145,45 @@ describe('the review desk in a browser', { skip }, () => {
     await context.close();
   });
 
-  test('two reviewers on one message: the second is refused as stale and sees the verdict that stands', async () => {
+  test('two reviewers on one message: the second is refused as stale and sees the verdict that stands, while the reply goes out and after', async () => {
     const ref = await waiting('Two pairs of eyes', 'Who answers me?');
     const [first, second] = await Promise.all([browser.newContext(), browser.newContext()]);
     const adaPage = await signIn(first, desk.url, ada.token);
     const gracePage = await signIn(second, desk.url, grace.token);
-    await Promise.all([adaPage.goto(messageUrl(ref)), gracePage.goto(messageUrl(ref))]);
+    const graceLater = await second.newPage();
+    await Promise.all([
+      adaPage.goto(messageUrl(ref)),
+      gracePage.goto(messageUrl(ref)),
+      graceLater.goto(messageUrl(ref)),
+    ]);
 
+    // The send takes a while: Grace's verdict reaches a run that has accepted Ada's and is still sending.
+    await h.sandbox.setFaults({ match: { method: 'POST', path: '/reply', count: 1 }, action: 'delay', ms: 4_000 });
     await adaPage.getByRole('button', { name: 'Approve and send' }).click();
     await adaPage.getByText('Approved: the reply is on its way.').waitFor();
+    assert.notEqual(await status(ref), 'sent', 'the reply is still on its way');
     const answer = gracePage.waitForResponse((r) => r.url().endsWith('/review') && r.request().method() === 'POST');
     await gracePage.getByRole('button', { name: /^Reject/ }).click();
-    assert.equal((await answer).status(), 409);
+    assert.equal((await answer).status(), 409, 'refused by the workflow (ReviewRefused)');
     await gracePage.getByText('Your verdict was not applied').waitFor();
     const standing = await gracePage.locator('.notice.standing').innerText();
     assert.match(standing, /approved/);
     assert.ok(standing.includes(ada.id), `the verdict that stands names its reviewer: ${standing}`);
+    assert.equal(await gracePage.getByRole('button', { name: /^Reject/ }).count(), 0, 'nothing left to decide');
 
+    // Once the run has finished, a verdict from a page opened before is refused the same way.
     assert.equal(await finalStatus(ref), 'sent');
-    assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 1);
+    const late = graceLater.waitForResponse((r) => r.url().endsWith('/review') && r.request().method() === 'POST');
+    await graceLater.getByRole('button', { name: 'Approve and send' }).click();
+    assert.equal((await late).status(), 409);
+    assert.match(await graceLater.locator('.notice.standing').innerText(), /approved/);
+
+    assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 1, 'one email');
+    const audit = await listReviewAudit(h.db, { workflowId: inboundWorkflowId(ref) });
+    assert.deepEqual(
+      audit.map((a) => [a.reviewerId, a.verdict]),
+      [[ada.id, 'approve']],
+    );
     await Promise.all([first.close(), second.close()]);
   });
 
