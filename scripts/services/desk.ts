@@ -17,7 +17,7 @@ export async function firstReviewerToken(databaseUrl: string): Promise<string | 
 }
 
 /** The banner's lines for the desk. */
-export function deskBannerLines(url: string, token: string | null, label = '  Review desk  '): string[] {
+export function deskBannerLines(url: string, token: string | null, label = '  Review desk   '): string[] {
   return [
     `${label}${url}`,
     token
