@@ -1,4 +1,4 @@
-# The replyonce app image: one image, two processes (api, worker), chosen by the command.
+# The replyonce app image: one image, three processes (api, worker, desk), chosen by the command.
 FROM node:24.22.3-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
@@ -6,6 +6,8 @@ RUN npm ci --no-audit --no-fund
 COPY tsconfig.json tsconfig.build.json ./
 COPY api ./api
 COPY contract ./contract
+COPY desk ./desk
+COPY review ./review
 COPY intake ./intake
 COPY activities ./activities
 COPY workflows ./workflows
@@ -27,6 +29,8 @@ COPY tsconfig.json ./
 COPY db ./db
 COPY api ./api
 COPY contract ./contract
+COPY desk ./desk
+COPY review ./review
 COPY intake ./intake
 COPY activities ./activities
 COPY workflows ./workflows

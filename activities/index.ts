@@ -32,6 +32,7 @@ import {
 } from './draft/approval';
 import { sendReply, type SendInput } from './send/send-reply';
 import type { TicketProvider } from './ticket/ticket-provider';
+import { notifyReviewers, type NotifyInput } from './notify/notify-reviewers';
 
 export interface ActivityDeps {
   db: Db;
@@ -86,6 +87,7 @@ export function createActivities(deps: ActivityDeps) {
     checkWebhooks: () => checkWebhooks(deps),
     reenableWebhook: (input: { webhookId: string }) => reenableWebhook(deps, input),
     catchUpInbox: (input: { inboxId: string }) => catchUpInboxForWatchdog(deps, input),
+    notifyReviewers: (input: NotifyInput) => notifyReviewers(common, input),
     pruneExpiredRecords: (input: { batchSize?: number } = {}) => pruneExpiredRecords(deps, input),
     syncKnowledge: () => syncKnowledge({ ...deps, embedder }),
   });

@@ -37,6 +37,8 @@ export const FailureType = {
   DatabaseRejected: 'DatabaseRejected',
   /** AgentMail refused a request that retrying cannot fix (a 4xx other than 404, 408, 409, 429). */
   AgentMailRejected: 'AgentMailRejected',
+  /** The review notification webhook refused the post (a 4xx other than 408/429): its URL or its workspace is wrong. */
+  NotifyRejected: 'NotifyRejected',
 } as const;
 export type FailureType = (typeof FailureType)[keyof typeof FailureType];
 
@@ -54,5 +56,7 @@ export const RetryableFailureType = {
   ReplyOutcomeUnknown: 'ReplyOutcomeUnknown',
   /** A ticket's creation outcome is not known yet: retried with the same help-desk key. */
   TicketOutcomeUnknown: 'TicketOutcomeUnknown',
+  /** The review notification webhook answered 408, 429, 5xx, or not at all. */
+  NotifyUnavailable: 'NotifyUnavailable',
 } as const;
 export type RetryableFailureType = (typeof RetryableFailureType)[keyof typeof RetryableFailureType];

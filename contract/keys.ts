@@ -24,6 +24,8 @@ export const OperationKind = {
   ticketReply: 'ticket-reply',
   /** Why a message was not answered, as an internal note on the thread's ticket. */
   ticketNote: 'ticket-note',
+  /** A notification to reviewers that a reply waits (…/notify-waiting/v1) or was escalated (…/notify-escalated/v1). */
+  notify: 'notify',
 } as const;
 export type OperationKind = (typeof OperationKind)[keyof typeof OperationKind];
 
@@ -88,3 +90,5 @@ export const ticketNoteKey = (ref: MessageRef) => operationKey(ref, OperationKin
 export const threadTicketKey = (inboxId: string, threadId: string) =>
   `${keyPart(inboxId)}/thread/${keyPart(threadId)}/${OperationKind.threadTicket}/v1`;
 export const replyKey = (ref: MessageRef, version = 1) => operationKey(ref, OperationKind.reply, version);
+/** One key per notification, so a retry or a replay never tells reviewers twice. */
+export const notifyKey = (ref: MessageRef, event: 'waiting' | 'escalated') => operationKey(ref, `notify-${event}`);

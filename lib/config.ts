@@ -329,6 +329,14 @@ const activityVars = {
     .min(0)
     .max(60 * 60 * 1000)
     .default(30_000),
+  /** A Slack-compatible incoming webhook told when a reply starts waiting for a person, and when it is escalated. */
+  REVIEW_NOTIFY_WEBHOOK_URL: z.url({ error: 'must be an http(s) URL' }).optional(),
+  /** An address told the same by email, sent through AgentMail from the message's own inbox. */
+  REVIEW_NOTIFY_ADDRESS: z.email({ error: 'must be an email address' }).optional(),
+  /** Whether a notification carries the customer's subject and words and the draft (off: ids and a link only). */
+  REVIEW_NOTIFY_INCLUDE_TEXT: offByDefault,
+  /** The review desk's address as reviewers reach it: the link in every notification. */
+  DESK_PUBLIC_URL: z.url({ error: 'must be an http(s) URL' }).default('http://127.0.0.1:3300'),
 };
 const activitySchema = z.object(activityVars);
 export type ActivityConfig = z.output<typeof activitySchema>;
@@ -389,6 +397,21 @@ const knowledgeSchema = z
   .object({ DATABASE_URL: postgresUrl, LOG_LEVEL: commonVars.LOG_LEVEL, ...knowledgeVars, ...draftingVars })
   .superRefine(checkProviderSettings, { when: () => true });
 export type KnowledgeConfig = z.infer<typeof knowledgeSchema>;
+/** The review desk (desk/): its own listener, loopback by default, never the webhook port. */
+const deskSchema = z.object({
+  ...commonVars,
+  ...agentmailVars,
+  DESK_PORT: z.coerce.number({ error: 'must be a port number' }).int().min(0).max(65535).default(3300),
+  DESK_HOST: z.string().trim().min(1).default('127.0.0.1'),
+  /** Where reviewers reach the desk; https here makes its cookies Secure. */
+  DESK_PUBLIC_URL: z.url({ error: 'must be an http(s) URL' }).default('http://127.0.0.1:3300'),
+  /** Behind a TLS-terminating proxy: trust its X-Forwarded-Proto (cookies Secure when it says https). */
+  DESK_TRUST_PROXY: offByDefault,
+  /** How long a sign-in lasts (e.g. 12h, 30m). */
+  DESK_SESSION_TTL: duration.default(12 * 60 * 60 * 1000),
+  /** Sign-in attempts allowed per client address per minute. */
+  DESK_SIGNIN_ATTEMPTS_PER_MINUTE: z.coerce.number().int().min(1).default(10),
+});
 
 /** `npm run replay`: Temporal to start workflows, Postgres for the cursors, AgentMail to list the inbox. */
 const replaySchema = z.object({ ...commonVars, ...agentmailVars, OPERATION_RETENTION_DAYS });
@@ -402,6 +425,7 @@ interface WithTemporal {
 
 export type ApiConfig = z.infer<typeof apiSchema> & WithTemporal;
 export type ReplayConfig = z.infer<typeof replaySchema> & WithTemporal;
+export type DeskConfig = z.infer<typeof deskSchema> & WithTemporal;
 export type WorkerConfig = z.infer<typeof workerSchema> & WithTemporal;
 export type TemporalConfig = z.infer<z.ZodObject<typeof temporalVars>> & WithTemporal;
 
@@ -452,6 +476,8 @@ export function loadKnowledgeConfig(env: NodeJS.ProcessEnv = process.env): Knowl
       .join('\n')}\nSet these environment variables (docs/knowledge.md) and run it again.`,
   );
 }
+export const loadDeskConfig = (env: NodeJS.ProcessEnv = process.env): DeskConfig =>
+  parseEnv(deskSchema, env, 'review desk');
 /** The connection alone: `npm run temporal:setup`, the dev and test runners, the compose check. */
 export const loadTemporalConfig = (env: NodeJS.ProcessEnv = process.env): TemporalConfig =>
   parseEnv(z.object(temporalVars), env, 'Temporal set-up');

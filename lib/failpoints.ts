@@ -10,7 +10,7 @@
  */
 
 /** The effects that have failpoints around their store (runOperation): crash before and after the row is completed. */
-export const EFFECT_FAILPOINT_KINDS = ['decision', 'draft', 'thread-ticket', 'ticket', 'reply'] as const;
+export const EFFECT_FAILPOINT_KINDS = ['decision', 'draft', 'thread-ticket', 'ticket', 'reply', 'notify'] as const;
 export type EffectFailpointKind = (typeof EFFECT_FAILPOINT_KINDS)[number];
 export type EffectStage = 'after-effect' | 'after-store';
 

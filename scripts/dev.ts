@@ -4,14 +4,17 @@
 //   PostgreSQL            the local cluster on 127.0.0.1:55432, database `replyonce`           (unless DATABASE_URL)
 //   sandbox               the local AgentMail stand-in on :4010, mailbox in memory             (unless AGENTMAIL_API_KEY)
 //   worker, api           the app, the API on :3000; logs pretty-printed (LOG_FORMAT=json for JSON)
+//   desk                  the review desk on :3300 (a first reviewer's token printed once)
 //
-// Ports: DEV_PORT_BASE=N puts the API on N, the sandbox on N+1, Temporal on N+2 and its Web UI on
-// N+3; DEV_API_PORT, DEV_SANDBOX_PORT, DEV_TEMPORAL_PORT, DEV_TEMPORAL_UI_PORT move one each.
+// Ports: DEV_PORT_BASE=N puts the API on N, the sandbox on N+1, Temporal on N+2, its Web UI on
+// N+3 and the desk on N+4; DEV_API_PORT, DEV_SANDBOX_PORT, DEV_TEMPORAL_PORT, DEV_TEMPORAL_UI_PORT,
+// DEV_DESK_PORT move one each.
 // Ctrl-C stops everything it started, the API first and Temporal last.
 import path from 'node:path';
 import { loadTemporalConfig } from '../lib/config';
 import { migrateDatabase } from './db-migrate';
 import { setupTemporal } from './services/temporal-setup';
+import { deskBannerLines, firstReviewerToken } from './services/desk';
 import { loadDevSecrets } from './services/dev-secrets';
 import { runMain } from './services/main';
 import { assertPortFree, freePort, waitForPort } from './services/ports';
@@ -24,7 +27,7 @@ import { startTemporalDevServer, type TemporalDevServer } from './services/tempo
 const ROOT = path.resolve(__dirname, '..');
 const DATA = path.join(ROOT, '.data');
 /** The defaults, and their order from DEV_PORT_BASE. */
-const DEFAULT_PORTS = { api: 3000, sandbox: 4010, temporal: 7233, temporalUi: 8233 } as const;
+const DEFAULT_PORTS = { api: 3000, sandbox: 4010, temporal: 7233, temporalUi: 8233, desk: 3300 } as const;
 type DevPorts = Record<keyof typeof DEFAULT_PORTS, number>;
 const TASK_QUEUE = 'replyonce';
 const SANDBOX_INBOX = 'support@sandbox.agentmail.local';
@@ -45,13 +48,14 @@ export function devPorts(env: NodeJS.ProcessEnv): DevPorts {
     return value;
   };
   const base = port('DEV_PORT_BASE', 0);
-  if (base > 65532) throw new SetupError(`DEV_PORT_BASE must leave room for four ports (at most 65532), got ${base}`);
+  if (base > 65531) throw new SetupError(`DEV_PORT_BASE must leave room for five ports (at most 65531), got ${base}`);
   const from = (offset: number, fallback: number) => (base === 0 ? fallback : base + offset);
   return {
     api: port('DEV_API_PORT', from(0, DEFAULT_PORTS.api)),
     sandbox: port('DEV_SANDBOX_PORT', from(1, DEFAULT_PORTS.sandbox)),
     temporal: port('DEV_TEMPORAL_PORT', from(2, DEFAULT_PORTS.temporal)),
     temporalUi: port('DEV_TEMPORAL_UI_PORT', from(3, DEFAULT_PORTS.temporalUi)),
+    desk: port('DEV_DESK_PORT', from(4, DEFAULT_PORTS.desk)),
   };
 }
 
@@ -62,8 +66,9 @@ async function main(): Promise<number> {
   const ports = devPorts(env);
   const API_PORT = ports.api;
   const SANDBOX_PORT = ports.sandbox;
+  const DESK_PORT = ports.desk;
   const secrets = loadDevSecrets(path.join(DATA, 'dev-secrets.json'));
-  const group = new ProcessGroup(ROOT, ['sandbox', 'worker', 'api']);
+  const group = new ProcessGroup(ROOT, ['sandbox', 'worker', 'api', 'desk']);
   let temporal: TemporalDevServer | undefined;
 
   let shuttingDown: Promise<void> | undefined;
@@ -91,6 +96,7 @@ async function main(): Promise<number> {
   try {
     const portHint = 'Is another `npm run dev` running? DEV_PORT_BASE (or DEV_API_PORT, …) moves this one';
     await assertPortFree(API_PORT, 'API', portHint);
+    await assertPortFree(DESK_PORT, 'review desk', portHint);
     if (useSandbox) await assertPortFree(SANDBOX_PORT, 'sandbox', portHint);
 
     const temporalAddress =
@@ -102,6 +108,7 @@ async function main(): Promise<number> {
 
     const databaseUrl = env.DATABASE_URL || (await localDatabase());
     await migrateDatabase(databaseUrl);
+    const reviewerToken = await firstReviewerToken(databaseUrl);
     if (signalled) return 130;
 
     const webhookSecret = (useSandbox ? undefined : env.AGENTMAIL_WEBHOOK_SECRET) ?? secrets.agentmailWebhookSecret;
@@ -126,6 +133,7 @@ async function main(): Promise<number> {
       LOG_FORMAT: env.LOG_FORMAT || 'pretty',
       // The webhook the sandbox posts to: the watchdog watches and re-enables that one only.
       ...(useSandbox ? { PUBLIC_WEBHOOK_URL: `http://127.0.0.1:${API_PORT}/webhooks/agentmail` } : {}),
+      DESK_PUBLIC_URL: env.DESK_PUBLIC_URL || `http://127.0.0.1:${DESK_PORT}`,
     };
     // The worker's /readyz says when it polls; on a port of its own so a second stack never meets it.
     const metricsPort = env.METRICS_PORT || String(await freePort());
@@ -145,11 +153,13 @@ async function main(): Promise<number> {
     // Worker Versioning: each start's build becomes current at once (no `npm run deploy -- promote` in dev).
     startApp('worker', 'worker/main.ts', { WORKER_PROMOTE_ON_START: 'true', ...appEnv, METRICS_PORT: metricsPort });
     startApp('api', 'api/main.ts', appEnv);
+    startApp('desk', 'desk/main.ts', { ...appEnv, DESK_PORT: String(DESK_PORT) });
 
     const stopped = Promise.race([group.failed, interrupted]);
     const listening =
       (await waitForPort(API_PORT, LISTEN_TIMEOUT_MS, stopped)) &&
-      (!useSandbox || (await waitForPort(SANDBOX_PORT, LISTEN_TIMEOUT_MS, stopped)));
+      (!useSandbox || (await waitForPort(SANDBOX_PORT, LISTEN_TIMEOUT_MS, stopped))) &&
+      (await waitForPort(DESK_PORT, LISTEN_TIMEOUT_MS, stopped));
     // "Running" means a message sent now is answered: the worker polls its task queue.
     const polling = listening && (await waitForWorkerPolling(Number(metricsPort), POLL_TIMEOUT_MS, stopped));
     if (polling) {
@@ -164,6 +174,7 @@ async function main(): Promise<number> {
         agentmailBaseUrl: agentmail.AGENTMAIL_BASE_URL,
         ports,
         env: appEnv,
+        reviewerToken,
       });
     } else if (!signalled && !group.failedProcess) {
       console.error(
@@ -254,6 +265,7 @@ function printBanner(options: {
   agentmailBaseUrl: string | undefined;
   ports: DevPorts;
   env: NodeJS.ProcessEnv;
+  reviewerToken: string | null;
 }): void {
   const API_PORT = options.ports.api;
   const SANDBOX_PORT = options.ports.sandbox;
@@ -267,6 +279,7 @@ function printBanner(options: {
     '',
     'replyonce is running (Ctrl-C stops everything)',
     `  API           http://127.0.0.1:${API_PORT}`,
+    ...deskBannerLines(`http://127.0.0.1:${options.ports.desk}`, options.reviewerToken),
     options.temporalUi
       ? `  Temporal UI   ${options.temporalUi}/namespaces/${options.namespace}/workflows`
       : `  Temporal      ${options.temporalAddress} (namespace ${options.namespace})`,

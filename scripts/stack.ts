@@ -20,11 +20,20 @@ import { ProcessRecord } from './services/orphans';
 import { assertPortFree, waitForPort } from './services/ports';
 import { ProcessGroup } from './services/processes';
 import { startRoundRobin, type RoundRobin } from './services/round-robin';
+import { deskBannerLines, firstReviewerToken } from './services/desk';
 import { startTemporalStack, type TemporalStack } from './services/temporal-stack';
 
 const ROOT = path.resolve(__dirname, '..');
 const DATA = path.join(ROOT, '.data', 'stack');
-const PORTS = { temporal: 17233, ui: 18080, balancer: 3100, api: [3101, 3102], sandbox: 4011, metrics: [9471, 9472] };
+const PORTS = {
+  temporal: 17233,
+  ui: 18080,
+  balancer: 3100,
+  api: [3101, 3102],
+  sandbox: 4011,
+  metrics: [9471, 9472],
+  desk: 3301,
+};
 const TASK_QUEUE = 'replyonce';
 const SANDBOX_INBOX = 'support@sandbox.agentmail.local';
 const LISTEN_TIMEOUT_MS = 60_000;
@@ -32,7 +41,7 @@ const LISTEN_TIMEOUT_MS = 60_000;
 async function main(): Promise<number> {
   const started = Date.now();
   const secrets = loadDevSecrets(path.join(DATA, 'secrets.json'));
-  const group = new ProcessGroup(ROOT, ['sandbox', 'worker-1', 'worker-2', 'api-1', 'api-2']);
+  const group = new ProcessGroup(ROOT, ['sandbox', 'worker-1', 'worker-2', 'api-1', 'api-2', 'desk']);
   let stack: TemporalStack | undefined;
   let balancer: RoundRobin | undefined;
   let signalled = false;
@@ -54,6 +63,7 @@ async function main(): Promise<number> {
       ['Web UI', PORTS.ui],
       ['load balancer', PORTS.balancer],
       ['sandbox', PORTS.sandbox],
+      ['review desk', PORTS.desk],
       ...PORTS.api.map((port, i) => [`api-${i + 1}`, port] as const),
     ] as const) {
       await assertPortFree(port, what, hint);
@@ -61,6 +71,7 @@ async function main(): Promise<number> {
     stack = await startTemporalStack({ dataDir: DATA, name: 'stack', frontendPort: PORTS.temporal, uiPort: PORTS.ui });
     if (signalled) return 130;
     await migrateDatabase(stack.appDatabaseUrl);
+    const reviewerToken = await firstReviewerToken(stack.appDatabaseUrl);
 
     // The app's processes get Temporal's connection from the stack alone, not from this shell.
     const inherited = Object.fromEntries(Object.entries(process.env).filter(([name]) => !name.startsWith('TEMPORAL_')));
@@ -74,6 +85,7 @@ async function main(): Promise<number> {
       AGENTMAIL_WEBHOOK_SECRET: secrets.agentmailWebhookSecret,
       // The webhook the sandbox posts to: the watchdog watches and re-enables that one only.
       PUBLIC_WEBHOOK_URL: `http://127.0.0.1:${PORTS.balancer}/webhooks/agentmail`,
+      DESK_PUBLIC_URL: `http://127.0.0.1:${PORTS.desk}`,
     };
     const startApp = (name: string, file: string, env: NodeJS.ProcessEnv) => {
       const pid = group.start(name, file, env);
@@ -95,14 +107,15 @@ async function main(): Promise<number> {
       }),
     );
     PORTS.api.forEach((port, i) => startApp(`api-${i + 1}`, 'api/main.ts', { ...appEnv, PORT: String(port) }));
+    startApp('desk', 'desk/main.ts', { ...appEnv, DESK_PORT: String(PORTS.desk) });
     balancer = await startRoundRobin(PORTS.balancer, PORTS.api);
 
     const stopped = Promise.race([group.failed, interrupted]);
     let listening = true;
-    for (const port of [...PORTS.api, PORTS.sandbox]) {
+    for (const port of [...PORTS.api, PORTS.sandbox, PORTS.desk]) {
       listening &&= await waitForPort(port, LISTEN_TIMEOUT_MS, stopped);
     }
-    if (listening) printBanner(stack, Date.now() - started);
+    if (listening) printBanner(stack, Date.now() - started, reviewerToken);
     await stopped;
     return group.failedProcess ? 1 : signalled ? 130 : 0;
   } finally {
@@ -116,7 +129,7 @@ async function main(): Promise<number> {
   }
 }
 
-function printBanner(stack: TemporalStack, ms: number): void {
+function printBanner(stack: TemporalStack, ms: number, reviewerToken: string | null): void {
   const inbound = JSON.stringify({
     inbox_id: SANDBOX_INBOX,
     from: 'customer@example.com',
@@ -133,6 +146,7 @@ function printBanner(stack: TemporalStack, ms: number): void {
       `  API (balancer)  http://127.0.0.1:${PORTS.balancer}  → api-1 :${PORTS.api[0]}, api-2 :${PORTS.api[1]}`,
       `  Temporal        ${stack.address}  (mTLS; namespace ${stack.namespace}; logs in .data/stack/logs)`,
       `  Web UI          ${stack.uiUrl}/namespaces/${stack.namespace}/workflows`,
+      ...deskBannerLines(`http://127.0.0.1:${PORTS.desk}`, reviewerToken, '  Review desk     '),
       `  Sandbox         http://127.0.0.1:${PORTS.sandbox}  (the local AgentMail)`,
       `  Postgres        app: ${stack.appDatabaseUrl.replace(/:[^:@/]+@/, ':***@')}  (role replyonce_app; Temporal has its own)`,
       '',

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { parse } from 'yaml';
-import { loadApiConfig, loadTemporalConfig, loadWorkerConfig } from '../lib/config';
+import { loadApiConfig, loadDeskConfig, loadTemporalConfig, loadWorkerConfig } from '../lib/config';
 import { ensureTemporalBinaries } from '../scripts/services/temporal-binaries';
 
 // docker-compose.yml cannot be run here (no Docker engine), so this checks it against what the
@@ -267,6 +267,23 @@ describe('mTLS between the services, with the certificates of deploy/tls/generat
     for (const [name, value] of Object.entries(inContainer('setup')))
       assert.equal(value, apiEnv[name], `setup's ${name} is the api's: it prepares what the app connects to`);
     assert.equal(loadTemporalConfig(inContainer('setup')).temporal.security, 'mTLS');
+  });
+
+  test("the review desk: its own service and port, loopback-published, its environment passes the desk's start-up validation", () => {
+    const desk = loadDeskConfig(inContainer('desk'));
+    assert.equal(desk.temporal.address, 'temporal:7233');
+    assert.equal(desk.temporal.security, 'mTLS');
+    assert.equal(new URL(desk.DATABASE_URL).hostname, 'postgresql');
+    assert.equal(desk.DESK_HOST, '0.0.0.0', 'reachable from outside its container');
+    assert.ok(service('desk').ports?.includes(`127.0.0.1:${desk.DESK_PORT}:${desk.DESK_PORT}`));
+    assert.notEqual(desk.DESK_PORT, loadApiConfig(inContainer('api')).PORT, 'never the webhook port');
+    assert.equal(service('desk').depends_on?.setup?.condition, 'service_completed_successfully');
+    assert.match(service('desk').healthcheck!.test.join(' '), /\/healthz/);
+    assert.equal(
+      loadWorkerConfig(inContainer('worker')).DESK_PUBLIC_URL,
+      desk.DESK_PUBLIC_URL,
+      "notifications link to the desk's address",
+    );
   });
 
   test('the server requires client certificates; the UI server presents its own and checks the server', () => {

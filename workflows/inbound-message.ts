@@ -36,6 +36,7 @@ import {
   type ReplyStatus,
   type ReviewInput,
   reviewKey,
+  notifyKey,
   reviewSignal,
   type ReviewState,
   reviewStateQuery,
@@ -121,6 +122,17 @@ const local = proxyLocalActivities<Activities>({
 const release = proxyLocalActivities<Activities>({
   startToCloseTimeout: '10 seconds',
   retry: { ...retry, maximumAttempts: 5 },
+});
+
+/**
+ * Telling reviewers that a reply waits: not awaited, so a webhook that is down never holds up a
+ * verdict, and bounded, so it stops trying after an hour (the desk's queue shows the reply anyway).
+ */
+const notifier = proxyActivities<Activities>({
+  startToCloseTimeout: '30 seconds',
+  scheduleToCloseTimeout: '1 hour',
+  heartbeatTimeout: '10 seconds',
+  retry,
 });
 
 type DraftVersion = 1 | 2;
@@ -309,6 +321,22 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
       const waiting = handoff !== null ? 'handed_off' : held ? 'held' : 'awaiting_approval';
       // A verdict recorded by an earlier run of this message (a replay) stands; otherwise the window
       // opens now, before the status tells a person to judge, so a verdict sent on seeing it is not refused.
+      // One notification when the reply starts waiting and one when it is escalated, each under its
+      // own key; started, not awaited: a dead webhook never holds up a verdict.
+      const notify = (status: ReplyStatus) => {
+        const event =
+          status === 'awaiting_approval' || status === 'held' || status === 'handed_off'
+            ? 'waiting'
+            : status === 'escalated'
+              ? 'escalated'
+              : null;
+        if (event === null) return;
+        notifier
+          .notifyReviewers({ ...ref, key: notifyKey(ref, event), event, reason, draftKey: keys.versions[1].draft })
+          .catch((error: unknown) =>
+            log.warn('reviewers were not notified', { event, failure: failureSummary(error) }),
+          );
+      };
       const recalled = await quick.recallReview({ key: keys.review });
       if (recalled === null) {
         review.open({ revision: 1, draftKey: keys.versions[1].draft, reason });
@@ -326,6 +354,7 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
             }),
             (c) => c.commentId,
           );
+          notify('held');
         }
       }
       const verdict = await operations.run(
@@ -337,7 +366,10 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
               effects.recordReview({
                 ...ref,
                 key: keys.review,
-                review: await review.wait(waiting, held ? null : decision.approval.timeoutMs, setStatus),
+                review: await review.wait(waiting, held ? null : decision.approval.timeoutMs, (status) => {
+                  setStatus(status);
+                  notify(status);
+                }),
               }))(),
         (v) => `${v.verdict}${v.text !== null ? ' with edits' : ''}${v.reviewer ? ` by ${v.reviewer}` : ''}`,
       );

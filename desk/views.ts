@@ -1,0 +1,337 @@
+import { diffLines } from 'diff';
+import { html, type Html } from './html';
+import type { SignedIn } from './sessions';
+import type { WaitingMessage } from './waiting';
+import type { ReviewState } from '../contract';
+
+/** The desk's pages. Server-rendered, no script; the one stylesheet is /desk.css (CSP default-src 'self'). */
+
+export interface Frame {
+  reviewer: SignedIn | null;
+  csrf: string;
+}
+
+export function page(title: string, frame: Frame, body: Html): string {
+  const signOut = frame.reviewer
+    ? html`<form method="post" action="/sign-out" class="inline">
+        <input type="hidden" name="_csrf" value="${frame.csrf}" />
+        <span>Signed in as <strong>${frame.reviewer.name}</strong></span>
+        <button type="submit">Sign out</button>
+      </form>`
+    : '';
+  return html`<!doctype html>
+    <html lang="en">
+      <head>
+        <meta charset="utf-8" />
+        <meta name="viewport" content="width=device-width, initial-scale=1" />
+        <title>${title} · replyonce review desk</title>
+        <link rel="stylesheet" href="/desk.css" />
+      </head>
+      <body>
+        <header>
+          <a href="/" class="brand">replyonce review desk</a>
+          ${signOut}
+        </header>
+        <main>${body}</main>
+      </body>
+    </html>`.value;
+}
+
+export function signInPage(frame: Frame, problem: string | null): string {
+  return page(
+    'Sign in',
+    frame,
+    html`<h1>Sign in</h1>
+      ${problem ? html`<p class="notice error" role="alert">${problem}</p>` : ''}
+      <form method="post" action="/sign-in" class="stack">
+        <input type="hidden" name="_csrf" value="${frame.csrf}" />
+        <label for="token">Your reviewer token</label>
+        <input id="token" name="token" type="password" autocomplete="current-password" required />
+        <button type="submit">Sign in</button>
+      </form>
+      <p class="hint">An operator gives you a token with <code>npm run reviewer -- add</code>.</p>`,
+  );
+}
+
+const age = (since: Date, now: Date): string => {
+  const minutes = Math.max(0, Math.floor((now.getTime() - since.getTime()) / 60_000));
+  if (minutes < 60) return `${minutes} min`;
+  const hours = Math.floor(minutes / 60);
+  if (hours < 48) return `${hours} h ${minutes % 60} min`;
+  return `${Math.floor(hours / 24)} days`;
+};
+
+const STATUS_LABEL: Record<string, string> = {
+  awaiting_approval: 'awaiting approval',
+  escalated: 'escalated',
+  held: 'held by a rule',
+  handed_off: 'handed off',
+};
+
+export const statusLabel = (status: string): string => STATUS_LABEL[status] ?? status.replace(/_/g, ' ');
+
+export function queuePage(
+  frame: Frame,
+  queue: { messages: WaitingMessage[]; more: boolean; inboxes: string[]; inbox: string | null; now: Date },
+): string {
+  const rows = queue.messages.map(
+    (m) =>
+      html`<tr>
+        <td><a href="/messages/${encodeURIComponent(m.workflowId)}">Review</a></td>
+        <td>${m.inboxId}</td>
+        <td><span class="status ${m.status}">${statusLabel(m.status)}</span></td>
+        <td>${m.reason ?? '—'}</td>
+        <td><time datetime="${m.startedAt.toISOString()}">${age(m.startedAt, queue.now)}</time></td>
+      </tr>`,
+  );
+  const options = queue.inboxes.map(
+    (inbox) => html`<option value="${inbox}" ${inbox === queue.inbox ? html`selected` : ''}>${inbox}</option>`,
+  );
+  return page(
+    'Waiting',
+    frame,
+    html`<h1>Waiting for a person</h1>
+      <form method="get" action="/" class="inline filter">
+        <label for="inbox">Inbox</label>
+        <select id="inbox" name="inbox">
+          <option value="">All inboxes</option>
+          ${options}
+        </select>
+        <button type="submit">Filter</button>
+      </form>
+      ${
+        queue.messages.length === 0
+          ? html`<p class="empty">Nothing is waiting${queue.inbox ? html` in ${queue.inbox}` : ''}.</p>`
+          : html`<table>
+              <caption>
+                ${queue.messages.length} ${queue.messages.length === 1 ? 'message' : 'messages'}, oldest
+                first${queue.more ? ' (more are waiting: decide on these first)' : ''}
+              </caption>
+              <thead>
+                <tr>
+                  <th scope="col">Message</th>
+                  <th scope="col">Inbox</th>
+                  <th scope="col">Status</th>
+                  <th scope="col">Reason</th>
+                  <th scope="col">Waiting for</th>
+                </tr>
+              </thead>
+              <tbody>
+                ${rows}
+              </tbody>
+            </table>`
+      }`,
+  );
+}
+
+export interface ThreadMessage {
+  from: string;
+  at: Date;
+  subject: string | null;
+  text: string;
+  isThisOne: boolean;
+}
+
+export interface MessageView {
+  workflowId: string;
+  inboxId: string;
+  state: ReviewState;
+  draft: { text: string; citations: Citation[] } | null;
+  thread: ThreadMessage[] | { problem: string };
+  /** What became of this reviewer's last action on the page. */
+  notice: { kind: 'ok' | 'error'; text: string } | null;
+  /** The editor's text, when the page is shown again after a refused edit. */
+  editing: string | null;
+}
+
+export interface Citation {
+  title: string;
+  url: string | null;
+}
+
+function verdictLine(verdict: NonNullable<ReviewState['verdict']>): Html {
+  return html`<p class="notice standing" role="status">
+    The verdict that stands: <strong>${verdict.verdict === 'approve' ? 'approved' : 'rejected'}</strong> by
+    ${verdict.reviewer}, on revision ${verdict.revision}.
+  </p>`;
+}
+
+export function messagePage(frame: Frame, view: MessageView): string {
+  const { state } = view;
+  const waiting = state.revision !== null && state.verdict === null && view.draft !== null;
+  const action = `/messages/${encodeURIComponent(view.workflowId)}`;
+  const thread = Array.isArray(view.thread)
+    ? view.thread.map(
+        (m) =>
+          html`<article class="mail ${m.isThisOne ? 'this' : ''}">
+            <h3>
+              ${m.from}
+              <time datetime="${m.at.toISOString()}">${m.at.toISOString().replace('T', ' ').slice(0, 16)} UTC</time>
+            </h3>
+            ${m.subject ? html`<p class="subject">${m.subject}</p>` : ''}
+            <pre>${m.text}</pre>
+          </article>`,
+      )
+    : html`<p class="notice error" role="alert">${view.thread.problem}</p>`;
+  const citations =
+    view.draft && view.draft.citations.length > 0
+      ? html`<h3>Cited articles</h3>
+          <ul class="citations">
+            ${view.draft.citations.map(
+              (c) =>
+                html`<li>${c.url ? html`<a href="${c.url}" rel="noreferrer noopener">${c.title}</a>` : c.title}</li>`,
+            )}
+          </ul>`
+      : '';
+  const decide = waiting
+    ? html`<section aria-labelledby="decide">
+        <h2 id="decide">Your verdict</h2>
+        <div class="actions">
+          <form method="post" action="${action}/review">
+            <input type="hidden" name="_csrf" value="${frame.csrf}" />
+            <input type="hidden" name="revision" value="${state.revision}" />
+            <input type="hidden" name="verdict" value="approve" />
+            <button type="submit" class="approve">Approve and send</button>
+          </form>
+          <form method="post" action="${action}/review">
+            <input type="hidden" name="_csrf" value="${frame.csrf}" />
+            <input type="hidden" name="revision" value="${state.revision}" />
+            <input type="hidden" name="verdict" value="reject" />
+            <button type="submit" class="reject">Reject (send nothing)</button>
+          </form>
+        </div>
+        <form method="post" action="${action}/preview" class="stack">
+          <input type="hidden" name="_csrf" value="${frame.csrf}" />
+          <input type="hidden" name="revision" value="${state.revision}" />
+          <label for="text">Edit the reply, then review your changes before approving</label>
+          <textarea id="text" name="text" rows="12">${view.editing ?? view.draft?.text ?? ''}</textarea>
+          <button type="submit">Show my changes</button>
+        </form>
+      </section>`
+    : '';
+  return page(
+    'Message',
+    frame,
+    html`<p><a href="/">← Back to the queue</a></p>
+      <h1>A reply in ${view.inboxId}</h1>
+      ${view.notice ? html`<p class="notice ${view.notice.kind}" role="${view.notice.kind === 'error' ? 'alert' : 'status'}">${view.notice.text}</p>` : ''}
+      <dl class="facts">
+        <dt>Status</dt>
+        <dd><span class="status ${state.status}">${statusLabel(state.status)}</span></dd>
+        <dt>Why a person looks</dt>
+        <dd>${state.reason ?? '—'}</dd>
+        <dt>Revision</dt>
+        <dd>${state.revision ?? '—'}</dd>
+      </dl>
+      ${state.verdict ? verdictLine(state.verdict) : ''}
+      <div class="columns">
+        <section aria-labelledby="thread">
+          <h2 id="thread">The customer's thread</h2>
+          ${thread}
+        </section>
+        <section aria-labelledby="draft">
+          <h2 id="draft">The draft${state.revision !== null ? html` (revision ${state.revision})` : ''}</h2>
+          ${view.draft ? html`<pre class="draft">${view.draft.text}</pre>` : html`<p class="empty">No draft is waiting.</p>`}
+          ${citations}
+        </section>
+      </div>
+      ${decide}`,
+  );
+}
+
+export function previewPage(
+  frame: Frame,
+  view: { workflowId: string; inboxId: string; revision: number; before: string; after: string },
+): string {
+  const action = `/messages/${encodeURIComponent(view.workflowId)}`;
+  // Both end in a line break, so a line added at the end is not shown as the last line changed.
+  const parts = diffLines(`${view.before}\n`, `${view.after}\n`);
+  const lines = parts.flatMap((part) =>
+    part.value
+      .replace(/\n$/, '')
+      .split('\n')
+      .map((line) =>
+        part.added
+          ? html`<ins><span class="sign" aria-hidden="true">+</span>${line}</ins>`
+          : part.removed
+            ? html`<del><span class="sign" aria-hidden="true">−</span>${line}</del>`
+            : html`<span class="same"><span class="sign" aria-hidden="true"> </span>${line}</span>`,
+      ),
+  );
+  const changed = parts.some((p) => p.added || p.removed);
+  return page(
+    'Your changes',
+    frame,
+    html`<p><a href="${action}">← Back to the message</a></p>
+      <h1>Your changes to the reply in ${view.inboxId}</h1>
+      <p>Removed lines are struck through, added lines underlined, against revision ${view.revision}.</p>
+      <pre class="diff" aria-label="Changes to the draft">${lines}</pre>
+      ${
+        changed
+          ? html`<form method="post" action="${action}/review" class="stack">
+              <input type="hidden" name="_csrf" value="${frame.csrf}" />
+              <input type="hidden" name="revision" value="${view.revision}" />
+              <input type="hidden" name="verdict" value="approve" />
+              <input type="hidden" name="text" value="${view.after}" />
+              <button type="submit" class="approve">Approve and send the edited reply</button>
+            </form>`
+          : html`<p class="notice" role="status">
+              You changed nothing: approve the draft as it is on the message page.
+            </p>`
+      }`,
+  );
+}
+
+export function problemPage(frame: Frame, title: string, text: string): string {
+  return page(
+    title,
+    frame,
+    html`<h1>${title}</h1>
+      <p>${text}</p>
+      <p><a href="/">Back to the queue</a></p>`,
+  );
+}
+
+export const STYLESHEET = `
+:root { font-family: system-ui, sans-serif; color: #1b1b1b; background: #fff; line-height: 1.45; }
+body { margin: 0; }
+header { display: flex; justify-content: space-between; align-items: center; padding: .6rem 1.2rem; background: #12324a; color: #fff; }
+header a.brand { color: #fff; font-weight: 600; text-decoration: none; }
+header button { margin-left: .6rem; }
+main { padding: 1rem 1.2rem 3rem; max-width: 78rem; }
+a { color: #0b4f85; }
+table { border-collapse: collapse; width: 100%; }
+caption { text-align: left; padding: .4rem 0; color: #333; }
+th, td { text-align: left; padding: .45rem .6rem; border-bottom: 1px solid #ccd; vertical-align: top; }
+form.inline { display: inline-flex; gap: .5rem; align-items: center; }
+form.stack { display: flex; flex-direction: column; gap: .5rem; max-width: 48rem; }
+.filter { margin-bottom: 1rem; }
+button { font: inherit; padding: .35rem .9rem; border: 1px solid #12324a; background: #f1f4f8; color: #12324a; border-radius: 4px; cursor: pointer; }
+button.approve { background: #145c2e; border-color: #145c2e; color: #fff; }
+button.reject { background: #8a1c1c; border-color: #8a1c1c; color: #fff; }
+textarea, input[type=password] { font: inherit; padding: .4rem; border: 1px solid #666; border-radius: 4px; }
+textarea { font-family: ui-monospace, monospace; }
+pre { white-space: pre-wrap; word-break: break-word; font-family: ui-monospace, monospace; background: #f6f7f9; padding: .7rem; border-radius: 4px; margin: .3rem 0; }
+.columns { display: grid; grid-template-columns: 1fr 1fr; gap: 1.5rem; }
+@media (max-width: 900px) { .columns { grid-template-columns: 1fr; } }
+article.mail { border-left: 3px solid #ccd; padding-left: .7rem; margin-bottom: 1rem; }
+article.mail.this { border-left-color: #0b4f85; }
+article.mail h3 { font-size: 1rem; margin: 0; }
+article.mail time { font-weight: normal; color: #444; margin-left: .5rem; }
+.subject { font-weight: 600; margin: .2rem 0; }
+.facts { display: grid; grid-template-columns: max-content 1fr; gap: .2rem 1rem; }
+.facts dt { font-weight: 600; }
+.facts dd { margin: 0; }
+.notice { padding: .6rem .8rem; border-radius: 4px; background: #eef3f8; border: 1px solid #9bb3cc; }
+.notice.ok { background: #e8f4ec; border-color: #6aa77f; }
+.notice.error { background: #fbeaea; border-color: #c07070; }
+.notice.standing { background: #fff6e0; border-color: #c9a04a; }
+.actions { display: flex; gap: 1rem; margin: .8rem 0 1.2rem; }
+.status { padding: .05rem .4rem; border-radius: 3px; background: #e6e9ef; }
+.status.escalated, .status.held { background: #fde8c8; }
+.diff ins, .diff del, .diff .same { display: block; text-decoration: none; }
+.diff ins { background: #dff3e3; text-decoration: underline; }
+.diff del { background: #fbe1e1; text-decoration: line-through; }
+.diff .sign { display: inline-block; width: 1.2rem; }
+.empty, .hint { color: #444; }
+`;

@@ -1,0 +1,292 @@
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import type { Browser } from 'playwright-core';
+import { inboundWorkflowId } from '../lib/hashing';
+import type { MessageRef, ReplyStatus } from '../contract';
+import { addReviewer, revokeReviewer } from '../review/reviewers';
+import { listReviewAudit } from '../review/audit';
+import { axeViolations, seriousOrWorse, signIn, startDesk } from './support/desk';
+import { Harness } from './support/harness';
+import { eventually } from './support/temporal';
+import { CHROMIUM, keepScreenshot, launchChromium } from './support/web-ui';
+
+// The review desk as a reviewer uses it: headless Chromium signs in, finds the waiting message,
+// reads the thread and the draft, edits, looks at the diff, approves; rejects another; meets a
+// colleague's verdict; is signed out when revoked. The app under test is the real desk on a
+// loopback port over the suite's Temporal, Postgres and the sandbox; an axe-core check on each page.
+const skip = !existsSync(CHROMIUM)
+  ? `Chromium is not installed at ${CHROMIUM} (scripts/setup.sh installs Debian's chromium package; set CHROMIUM_PATH to use another)`
+  : false;
+
+let h: Harness;
+let browser: Browser;
+let desk: Awaited<ReturnType<typeof startDesk>>;
+let ada: { id: string; token: string };
+let grace: { id: string; token: string };
+
+before(async () => {
+  if (skip) return;
+  h = await Harness.start({ approvalInboxes: ['*'], approvalTimeoutMs: 10 * 60_000 });
+  desk = await startDesk(h);
+  browser = await launchChromium();
+  const a = await addReviewer(h.db, { name: 'Ada Lovelace' });
+  const g = await addReviewer(h.db, { name: 'Grace Hopper' });
+  ada = { id: a.reviewer.id, token: a.token };
+  grace = { id: g.reviewer.id, token: g.token };
+});
+after(async () => {
+  await browser?.close();
+  await desk?.app.close();
+  await h?.close();
+});
+
+async function status(ref: MessageRef): Promise<string | undefined> {
+  const description = await h.client.workflow
+    .getHandle(inboundWorkflowId(ref))
+    .describe()
+    .catch(() => undefined);
+  return description?.searchAttributes.ReplyStatus?.[0] as string | undefined;
+}
+
+async function waiting(subject: string, text: string, inboxId = h.newInbox()): Promise<MessageRef> {
+  const inbound = await h.sandbox.inbound({
+    inbox_id: inboxId,
+    from: `desk-${randomUUID().slice(0, 8)}@customer.example`,
+    subject,
+    text,
+  });
+  const ref = { inboxId, messageId: inbound.message.message_id };
+  await eventually(
+    async () => (['awaiting_approval', 'escalated'].includes(String(await status(ref))) ? true : undefined),
+    'the reply to wait for a person',
+  );
+  return ref;
+}
+
+const messageUrl = (ref: MessageRef) => `${desk.url}/messages/${inboundWorkflowId(ref)}`;
+const sentTo = async (ref: MessageRef) =>
+  (await h.sandbox.outbox({ inbox_id: ref.inboxId })).filter(
+    (e) => e.message.in_reply_to === ref.messageId || e.endpoint.includes('/drafts/'),
+  );
+
+async function finalStatus(ref: MessageRef): Promise<ReplyStatus> {
+  return (await h.workflowResult(ref)).status;
+}
+
+describe('the review desk in a browser', { skip }, () => {
+  test('sign in, the queue lists the waiting message; open it: the thread and the draft; edit, the diff, approve → exactly one email with the edited text', async () => {
+    const ref = await waiting('Where is my parcel?', 'Order 1234 has not arrived. Can you check?');
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const page = await signIn(context, desk.url, ada.token);
+
+    const row = page.getByRole('row').filter({ hasText: ref.inboxId });
+    await row.waitFor();
+    assert.match(await row.innerText(), /awaiting approval|escalated/);
+    const queueViolations = await axeViolations(page);
+    assert.deepEqual(seriousOrWorse(queueViolations), [], JSON.stringify(queueViolations, null, 2));
+    await keepScreenshot(page, 'desk-queue');
+
+    // The filter by inbox: another inbox's filter hides the row.
+    await page.getByLabel('Inbox').selectOption(ref.inboxId);
+    await page.getByRole('button', { name: 'Filter' }).click();
+    assert.equal(await page.getByRole('row').filter({ hasText: ref.inboxId }).count(), 1);
+
+    await row.getByRole('link', { name: 'Review' }).click();
+    await page.waitForURL(messageUrl(ref));
+    await page.getByText('Order 1234 has not arrived. Can you check?').waitFor();
+    const draft = await page.getByLabel(/Edit the reply/).inputValue();
+    assert.equal(
+      (await page.locator('pre.draft').innerText()).trim(),
+      draft.trim(),
+      'the draft is shown as it is stored',
+    );
+    assert.ok(draft.length > 0, 'the draft is shown');
+    assert.match(await page.locator('.facts').innerText(), /Revision\s+1/);
+    const messageViolations = await axeViolations(page);
+    assert.deepEqual(seriousOrWorse(messageViolations), [], JSON.stringify(messageViolations, null, 2));
+    await keepScreenshot(page, 'desk-message');
+
+    const edited = `${draft}\n\nYour parcel left our warehouse today; tracking: <https://example.com/track/1234>.`;
+    await page.getByLabel(/Edit the reply/).fill(edited);
+    await page.getByRole('button', { name: 'Show my changes' }).click();
+    const added = page.locator('.diff ins');
+    await added.first().waitFor();
+    assert.match(await added.allInnerTexts().then((t) => t.join('\n')), /Your parcel left our warehouse today/);
+    assert.equal(await page.locator('.diff del').count(), 0, 'nothing was removed');
+    await keepScreenshot(page, 'desk-diff');
+    assert.equal((await sentTo(ref)).length, 0, 'nothing is sent before the approval');
+
+    await page.getByRole('button', { name: 'Approve and send the edited reply' }).click();
+    await page.getByText('Approved with your edit').waitFor();
+    assert.equal(await finalStatus(ref), 'sent');
+    const outbox = await h.sandbox.outbox({ inbox_id: ref.inboxId });
+    assert.equal(outbox.length, 1, 'exactly one email');
+    assert.equal(outbox[0]!.message.text, edited.trim());
+    const [audit] = await listReviewAudit(h.db, { workflowId: inboundWorkflowId(ref) });
+    assert.equal(audit?.reviewerId, ada.id, 'the audit names the signed-in reviewer');
+    assert.equal(audit?.edited, true);
+    await context.close();
+  });
+
+  test('reject → nothing is sent', async () => {
+    const ref = await waiting('Refund', 'I want a refund.');
+    const context = await browser.newContext();
+    const page = await signIn(context, desk.url, grace.token);
+    await page.goto(messageUrl(ref));
+    await page.getByRole('button', { name: /^Reject/ }).click();
+    await page.getByText('Rejected: nothing will be sent.').waitFor();
+    assert.equal(await finalStatus(ref), 'rejected');
+    assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 0);
+    const [audit] = await listReviewAudit(h.db, { workflowId: inboundWorkflowId(ref) });
+    assert.equal(audit?.reviewerId, grace.id);
+    assert.equal(audit?.verdict, 'reject');
+    await context.close();
+  });
+
+  test('two reviewers on one message: the second is refused as stale and sees the verdict that stands, while the reply goes out and after', async () => {
+    const ref = await waiting('Two pairs of eyes', 'Who answers me?');
+    const [first, second] = await Promise.all([browser.newContext(), browser.newContext()]);
+    const adaPage = await signIn(first, desk.url, ada.token);
+    const gracePage = await signIn(second, desk.url, grace.token);
+    const graceLater = await second.newPage();
+    await Promise.all([
+      adaPage.goto(messageUrl(ref)),
+      gracePage.goto(messageUrl(ref)),
+      graceLater.goto(messageUrl(ref)),
+    ]);
+
+    // The send takes a while: Grace's verdict reaches a run that has accepted Ada's and is still sending.
+    await h.sandbox.setFaults({ match: { method: 'POST', path: '/reply', count: 1 }, action: 'delay', ms: 4_000 });
+    await adaPage.getByRole('button', { name: 'Approve and send' }).click();
+    await adaPage.getByText('Approved: the reply is on its way.').waitFor();
+    assert.notEqual(await status(ref), 'sent', 'the reply is still on its way');
+    const answer = gracePage.waitForResponse((r) => r.url().endsWith('/review') && r.request().method() === 'POST');
+    await gracePage.getByRole('button', { name: /^Reject/ }).click();
+    assert.equal((await answer).status(), 409, 'refused by the workflow (ReviewRefused)');
+    await gracePage.getByText('Your verdict was not applied').waitFor();
+    const standing = await gracePage.locator('.notice.standing').innerText();
+    assert.match(standing, /approved/);
+    assert.ok(standing.includes(ada.id), `the verdict that stands names its reviewer: ${standing}`);
+    assert.equal(await gracePage.getByRole('button', { name: /^Reject/ }).count(), 0, 'nothing left to decide');
+
+    // Once the run has finished, a verdict from a page opened before is refused the same way.
+    assert.equal(await finalStatus(ref), 'sent');
+    const late = graceLater.waitForResponse((r) => r.url().endsWith('/review') && r.request().method() === 'POST');
+    await graceLater.getByRole('button', { name: 'Approve and send' }).click();
+    assert.equal((await late).status(), 409);
+    assert.match(await graceLater.locator('.notice.standing').innerText(), /approved/);
+
+    assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 1, 'one email');
+    const audit = await listReviewAudit(h.db, { workflowId: inboundWorkflowId(ref) });
+    assert.deepEqual(
+      audit.map((a) => [a.reviewerId, a.verdict]),
+      [[ada.id, 'approve']],
+    );
+    await Promise.all([first.close(), second.close()]);
+  });
+
+  test('a revoked reviewer is signed out at the next request', async () => {
+    const { reviewer, token } = await addReviewer(h.db, { name: 'Temporary' });
+    const context = await browser.newContext();
+    const page = await signIn(context, desk.url, token);
+    await revokeReviewer(h.db, reviewer.id);
+    await page.reload();
+    await page.waitForURL(`${desk.url}/sign-in`);
+    assert.equal((await context.cookies()).filter((c) => c.name === 'desk_session').length, 0, 'the cookie is cleared');
+    // The same token no longer signs in.
+    await page.getByLabel('Your reviewer token').fill(token);
+    await page.getByRole('button', { name: 'Sign in' }).click();
+    await page.getByText('That token is not valid').waitFor();
+    await context.close();
+  });
+
+  test('the session cookie is HttpOnly and SameSite=Strict; a form post without its CSRF token is refused with 403', async () => {
+    const ref = await waiting('Forged', 'A forged form must not decide.');
+    const context = await browser.newContext();
+    const page = await signIn(context, desk.url, ada.token);
+    const session = (await context.cookies()).find((c) => c.name === 'desk_session');
+    assert.equal(session?.httpOnly, true);
+    assert.equal(session?.sameSite, 'Strict');
+    assert.ok((session?.expires ?? -1) > Date.now() / 1000, 'the session has an expiry');
+
+    const forged = await page.request.post(`${messageUrl(ref)}/review`, {
+      form: { verdict: 'reject', revision: '1' },
+      maxRedirects: 0,
+    });
+    assert.equal(forged.status(), 403);
+    const wrong = await page.request.post(`${messageUrl(ref)}/review`, {
+      form: { verdict: 'reject', revision: '1', _csrf: 'not-a-token' },
+      maxRedirects: 0,
+    });
+    assert.equal(wrong.status(), 403);
+    assert.match(String(await status(ref)), /awaiting_approval|escalated/, 'the reply still waits');
+
+    const served = await page.request.get(desk.url);
+    assert.match(served.headers()['content-security-policy'] ?? '', /default-src 'self'/);
+    await h.client.workflow.getHandle(inboundWorkflowId(ref)).terminate('test over');
+    await context.close();
+  });
+
+  test("a message of an inbox outside the reviewer's rights: 404, and not in the queue", async () => {
+    const theirs = h.newInbox('billing');
+    const ref = await waiting('Invoice', 'Invoice question.', theirs);
+    const { token } = await addReviewer(h.db, { name: 'Sales only', inboxes: [h.newInbox('sales')] });
+    const context = await browser.newContext();
+    const page = await signIn(context, desk.url, token);
+    assert.equal(await page.getByRole('row').filter({ hasText: theirs }).count(), 0);
+    const answer = await page.goto(messageUrl(ref));
+    assert.equal(answer?.status(), 404);
+    const post = await page.request.post(`${messageUrl(ref)}/review`, { form: { verdict: 'reject', revision: '1' } });
+    assert.ok([403, 404].includes(post.status()), 'no verdict on it either');
+    assert.match(String(await status(ref)), /awaiting_approval|escalated/);
+    await h.client.workflow.getHandle(inboundWorkflowId(ref)).terminate('test over');
+    await context.close();
+  });
+});
+
+describe('the desk without a browser', { skip }, () => {
+  test('behind TLS (DESK_PUBLIC_URL https, or a trusted proxy saying https) every cookie is Secure; sign-in attempts are rate-limited', async () => {
+    const tls = await startDesk(h, { publicUrl: 'https://desk.example.com', signInAttemptsPerMinute: 3 });
+    try {
+      const form = await tls.app.inject({ method: 'GET', url: '/sign-in' });
+      const cookies = [form.headers['set-cookie']].flat().join('\n');
+      assert.match(cookies, /desk_csrf=.*Secure/);
+      assert.match(cookies, /HttpOnly/);
+      assert.match(cookies, /SameSite=Strict/);
+      const csrf = /name="_csrf" value="([^"]+)"/.exec(form.body)?.[1] ?? '';
+      const secret = /desk_csrf=([^;]+)/.exec(cookies)?.[1] ?? '';
+      const attempts = [];
+      for (let i = 0; i < 5; i += 1) {
+        attempts.push(
+          (
+            await tls.app.inject({
+              method: 'POST',
+              url: '/sign-in',
+              headers: { cookie: `desk_csrf=${secret}`, 'content-type': 'application/x-www-form-urlencoded' },
+              payload: `_csrf=${encodeURIComponent(csrf)}&token=rvw_${'x'.repeat(43)}`,
+            })
+          ).statusCode,
+        );
+      }
+      assert.deepEqual(attempts, [401, 401, 401, 429, 429]);
+    } finally {
+      await tls.app.close();
+    }
+    // Behind a trusted TLS-terminating proxy on plain http: Secure when the proxy says https, not otherwise.
+    const proxied = await startDesk(h, { trustProxy: true });
+    try {
+      const viaTls = await proxied.app.inject({
+        method: 'GET',
+        url: '/sign-in',
+        headers: { 'x-forwarded-proto': 'https' },
+      });
+      assert.match([viaTls.headers['set-cookie']].flat().join('\n'), /desk_csrf=.*Secure/);
+      const plain = await proxied.app.inject({ method: 'GET', url: '/sign-in' });
+      assert.doesNotMatch([plain.headers['set-cookie']].flat().join('\n'), /Secure/);
+    } finally {
+      await proxied.app.close();
+    }
+  });
+});
