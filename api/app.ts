@@ -1,7 +1,6 @@
 import type { Client } from '@temporalio/client';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import { InboxCursors } from '../intake/inbox-cursors';
-import { createIntake, type IntakeOptions } from '../intake/intake';
+import { createCatchUp, createIntake, type IntakeOptions } from '../intake/intake';
 import type { AgentMailClient } from '../lib/agentmail';
 import type { Db } from '../lib/db';
 import type { Logger } from '../lib/logger';
@@ -105,12 +104,7 @@ export function buildApp(options: AppOptions): FastifyInstance {
 
   if (options.admin) {
     const { token, agentmail, operationRetentionDays } = options.admin;
-    const catchUp = {
-      agentmail,
-      intake: intake.store,
-      cursors: new InboxCursors(options.db),
-      operationRetentionDays,
-    };
+    const catchUp = createCatchUp({ db: options.db, agentmail, taskQueue: options.taskQueue, operationRetentionDays });
     app.register(adminRoutes, { token, catchUp, temporal: options.temporal, onHandedOver: () => intake.relay?.wake() });
   }
 

@@ -1,5 +1,5 @@
 import { LRUCache } from 'lru-cache';
-import type { QueryConfig } from 'pg';
+import type { PoolClient, QueryConfig } from 'pg';
 import type { Db } from '../lib/db';
 import { inboundWorkflowId } from '../lib/hashing';
 import { advanceCursorSql } from './inbox-cursors';
@@ -79,6 +79,25 @@ WITH input AS (
   ${advanceCursorSql('SELECT $7::text, $8::timestamptz WHERE $8::timestamptz IS NOT NULL')}
 )
 SELECT workflow_id FROM job`;
+
+/** The relay's claim: due, unstarted rows of its task queue, locked for its transaction, skipping other relays'. */
+const CLAIM_DUE = `
+SELECT workflow_id, inbox_id, message_id, thread_id, first_event_id FROM intake
+ WHERE task_queue = $1 AND started_at IS NULL AND next_attempt_at <= now()
+ ORDER BY next_attempt_at
+ LIMIT $2
+ FOR UPDATE SKIP LOCKED`;
+
+const MARK_STARTED = `UPDATE intake SET started_at = now(), attempts = attempts + 1, last_start_error = NULL
+  WHERE workflow_id = ANY($1::text[]) AND started_at IS NULL`;
+
+/**
+ * Temporal answers again: rows that failed while it was away are due now, not at the end of
+ * their backoff (up to 30 s). Only rows that failed (attempts > 0): a new row's head start
+ * belongs to the starter of the process that accepted it.
+ */
+const DUE_NOW = `UPDATE intake SET next_attempt_at = now()
+  WHERE task_queue = $1 AND started_at IS NULL AND attempts > 0 AND next_attempt_at > now()`;
 
 export class IntakeStore {
   private readonly known = new LRUCache<string, true>(KNOWN_EVENTS);
@@ -199,24 +218,51 @@ export class IntakeStore {
     ]);
   }
 
-  /** The workflows of these rows exist now (started, or found running or closed): the jobs are done. */
-  async markStarted(workflowIds: string[]): Promise<void> {
-    if (workflowIds.length === 0) return;
-    await this.db.query(
-      `UPDATE intake SET started_at = now(), attempts = attempts + 1, last_start_error = NULL
-        WHERE workflow_id = ANY($1::text[]) AND started_at IS NULL`,
-      [workflowIds],
-    );
+  /**
+   * The relay's pass: claims up to `limit` due rows inside the caller's transaction (`client`),
+   * so they stay locked until it commits its marks.
+   */
+  async claimDue(client: PoolClient, limit: number): Promise<IntakeJob[]> {
+    const { rows } = await client.query<{
+      workflow_id: string;
+      inbox_id: string;
+      message_id: string;
+      thread_id: string | null;
+      first_event_id: string | null;
+    }>(CLAIM_DUE, [this.taskQueue, limit]);
+    return rows.map((row) => ({
+      workflowId: row.workflow_id,
+      inboxId: row.inbox_id,
+      messageId: row.message_id,
+      threadId: row.thread_id ?? undefined,
+      eventId: row.first_event_id ?? undefined,
+    }));
   }
 
-  /** A start failed: the relay tries again after a backoff that grows with the row's attempts. */
-  async markFailed(workflowId: string, error: unknown): Promise<void> {
-    await this.db.query(MARK_FAILED, [
-      [workflowId],
-      [startErrorText(error)],
+  /**
+   * The workflows of these rows exist now (started, or found running or closed): the jobs are
+   * done. `client`: the relay's transaction; without it, the pool.
+   */
+  async markStarted(workflowIds: string[], client?: PoolClient): Promise<void> {
+    if (workflowIds.length === 0) return;
+    await (client ?? this.db).query(MARK_STARTED, [workflowIds]);
+  }
+
+  /** Starts failed: each row is tried again after a backoff that grows with its attempts. */
+  async markFailed(failures: Array<{ workflowId: string; error: unknown }>, client?: PoolClient): Promise<void> {
+    if (failures.length === 0) return;
+    await (client ?? this.db).query(MARK_FAILED, [
+      failures.map((f) => f.workflowId),
+      failures.map((f) => startErrorText(f.error)),
       START_BACKOFF.baseMs,
       START_BACKOFF.maxMs,
     ]);
+  }
+
+  /** Temporal answers again: the rows backed off meanwhile are due now. Returns how many. */
+  async bringForward(): Promise<number> {
+    const { rowCount } = await this.db.query(DUE_NOW, [this.taskQueue]);
+    return rowCount ?? 0;
   }
 }
 
@@ -228,7 +274,7 @@ export class IntakeStore {
 export const START_BACKOFF = { baseMs: 1_000, maxMs: 30_000 };
 
 /** Per row (arrays of ids and errors): attempts + 1, the error, and the backed-off due time. */
-export const MARK_FAILED = `
+const MARK_FAILED = `
 UPDATE intake AS i SET attempts = i.attempts + 1, last_start_error = f.error,
   next_attempt_at = now() + LEAST($4::float8, $3::float8 * power(2, LEAST(i.attempts, 16))) * (0.8 + random() * 0.4) * interval '1 millisecond'
 FROM unnest($1::text[], $2::text[]) AS f(workflow_id, error)

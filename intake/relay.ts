@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import { checkOut, type Db } from '../lib/db';
 import type { Logger } from '../lib/logger';
 import * as metrics from '../lib/metrics';
-import { MARK_FAILED, START_BACKOFF, startErrorText, type IntakeJob } from './intake-store';
+import { IntakeStore, type IntakeJob } from './intake-store';
 import { startInboundWorkflow } from './start-workflow';
 
 /**
@@ -31,24 +31,6 @@ export interface RelayOptions {
 /** Polled each second: a stranded message is started within a second or two. */
 export const RELAY_DEFAULTS: RelayOptions = { pollMs: 1_000, batchSize: 100, concurrency: 16, startTimeoutMs: 5_000 };
 
-const CLAIM = `
-SELECT workflow_id, inbox_id, message_id, thread_id, first_event_id FROM intake
- WHERE task_queue = $1 AND started_at IS NULL AND next_attempt_at <= now()
- ORDER BY next_attempt_at
- LIMIT $2
- FOR UPDATE SKIP LOCKED`;
-
-const MARK_STARTED = `UPDATE intake SET started_at = now(), attempts = attempts + 1, last_start_error = NULL
-  WHERE workflow_id = ANY($1::text[])`;
-
-/**
- * Temporal answers again: rows that failed while it was away are due now, not at the end of
- * their backoff (up to 30 s). Only rows that failed (attempts > 0): a new row's head start
- * belongs to the starter of the process that accepted it.
- */
-const DUE_NOW = `UPDATE intake SET next_attempt_at = now()
-  WHERE task_queue = $1 AND started_at IS NULL AND attempts > 0 AND next_attempt_at > now()`;
-
 export class IntakeRelay {
   private stopped = true;
   private loop: Promise<void> | undefined;
@@ -57,10 +39,21 @@ export class IntakeRelay {
   /** A start failed since Temporal last answered: the next success brings the backed-off rows forward. */
   private sawFailure = false;
 
+  private readonly store: IntakeStore;
+
   constructor(
-    private readonly deps: { db: Db; temporal: Client; taskQueue: string; logger: Logger },
+    private readonly deps: {
+      db: Db;
+      temporal: Client;
+      taskQueue: string;
+      logger: Logger;
+      /** The intake's store (its SQL); built from `db` and `taskQueue` when absent. */
+      store?: IntakeStore | undefined;
+    },
     readonly options: RelayOptions = RELAY_DEFAULTS,
-  ) {}
+  ) {
+    this.store = deps.store ?? new IntakeStore(deps.db, deps.taskQueue);
+  }
 
   start(): void {
     if (!this.stopped) return;
@@ -81,11 +74,8 @@ export class IntakeRelay {
     if (!this.sawFailure) return;
     this.sawFailure = false;
     try {
-      const { rowCount } = await this.deps.db.query(DUE_NOW, [this.deps.taskQueue]);
-      this.deps.logger.info(
-        { rows: rowCount ?? 0 },
-        'intake relay: Temporal answers again; backed-off rows are due now',
-      );
+      const rows = await this.store.bringForward();
+      this.deps.logger.info({ rows }, 'intake relay: Temporal answers again; backed-off rows are due now');
     } catch (error) {
       this.sawFailure = true;
       this.deps.logger.warn({ err: error }, 'intake relay: could not bring backed-off rows forward');
@@ -115,30 +105,17 @@ export class IntakeRelay {
       // startTimeoutMs each): the pools' 30 s idle-in-transaction limit (lib/db.ts) is for sessions
       // that went silent, not for this wait, so the relay's own transaction gets a longer one.
       await client.query("SET LOCAL idle_in_transaction_session_timeout = '5min'");
-      const { rows } = await client.query<{
-        workflow_id: string;
-        inbox_id: string;
-        message_id: string;
-        thread_id: string | null;
-        first_event_id: string | null;
-      }>(CLAIM, [taskQueue, this.options.batchSize]);
-      const claimed = rows.length;
+      const jobs = await this.store.claimDue(client, this.options.batchSize);
+      const claimed = jobs.length;
       const started: string[] = [];
-      const failed: Array<{ workflowId: string; error: string }> = [];
+      const failed: Array<{ workflowId: string; error: unknown }> = [];
       // One failure (Temporal away) ends the pass's new starts: the rest stay due for the next pass
       // rather than each waiting out its own timeout against a server that is not there.
       let broken = false;
       let next = 0;
       const lane = async () => {
-        while (next < rows.length && !broken) {
-          const row = rows[next++] as (typeof rows)[number];
-          const job: IntakeJob = {
-            workflowId: row.workflow_id,
-            inboxId: row.inbox_id,
-            messageId: row.message_id,
-            threadId: row.thread_id ?? undefined,
-            eventId: row.first_event_id ?? undefined,
-          };
+        while (next < jobs.length && !broken) {
+          const job = jobs[next++] as IntakeJob;
           try {
             const outcome = await startInboundWorkflow(
               temporal,
@@ -150,21 +127,15 @@ export class IntakeRelay {
             logger.info({ workflowId: job.workflowId, started: outcome.started }, 'intake relay: workflow started');
           } catch (error) {
             broken = true;
-            failed.push({ workflowId: job.workflowId, error: startErrorText(error) });
+            failed.push({ workflowId: job.workflowId, error });
             metrics.intakeStarts.inc({ by: 'relay', outcome: 'failed' });
             logger.warn({ workflowId: job.workflowId, err: error }, 'intake relay: workflow start failed; backing off');
           }
         }
       };
-      await Promise.all(Array.from({ length: Math.min(this.options.concurrency, rows.length) }, lane));
-      if (started.length > 0) await client.query(MARK_STARTED, [started]);
-      if (failed.length > 0)
-        await client.query(MARK_FAILED, [
-          failed.map((f) => f.workflowId),
-          failed.map((f) => f.error),
-          START_BACKOFF.baseMs,
-          START_BACKOFF.maxMs,
-        ]);
+      await Promise.all(Array.from({ length: Math.min(this.options.concurrency, jobs.length) }, lane));
+      await this.store.markStarted(started, client);
+      await this.store.markFailed(failed, client);
       await client.query('COMMIT');
       if (failed.length > 0) this.startFailed();
       else if (started.length > 0) await this.temporalAnswered();

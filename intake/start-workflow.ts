@@ -3,9 +3,9 @@ import { type Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { encodeUnifiedSearchAttributes } from '@temporalio/common/lib/converter/payload-search-attributes';
 import { temporal } from '@temporalio/proto';
-import { inboundWorkflowId } from '../lib/hashing';
 import { traceWorkflowStart } from '../lib/tracing';
 import { INBOUND_MESSAGE_WORKFLOW, type InboundMessageInput, type ReplyStatus, SearchAttributes } from '../contract';
+import type { IntakeJob } from './intake-store';
 
 export interface StartOutcome {
   workflowId: string;
@@ -29,9 +29,10 @@ const { WorkflowIdConflictPolicy, WorkflowIdReusePolicy } = temporal.api.enums.v
 export async function startInboundWorkflow(
   client: Client,
   options: { taskQueue: string; deadline: Date },
-  input: InboundMessageInput & { threadId?: string | undefined },
+  input: IntakeJob,
 ): Promise<StartOutcome> {
-  const workflowId = inboundWorkflowId(input);
+  // Computed once, when the intake row was written (its primary key): the job carries it.
+  const { workflowId } = input;
   const args: InboundMessageInput = {
     inboxId: input.inboxId,
     messageId: input.messageId,

@@ -113,7 +113,7 @@ export class IntakeStarter {
         { workflowId: job.workflowId, eventId: job.eventId, err: error },
         'intake: workflow start failed; the relay retries it',
       );
-      await store.markFailed(job.workflowId, error).catch((markError: unknown) => {
+      await store.markFailed([{ workflowId: job.workflowId, error }]).catch((markError: unknown) => {
         logger.warn({ workflowId: job.workflowId, err: markError }, 'intake: could not record the failed start');
       });
     }

@@ -16,21 +16,13 @@
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { AgentMailError } from 'agentmail';
 import { Presets, SingleBar } from 'cli-progress';
-import {
-  catchUpInbox,
-  CatchUpRequestError,
-  parseSince,
-  type CatchUpProgress,
-  type CatchUpSummary,
-} from '../intake/catch-up';
+import { parseSince, type CatchUpProgress, type CatchUpSummary } from '../intake/catch-up';
 import { InboxCursors } from '../intake/inbox-cursors';
-import { IntakeStore } from '../intake/intake-store';
+import { classifyCatchUpError, createCatchUp } from '../intake/intake';
 import { createAgentMailClient } from '../lib/agentmail';
 import { ConfigError, loadReplayConfig } from '../lib/config';
 import { createDb } from '../lib/db';
-import { isAgentMailError, providerErrorText } from '../lib/provider-errors';
 import { runMain, SetupError } from './services/main';
 import { DEFAULT_DEV_DATABASE_URL } from './services/postgres';
 
@@ -90,12 +82,12 @@ async function main(): Promise<number> {
     const inboxIds = values.all ? (await cursors.list()).map((cursor) => cursor.inboxId) : named;
     if (inboxIds.length === 0)
       console.log('[replay] no inbox has a cursor yet: nothing to resume (name one with --inbox and --since)');
-    const deps = {
+    const catchUp = createCatchUp({
+      db,
       agentmail: createAgentMailClient({ apiKey: config.AGENTMAIL_API_KEY, baseUrl: config.AGENTMAIL_BASE_URL }),
-      intake: new IntakeStore(db, config.TEMPORAL_TASK_QUEUE),
-      cursors,
+      taskQueue: config.TEMPORAL_TASK_QUEUE,
       operationRetentionDays: config.OPERATION_RETENTION_DAYS,
-    };
+    });
     const summaries: CatchUpSummary[] = [];
     let refused = false;
     for (const inboxId of inboxIds) {
@@ -103,7 +95,7 @@ async function main(): Promise<number> {
       const view = process.stdout.isTTY ? new ProgressBar(inboxId) : new ProgressLines();
       try {
         summaries.push(
-          await catchUpInbox(deps, {
+          await catchUp.run({
             inboxId,
             since,
             signal: stop.signal,
@@ -112,15 +104,15 @@ async function main(): Promise<number> {
         );
       } catch (error) {
         // One inbox's problem does not stop the others; a named inbox's is the person's to fix.
-        const gone = error instanceof AgentMailError && error.statusCode === 404;
-        if (!gone && !(error instanceof CatchUpRequestError)) throw error;
-        console.error(`[replay] ${inboxId}: not run: ${gone ? 'AgentMail has no such inbox' : error.message}`);
-        refused ||= !(gone && values.all);
+        const failure = classifyCatchUpError(error);
+        if (failure === undefined || failure.kind === 'provider') throw error;
+        console.error(`[replay] ${inboxId}: not run: ${failure.message}`);
+        refused ||= !(failure.kind === 'no_inbox' && values.all);
       } finally {
         view.stop();
       }
     }
-    printSummary(summaries, await deps.intake.backlog());
+    printSummary(summaries, await catchUp.backlog());
     if (summaries.some((s) => s.interrupted) || stop.signal.aborted) return 130;
     return refused ? 1 : 0;
   } finally {
@@ -229,10 +221,11 @@ if (require.main === module) {
   // A bad setting or request is the person's to fix: one line, no stack.
   runMain(() =>
     main().catch((error: unknown) => {
-      if (error instanceof ConfigError || error instanceof CatchUpRequestError) throw new SetupError(error.message);
+      if (error instanceof ConfigError) throw new SetupError(error.message);
       // Status and name only: the SDK's message holds AgentMail's whole response body.
-      if (isAgentMailError(error))
-        throw new SetupError(`${providerErrorText(error)}; running the replay again is safe`);
+      const failure = classifyCatchUpError(error);
+      if (failure?.kind === 'provider') throw new SetupError(`${failure.message}; running the replay again is safe`);
+      if (failure) throw new SetupError(failure.message);
       throw error;
     }),
   );
