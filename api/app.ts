@@ -24,7 +24,7 @@ export interface AppOptions {
   /** INGRESS_MAX_CONCURRENT_REQUESTS: past this many in flight, 503. */
   maxConcurrentRequests?: number | undefined;
   /** The intake's tuning (tests); `relay: false` runs this app without a relay. */
-  intake?: Pick<IntakeOptions, 'relay' | 'starterOptions' | 'relayOptions'> | undefined;
+  intake?: Pick<IntakeOptions, 'relay' | 'starterOptions' | 'relayOptions' | 'deadLetter'> | undefined;
   /** Set (ADMIN_TOKEN) to serve /admin/*; absent, those routes do not exist (404). */
   admin?: { token: string; agentmail: AgentMailClient; operationRetentionDays: number } | undefined;
 }
@@ -104,7 +104,13 @@ export function buildApp(options: AppOptions): FastifyInstance {
 
   if (options.admin) {
     const { token, agentmail, operationRetentionDays } = options.admin;
-    const catchUp = createCatchUp({ db: options.db, agentmail, taskQueue: options.taskQueue, operationRetentionDays });
+    const catchUp = createCatchUp({
+      db: options.db,
+      agentmail,
+      taskQueue: options.taskQueue,
+      operationRetentionDays,
+      temporal: options.temporal,
+    });
     app.register(adminRoutes, { token, catchUp, temporal: options.temporal, onHandedOver: () => intake.relay?.wake() });
   }
 

@@ -42,6 +42,12 @@ async function main(): Promise<void> {
     connectionTimeoutMs: config.INGRESS_CONNECTION_TIMEOUT_MS,
     maxConcurrentRequests: config.INGRESS_MAX_CONCURRENT_REQUESTS,
     logger,
+    intake: {
+      deadLetter: {
+        afterRefusals: config.INTAKE_DEAD_LETTER_AFTER_ATTEMPTS,
+        afterMs: config.INTAKE_DEAD_LETTER_AFTER_MS,
+      },
+    },
     admin:
       config.ADMIN_TOKEN && config.AGENTMAIL_API_KEY
         ? {

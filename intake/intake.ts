@@ -6,9 +6,17 @@ import type { Logger } from '../lib/logger';
 import { isAgentMailError, providerErrorText } from '../lib/provider-errors';
 import { catchUpInbox, CatchUpRequestError, type CatchUpRequest, type CatchUpSummary } from './catch-up';
 import { InboxCursors } from './inbox-cursors';
-import { IntakeStore, type DeliveryOutcome, type Handover, type IntakeBacklog, type IntakeJob } from './intake-store';
+import {
+  IntakeStore,
+  type DeadLetterPolicy,
+  type DeliveryOutcome,
+  type Handover,
+  type IntakeBacklog,
+  type IntakeJob,
+} from './intake-store';
 import { IntakeRelay, RELAY_DEFAULTS, type RelayOptions } from './relay';
 import { IntakeStarter, STARTER_DEFAULTS, type StarterOptions } from './starter';
+import { stoppedRuns } from './start-workflow';
 
 /**
  * The intake of one deployment (one task queue): the table, the starter that follows each
@@ -46,11 +54,13 @@ export interface IntakeOptions {
   relay?: boolean | undefined;
   starterOptions?: Partial<StarterOptions> | undefined;
   relayOptions?: Partial<RelayOptions> | undefined;
+  /** When the relay sets a row aside (INTAKE_DEAD_LETTER_*); the defaults otherwise. */
+  deadLetter?: DeadLetterPolicy | undefined;
 }
 
 export function createIntake(options: IntakeOptions): Intake {
   const { db, temporal, taskQueue, logger } = options;
-  const store = new IntakeStore(db, taskQueue);
+  const store = new IntakeStore(db, taskQueue, options.deadLetter);
   const relay =
     options.relay === false
       ? undefined
@@ -62,7 +72,7 @@ export function createIntake(options: IntakeOptions): Intake {
       taskQueue,
       logger,
       // The starter sees Temporal's return first (webhooks keep coming): the relay then stops waiting out its backoff.
-      onStart: (ok) => (ok ? void relay?.temporalAnswered() : relay?.startFailed()),
+      onStart: (error) => (error === undefined ? void relay?.temporalAnswered() : relay?.startFailed(error)),
     },
     { ...STARTER_DEFAULTS, ...options.starterOptions },
   );
@@ -109,16 +119,34 @@ export interface CatchUpOptions {
   /** The task queue whose relay starts the rows (TEMPORAL_TASK_QUEUE). */
   taskQueue: string;
   operationRetentionDays: number;
+  /** To leave out the messages whose run a person stopped (and count them); without it the start still does. */
+  temporal?: Client | undefined;
 }
+
+/** Each page's question to Temporal waits this long at most: the catch-up itself needs no Temporal. */
+const STOPPED_LOOKUP_TIMEOUT_MS = 5_000;
 
 /** The one place a catch-up's dependencies are put together. */
 export function createCatchUp(options: CatchUpOptions): CatchUp {
   const store = new IntakeStore(options.db, options.taskQueue);
+  const { temporal } = options;
+  // Temporal away: asked once, then not again in this catch-up (each page would wait out the timeout).
+  let temporalAway = false;
+  const lookUp = async (ids: string[]) => {
+    if (!temporal || temporalAway) return new Set<string>();
+    try {
+      return await stoppedRuns(temporal, ids, new Date(Date.now() + STOPPED_LOOKUP_TIMEOUT_MS));
+    } catch (error) {
+      temporalAway = true;
+      throw error;
+    }
+  };
   const deps = {
     agentmail: options.agentmail,
     intake: store,
     cursors: new InboxCursors(options.db),
     operationRetentionDays: options.operationRetentionDays,
+    stoppedRuns: temporal ? lookUp : undefined,
   };
   return { run: (request) => catchUpInbox(deps, request), backlog: () => store.backlog() };
 }

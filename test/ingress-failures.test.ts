@@ -203,7 +203,7 @@ describe('dependencies down at the ingress', () => {
       assert.ok((failed?.attempts ?? 0) >= 1);
       assert.equal(await workflowExists(h.client, inboundWorkflowId(ref)), false);
       const metrics = await (await fetch(`${ingress.url}/metrics`)).text();
-      assert.match(metrics, /^replyonce_intake_backlog [1-9]\d*$/m);
+      assert.match(metrics, /^replyonce_intake_backlog\{state="backing_off"\} [1-9]\d*$/m);
       assert.match(metrics, /^replyonce_intake_oldest_unstarted_seconds [0-9.]+$/m);
       assert.equal((await fetch(`${ingress.url}/readyz`)).status, 200, 'ready: accepting needs Postgres alone');
 

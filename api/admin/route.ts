@@ -160,6 +160,7 @@ function totals(summaries: CatchUpSummary[]): CatchUpCounts {
     handedOver: sum((s) => s.handedOver),
     alreadyHandedOver: sum((s) => s.alreadyHandedOver),
     alreadyAnswered: sum((s) => s.alreadyAnswered),
+    stoppedByOperator: sum((s) => s.stoppedByOperator),
     skipped: sum((s) => s.skipped),
   };
 }
