@@ -7,6 +7,7 @@ import { createAgentMailClient } from '../lib/agentmail';
 import { ConfigError, loadWorkerConfig } from '../lib/config';
 import { createDb } from '../lib/db';
 import { createLogger } from '../lib/logger';
+import { loggableMeta } from './log-meta';
 import { connectTemporalWorker, describeTemporal } from '../lib/temporal-connection';
 import { countProviderErrors, countUnansweredOnScrape } from '../lib/metrics';
 import { activeTracing } from '../lib/tracing';
@@ -30,7 +31,7 @@ async function main(): Promise<void> {
   // The SDK's own logs (and activities' `log`) go through pino too: one JSON stream per process.
   Runtime.install({
     logger: new DefaultLogger(temporalLevel(config.LOG_LEVEL), ({ level, message, meta }) => {
-      log[level.toLowerCase() as 'info'](meta ?? {}, message);
+      log[level.toLowerCase() as 'info'](loggableMeta(meta), message);
     }),
   });
   const db = createDb(config.DATABASE_URL);

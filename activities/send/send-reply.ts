@@ -12,7 +12,7 @@ import {
 import { providerErrorText } from '../../lib/provider-errors';
 import { storedDraft } from '../draft/draft-store';
 import { emailAddress, fetchMessage, fetchThread } from '../agentmail/reads';
-import { runOperation, type OwnedAttempt } from '../operation-store/run-operation';
+import { replayCompleted, runOperation, type OwnedAttempt } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
 import { providerFailure } from '../agentmail/failures';
 import { recipientOf } from '../agentmail/recipients';
@@ -51,6 +51,8 @@ export const REPLY_HEADERS = { 'Auto-Submitted': 'auto-replied' } as const;
  * response gets the original message back instead of a second email.
  */
 export async function sendReply(deps: SendDeps, input: SendInput): Promise<SendOutcome> {
+  const sentBefore = await replayedSend(deps, input);
+  if (sentBefore) return sentBefore;
   const draft = await storedDraft(deps.store, input.draftKey);
   const inbound = await fetchMessage(deps.agentmail, input);
   const request: AgentMail.ReplyToMessageRequest = {
@@ -72,6 +74,8 @@ export interface DraftSendInput extends SendInput {
  * same Idempotency-Key rule and provider-outcome handling as a direct reply.
  */
 export async function sendApprovedDraft(deps: SendDeps, input: DraftSendInput): Promise<SendOutcome> {
+  const sentBefore = await replayedSend(deps, input);
+  if (sentBefore) return sentBefore;
   const draft = await storedDraft(deps.store, input.draftKey);
   const inbound = await fetchMessage(deps.agentmail, input);
   const resolved = {
@@ -94,6 +98,14 @@ export async function sendApprovedDraft(deps: SendDeps, input: DraftSendInput): 
       throw classifySendError(error, input.replyKey);
     }
   });
+}
+
+/** A reply sent before: replayed from the store before anything is read from AgentMail. */
+async function replayedSend(deps: SendDeps, input: SendInput): Promise<SendOutcome | undefined> {
+  const done = await replayCompleted<SentReply>(deps.store, input.replyKey, OperationKind.reply);
+  if (!done) return undefined;
+  metrics.sends.inc({ outcome: 'replayed' });
+  return { ...done.result, replayed: true, operation: done.operation };
 }
 
 /**

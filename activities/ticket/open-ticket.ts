@@ -2,7 +2,7 @@ import { Context } from '@temporalio/activity';
 import type { AgentMailClient } from 'agentmail';
 import { type MessageRef, OperationKind, type OperationReport } from '../../contract';
 import { fetchMessage } from '../agentmail/reads';
-import { runOperation } from '../operation-store/run-operation';
+import { replayCompleted, runOperation } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
 import type { TicketProvider } from './ticket-provider';
 import type { ActivityConfig } from '../../lib/config';
@@ -28,6 +28,10 @@ export async function openTicket(
   input: TicketInput,
 ): Promise<{ ticketId: string; operation: OperationReport }> {
   const { key, ...ticket } = input;
+  // Opened before (by this run or an earlier one): that ticket stands, whatever note a new run's
+  // decision would write (a rerun that now needs approval, say); replayed from the store first.
+  const before = await replayCompleted<{ ticketId: string }>(deps.store, key, OperationKind.ticket);
+  if (before) return { ticketId: before.result.ticketId, operation: before.operation };
   const request = {
     inboxId: input.inboxId,
     messageId: input.messageId,
