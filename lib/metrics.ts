@@ -170,7 +170,7 @@ export function countProviderErrors(
 
 export const intakeStarts = new Counter({
   name: 'replyonce_intake_starts_total',
-  help: 'Workflow starts of the intake, by who made them (starter: right after the commit; relay) and outcome: started, existed (the workflow was there), failed (retried with backoff), left_to_relay (the queue was too slow).',
+  help: 'Workflow starts of the intake, by who made them (starter: right after the commit; relay) and outcome: started, existed (the workflow was there), stopped (its last run was terminated or cancelled by a person: not started again), failed (retried with backoff), left_to_relay (the queue was too slow).',
   labelNames: ['by', 'outcome'] as const,
   registers: [registry],
 });

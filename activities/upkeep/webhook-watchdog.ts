@@ -1,4 +1,5 @@
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
+import type { Client } from '@temporalio/client';
 import type { AgentMail, AgentMailClient } from 'agentmail';
 import type { CatchUpSummary } from '../../intake/catch-up';
 import { InboxCursors } from '../../intake/inbox-cursors';
@@ -91,6 +92,8 @@ export async function catchUpInboxForWatchdog(deps: WatchdogDeps, input: { inbox
       agentmail: deps.agentmail,
       taskQueue: context.info.taskQueue,
       operationRetentionDays: deps.config.OPERATION_RETENTION_DAYS,
+      // To leave out (and count) the messages a person stopped; without one, the relay's start does.
+      temporal: workerClient(context),
     });
     const summary = await catchUp.run({
       inboxId: input.inboxId,
@@ -109,6 +112,15 @@ export async function catchUpInboxForWatchdog(deps: WatchdogDeps, input: { inbox
     const notRun = failure.kind === 'no_inbox' ? 'AgentMail has no such inbox (deleted?)' : failure.message;
     log.info('watchdog catch-up not run', { inboxId: input.inboxId, reason: notRun });
     return { inboxId: input.inboxId, notRun };
+  }
+}
+
+/** The worker's own Temporal client, when the activity has one (not in a bare MockActivityEnvironment). */
+function workerClient(context: Context): Client | undefined {
+  try {
+    return context.client;
+  } catch {
+    return undefined;
   }
 }
 
