@@ -123,8 +123,26 @@ export default tseslint.config(
         {
           patterns: [
             {
-              regex: '^\\.\\./(api|worker|scripts|intake|workflows|activities|sandbox|bench|test)(/|$)',
+              regex: '^\\.\\./(api|worker|scripts|intake|workflows|activities|knowledge|sandbox|bench|test)(/|$)',
               message: 'lib/ is infrastructure: it imports contract/ and nothing else of the project above it.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // The knowledge base (sync, retrieval, the eval's arithmetic) sits beside lib/: the draft step,
+    // the worker and the CLIs import it; it imports contract/ and lib/ only.
+    files: ['knowledge/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '^\\.\\./(api|worker|scripts|intake|workflows|activities|sandbox|bench|test|review|desk)(/|$)',
+              message: 'knowledge/ imports contract/ and lib/ only.',
             },
           ],
         },

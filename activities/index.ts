@@ -11,6 +11,8 @@ import { openTicket, type TicketInput } from './ticket/open-ticket';
 import { OperationStore } from './operation-store/store';
 import { OwnAddresses } from './decide/own-addresses';
 import { pruneExpiredRecords } from './upkeep/retention';
+import { syncKnowledge } from './upkeep/knowledge-sync';
+import { createEmbedder } from '../knowledge';
 import { catchUpInboxForWatchdog, checkWebhooks, reenableWebhook } from './upkeep/webhook-watchdog';
 import {
   createProviderDraft,
@@ -40,7 +42,9 @@ export interface ActivityDeps {
  */
 export function createActivities(deps: ActivityDeps) {
   const store = new OperationStore(deps.db);
-  const common = { ...deps, store };
+  // Optional (KNOWLEDGE_EMBEDDINGS_*): null means full-text search alone.
+  const embedder = createEmbedder(deps.config);
+  const common = { ...deps, store, embedder };
   const decide = {
     ...common,
     own: new OwnAddresses(deps.agentmail, deps.config.REPLYONCE_OWN_ADDRESSES, deps.ownInboxesRefreshMs),
@@ -61,6 +65,7 @@ export function createActivities(deps: ActivityDeps) {
     reenableWebhook: (input: { webhookId: string }) => reenableWebhook(deps, input),
     catchUpInbox: (input: { inboxId: string }) => catchUpInboxForWatchdog(deps, input),
     pruneExpiredRecords: (input: { batchSize?: number } = {}) => pruneExpiredRecords(deps, input),
+    syncKnowledge: () => syncKnowledge({ ...deps, embedder }),
   });
 }
 

@@ -7,6 +7,7 @@ import type { Logger } from '../lib/logger';
 import { observeIntakeBacklog, registry } from '../lib/metrics';
 import { adminRoutes } from './admin/route';
 import { installLoadShedding } from './load-shedding';
+import type { StartupChecks } from './startup-checks';
 import { webhookRoute } from './webhook/route';
 
 export interface AppOptions {
@@ -25,6 +26,8 @@ export interface AppOptions {
   maxConcurrentRequests?: number | undefined;
   /** The intake's tuning (tests); `relay: false` runs this app without a relay. */
   intake?: Pick<IntakeOptions, 'relay' | 'starterOptions' | 'relayOptions' | 'deadLetter'> | undefined;
+  /** What api/main.ts checks at start (Postgres, Temporal): /readyz says what is missing. */
+  startup?: Pick<StartupChecks, 'state' | 'problem'> | undefined;
   /** Set (ADMIN_TOKEN) to serve /admin/*; absent, those routes do not exist (404). */
   admin?: { token: string; agentmail: AgentMailClient; operationRetentionDays: number } | undefined;
 }
@@ -83,7 +86,8 @@ export function buildApp(options: AppOptions): FastifyInstance {
   app.get('/metrics', async (_request, reply) => reply.type(registry.contentType).send(await registry.metrics()));
 
   // Ready means "can accept webhooks", and accepting needs Postgres alone: with Temporal away the
-  // API still answers 204 and the intake backlog grows (replyonce_intake_backlog says so).
+  // API still answers 204 and the intake backlog grows (replyonce_intake_backlog says so); the
+  // body says that Temporal is missing too.
   app.get('/readyz', async (_request, reply) => {
     const postgres = await options.db
       .query({ text: 'SELECT 1', query_timeout: options.deadlineMs } as { text: string })
@@ -92,7 +96,20 @@ export function buildApp(options: AppOptions): FastifyInstance {
         () => 'unreachable' as const,
       );
     const ready = postgres === 'ok';
-    return reply.code(ready ? 200 : 503).send({ status: ready ? 'ready' : 'not_ready', checks: { postgres } });
+    // What the start-up checks (api/startup-checks.ts) could not reach, each naming its variable.
+    const startup = options.startup;
+    const temporal = startup?.state('temporal');
+    const missing = [
+      ...(ready ? [] : [startup?.problem('postgres') ?? 'Postgres does not answer (DATABASE_URL)']),
+      ...(temporal === 'unreachable'
+        ? [startup?.problem('temporal') ?? 'Temporal is unreachable (TEMPORAL_ADDRESS)']
+        : []),
+    ];
+    return reply.code(ready ? 200 : 503).send({
+      status: ready ? 'ready' : 'not_ready',
+      checks: { postgres, ...(temporal ? { temporal } : {}) },
+      ...(missing.length > 0 ? { missing } : {}),
+    });
   });
 
   app.register(webhookRoute, {

@@ -1,13 +1,40 @@
 import './instrumentation'; // first: tracing patches http, fastify and pg as they load
-import { Client } from '@temporalio/client';
+import { Client, isGrpcServiceError } from '@temporalio/client';
 import { OpenTelemetryWorkflowClientInterceptor } from '@temporalio/interceptors-opentelemetry/lib/client';
 import { createAgentMailClient } from '../lib/agentmail';
 import { ConfigError, loadApiConfig } from '../lib/config';
-import { createDb } from '../lib/db';
+import { createDb, describeDatabaseUrl } from '../lib/db';
 import { createLogger } from '../lib/logger';
-import { connectTemporalClient, describeTemporal } from '../lib/temporal-connection';
+import { connectTemporalClient, describeTemporal, plainReason } from '../lib/temporal-connection';
 import { activeTracing } from '../lib/tracing';
 import { buildApp } from './app';
+import { StartupChecks } from './startup-checks';
+
+/** A start-up failure with a cause the operator can act on, said in one line. */
+class StartupError extends Error {
+  override name = 'StartupError';
+}
+
+/** gRPC status codes the server answers with. */
+const NOT_FOUND = 5;
+const DEADLINE_EXCEEDED = 4;
+const UNAVAILABLE = 14;
+/** How long one start-up check of Temporal waits for an answer. */
+const TEMPORAL_PROBE_TIMEOUT_MS = 5_000;
+
+/** Why the start-up check of Temporal failed, in words an operator acts on. */
+function temporalProblem(error: unknown, namespace: string, security: string, timeoutMs: number): string {
+  const code = isGrpcServiceError(error) ? (error.code as number) : undefined;
+  if (code === NOT_FOUND) {
+    return `it has no namespace ${namespace} (TEMPORAL_NAMESPACE): create it with npm run temporal:setup`;
+  }
+  const hint =
+    security === 'plaintext'
+      ? 'is the server running there? If it requires TLS, set TEMPORAL_TLS=true'
+      : 'is the server running there, and do the TEMPORAL_TLS_* settings match its certificate?';
+  if (code === DEADLINE_EXCEEDED || code === UNAVAILABLE) return `no answer within ${timeoutMs / 1000} s (${hint})`;
+  return `${plainReason(error instanceof Error ? error.message : String(error))} (${hint})`;
+}
 
 /**
  * The ingress process. Temporal is connected lazily so the API comes up while Temporal is down:
@@ -16,7 +43,7 @@ import { buildApp } from './app';
  */
 async function main(): Promise<void> {
   const config = loadApiConfig();
-  const logger = createLogger('api', config.LOG_LEVEL);
+  const logger = createLogger('api', config.LOG_LEVEL, config.LOG_FORMAT);
   const db = createDb(config.DATABASE_URL, {
     queryTimeoutMs: config.INGRESS_DEADLINE_MS,
     connectTimeoutMs: config.INGRESS_DEADLINE_MS,
@@ -31,7 +58,38 @@ async function main(): Promise<void> {
     // Traced client calls (signals, queries); the ingress's raw start injects its own trace header.
     ...(activeTracing() ? { interceptors: { workflow: [new OpenTelemetryWorkflowClientInterceptor()] } } : {}),
   });
+  // Neither is needed to start: said, per attempt, until each answers (and in /readyz).
+  const startup = new StartupChecks(logger, [
+    {
+      name: 'postgres',
+      label: 'Postgres',
+      variable: 'DATABASE_URL',
+      target: describeDatabaseUrl(config.DATABASE_URL),
+      probe: async () => {
+        await db.query('SELECT 1');
+      },
+    },
+    {
+      name: 'temporal',
+      label: 'Temporal',
+      variable: 'TEMPORAL_ADDRESS',
+      target: describeTemporal(config.temporal),
+      probe: async () => {
+        const timeoutMs = Math.max(config.INGRESS_DEADLINE_MS, TEMPORAL_PROBE_TIMEOUT_MS);
+        try {
+          await connection.withDeadline(Date.now() + timeoutMs, () =>
+            connection.workflowService.describeNamespace({ namespace: config.TEMPORAL_NAMESPACE }),
+          );
+        } catch (error) {
+          throw new Error(temporalProblem(error, config.TEMPORAL_NAMESPACE, config.temporal.security, timeoutMs), {
+            cause: error,
+          });
+        }
+      },
+    },
+  ]);
   const app = buildApp({
+    startup,
     db,
     temporal,
     taskQueue: config.TEMPORAL_TASK_QUEUE,
@@ -58,6 +116,7 @@ async function main(): Promise<void> {
         : undefined,
   });
   app.addHook('onClose', async () => {
+    startup.stop();
     await connection.close();
     await db.end();
     await activeTracing()?.shutdown(); // flushes the last spans
@@ -73,7 +132,22 @@ async function main(): Promise<void> {
   process.once('SIGINT', () => shutdown('SIGINT'));
   process.once('SIGTERM', () => shutdown('SIGTERM'));
 
-  const address = await app.listen({ port: config.PORT, host: config.HOST });
+  startup.start();
+  const address = await app.listen({ port: config.PORT, host: config.HOST }).catch(async (error: unknown) => {
+    const code = (error as { code?: unknown }).code;
+    await app.close().catch(() => undefined);
+    if (code === 'EADDRINUSE') {
+      throw new StartupError(
+        `PORT=${config.PORT} on ${config.HOST} is already in use (another API, or \`npm run dev\`?): stop it or set PORT to a free port`,
+      );
+    }
+    if (code === 'EACCES' || code === 'EADDRNOTAVAIL') {
+      throw new StartupError(
+        `cannot listen on HOST=${config.HOST} PORT=${config.PORT} (${String(code)}): choose a port above 1023, or a HOST address of this machine`,
+      );
+    }
+    throw error;
+  });
   logger.info(
     {
       address,
@@ -86,6 +160,9 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  console.error(error instanceof ConfigError ? error.message : error);
+  // A problem the operator fixes (configuration, a port): its message, no stack.
+  if (error instanceof ConfigError) console.error(error.message);
+  else if (error instanceof StartupError) console.error(`The API cannot start: ${error.message}`);
+  else console.error(error);
   process.exit(1);
 });

@@ -16,6 +16,8 @@ export const FailureType = {
   DraftRefused: 'DraftRefused',
   /** The model's provider rejected the request itself (400/413/422, e.g. the thread exceeds its context). */
   DraftRequestRejected: 'DraftRequestRejected',
+  /** The model's answer ignored the structured-output schema (not JSON, or not `{ reply, citations, handoff }`): nothing is sent. */
+  DraftSchemaViolation: 'DraftSchemaViolation',
   /** The help desk refused the ticket's idempotency key: the key was used with a different request. */
   TicketConflict: 'TicketConflict',
   /** The help desk rejected the ticket as invalid (422 and other 4xx that retrying cannot fix). */

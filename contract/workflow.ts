@@ -15,7 +15,17 @@ export interface InboundMessageInput {
 }
 
 export type ReplyStatus =
-  'deciding' | 'drafting' | 'awaiting_approval' | 'escalated' | 'sending' | 'sent' | 'rejected' | 'skipped' | 'failed';
+  | 'deciding'
+  | 'drafting'
+  | 'awaiting_approval'
+  | 'escalated'
+  | 'sending'
+  | 'sent'
+  | 'rejected'
+  | 'skipped'
+  | 'failed'
+  /** The agent did not know (issue 23): a ticket note for a person and no email, or a review with the hand-off as its reason. */
+  | 'handed_off';
 
 export type InboundMessageResult =
   | {
@@ -27,6 +37,8 @@ export type InboundMessageResult =
       replyVersion: number;
     }
   | { status: 'rejected'; ticketId: string | null }
+  /** HANDOFF=ticket: the draft handed the message to a person; the ticket holds the reason, nothing was sent. */
+  | { status: 'handed_off'; ticketId: string | null }
   | { status: 'skipped'; reason: string; ticketId: string | null };
 
 /**

@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { checkProviderSettings, draftingVars, ticketVars } from './provider-config';
 import { loadTemporalConnection, type TemporalConnectionSettings } from './temporal-connection';
@@ -56,6 +57,8 @@ const commonVars = {
   ...temporalVars,
   DATABASE_URL: postgresUrl,
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  /** `json` (one object a line, for machines) or `pretty` (for a terminal; needs the dev dependency pino-pretty). */
+  LOG_FORMAT: z.enum(['json', 'pretty']).default('json'),
 };
 
 /**
@@ -157,6 +160,74 @@ const duration = z.string().transform((value, ctx) => {
   return ms;
 });
 
+/** A JSON object given inline or as the path of a JSON file (like DRAFT_INBOX_INSTRUCTIONS), checked by `shape`. */
+function jsonSetting<T extends z.ZodType>(shape: T, example: string) {
+  return z
+    .string()
+    .default('{}')
+    .transform((value, ctx): z.output<T> => {
+      let text = value;
+      if (!value.trim().startsWith('{')) {
+        try {
+          text = readFileSync(value, 'utf8');
+        } catch (error) {
+          ctx.addIssue({ code: 'custom', message: `names a file that cannot be read (${(error as Error).message})` });
+          return z.NEVER;
+        }
+      }
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        ctx.addIssue({ code: 'custom', message: `is not valid JSON; expected e.g. ${example}` });
+        return z.NEVER;
+      }
+      const checked = shape.safeParse(parsed);
+      if (!checked.success) {
+        ctx.addIssue({ code: 'custom', message: `must be a JSON object like ${example}` });
+        return z.NEVER;
+      }
+      return checked.data;
+    });
+}
+
+const collectionName = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/);
+
+/**
+ * The knowledge base (issue 23, knowledge/): where articles come from, how they are searched, and
+ * which inbox may use which collection. Read by the draft step, the sync schedule and the CLIs.
+ */
+export const knowledgeVars = {
+  /** A folder of Markdown/HTML/text articles (collection `default`), or `name=path,name=path`. */
+  KNOWLEDGE_DIR: z.string().trim().min(1).optional(),
+  /** Pages fetched once per sync (collection `default`), comma-separated; `name=url` for another collection. */
+  KNOWLEDGE_URLS: z.string().trim().min(1).optional(),
+  /** The text-search language of every collection without its own (a Postgres configuration: english, german, simple…). */
+  KNOWLEDGE_LANGUAGE: z.string().trim().min(1).default('english'),
+  /** Collection → text-search language, e.g. {"de-help": "german"}. */
+  KNOWLEDGE_COLLECTION_LANGUAGES: jsonSetting(z.record(collectionName, z.string().min(1)), '{"de-help": "german"}'),
+  /** Inbox address → the collections it may use; `*` for every other inbox; unlisted: `default`. */
+  KNOWLEDGE_INBOX_COLLECTIONS: jsonSetting(
+    z.record(z.string().min(1), z.array(collectionName)),
+    '{"billing@example.com": ["billing"], "*": ["default"]}',
+  ).transform((map) => Object.fromEntries(Object.entries(map).map(([inbox, list]) => [inbox.toLowerCase(), list]))),
+  /**
+   * Optional embeddings: an OpenAI-compatible `/v1/embeddings` root (e.g. a local service) and its
+   * model. Set both and the sync embeds each section, and retrieval re-ranks the text-search
+   * candidates by cosine similarity too. Unset: full-text search alone.
+   */
+  KNOWLEDGE_EMBEDDINGS_URL: z.url({ protocol: /^https?$/, error: 'must be an http(s) URL' }).optional(),
+  KNOWLEDGE_EMBEDDINGS_MODEL: z.string().trim().min(1).optional(),
+  KNOWLEDGE_EMBEDDINGS_API_KEY: z.string().trim().min(1).optional(),
+  /** How many articles the model is shown (the best section of each). */
+  KNOWLEDGE_TOP_K: z.coerce.number().int().min(1).max(20).default(5),
+  /**
+   * Where a hand-off goes in an inbox that needs no approval: `review` (waits for a person's
+   * verdict like an approval) or `ticket` (a ticket note, no email). Unset: `ticket`.
+   */
+  HANDOFF: z.enum(['review', 'ticket']).optional(),
+};
+
 /**
  * What the activities read of the worker's configuration: one validated slice, its defaults here
  * and nowhere else. Each step's dependencies take the part of it they read (`Pick<ActivityConfig, …>`).
@@ -209,6 +280,7 @@ const activityVars = {
    * After a worker crash the next attempt waits at most this long before taking the effect over.
    */
   OPERATION_LEASE_MS: z.coerce.number().int().min(1_000).default(15_000),
+  ...knowledgeVars,
 };
 const activitySchema = z.object(activityVars);
 export type ActivityConfig = z.output<typeof activitySchema>;
@@ -235,8 +307,27 @@ const workerSchema = z
      * the API, the webhook's answer goes first and the worker takes the rest (worker/cpu-priority.ts).
      */
     WORKER_NICE: z.coerce.number().int().min(0).max(19).default(10),
+    /** How often the knowledge schedule re-syncs KNOWLEDGE_DIR/KNOWLEDGE_URLS (e.g. 1h, 30m), or `off`. */
+    KNOWLEDGE_SYNC_INTERVAL: z
+      .string()
+      .default('1h')
+      .transform((value, ctx) => {
+        if (value.trim().toLowerCase() === 'off') return null;
+        const ms = parseDuration(value);
+        if (ms === null || ms < 60_000) {
+          ctx.addIssue({ code: 'custom', message: 'must be a duration of at least a minute (e.g. 1h, 30m) or off' });
+          return z.NEVER;
+        }
+        return ms;
+      }),
   })
   .superRefine(checkProviderSettings, { when: () => true });
+
+/** `npm run knowledge:sync` and `npm run eval`: Postgres and the knowledge settings (eval: the drafter's too). */
+const knowledgeSchema = z
+  .object({ DATABASE_URL: postgresUrl, LOG_LEVEL: commonVars.LOG_LEVEL, ...knowledgeVars, ...draftingVars })
+  .superRefine(checkProviderSettings, { when: () => true });
+export type KnowledgeConfig = z.infer<typeof knowledgeSchema>;
 
 /** `npm run replay`: Temporal to start workflows, Postgres for the cursors, AgentMail to list the inbox. */
 const replaySchema = z.object({ ...commonVars, ...agentmailVars, OPERATION_RETENTION_DAYS });
@@ -290,6 +381,16 @@ export const loadWorkerConfig = (env: NodeJS.ProcessEnv = process.env): WorkerCo
   parseEnv(workerSchema, env, 'worker');
 export const loadReplayConfig = (env: NodeJS.ProcessEnv = process.env): ReplayConfig =>
   parseEnv(replaySchema, env, 'replay');
+export function loadKnowledgeConfig(env: NodeJS.ProcessEnv = process.env): KnowledgeConfig {
+  const cleaned = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const parsed = knowledgeSchema.safeParse(cleaned);
+  if (parsed.success) return parsed.data;
+  throw new ConfigError(
+    `The knowledge tools cannot start: their configuration is invalid.\n${parsed.error.issues
+      .map((issue) => `  - ${issue.path.join('.') || '(environment)'} ${issue.message}`)
+      .join('\n')}\nSet these environment variables (docs/knowledge.md) and run it again.`,
+  );
+}
 /** The connection alone: `npm run temporal:setup`, the dev and test runners, the compose check. */
 export const loadTemporalConfig = (env: NodeJS.ProcessEnv = process.env): TemporalConfig =>
   parseEnv(z.object(temporalVars), env, 'Temporal set-up');

@@ -49,3 +49,13 @@ export async function checkOut(db: Db): Promise<pg.PoolClient> {
   };
   return client;
 }
+
+/** host:port/database of a DATABASE_URL, for messages: never the user or the password. */
+export function describeDatabaseUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    return `${parsed.hostname}:${parsed.port || '5432'}${parsed.pathname}`;
+  } catch {
+    return '(an unparseable URL)';
+  }
+}

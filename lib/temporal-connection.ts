@@ -213,12 +213,27 @@ export function describeTemporal(settings: TemporalConnectionSettings): string {
 
 /** Why a connection attempt failed, with what was tried and the usual causes. */
 export function connectionFailure(settings: TemporalConnectionSettings, error: unknown): string {
-  const reason = error instanceof Error ? error.message : String(error);
+  const reason = plainReason(error instanceof Error ? error.message : String(error));
   const hint =
     settings.security === 'plaintext'
       ? 'Is the server running? If it requires TLS, set TEMPORAL_TLS=true (and a client certificate for mTLS).'
       : 'Is the server running, and do TEMPORAL_TLS_SERVER_CA_CERT_PATH / TEMPORAL_TLS_SERVER_NAME match its certificate? An mTLS server also needs TEMPORAL_TLS_CLIENT_CERT_PATH and _KEY_PATH.';
   return `cannot reach Temporal at ${describeTemporal(settings)} (TEMPORAL_ADDRESS): ${reason}. ${hint}`;
+}
+
+/**
+ * The worker's native connection fails with the Rust core's debug dump, e.g.
+ * `tonic::transport::Error(Transport, ConnectError(ConnectError("tcp connect error", 127.0.0.1:1,
+ * Os { code: 111, kind: ConnectionRefused, message: "Connection refused" })))`: said in words
+ * ("tcp connect error: Connection refused"). Any other message is returned as it is.
+ */
+export function plainReason(message: string): string {
+  if (!/tonic::transport::Error|ConnectError\(|Os \{ code:/.test(message)) return message;
+  const quoted = [...message.matchAll(/"([^"]+)"/g)].map((match) => match[1] as string);
+  const words = [...new Set(quoted)].filter((text) => !/^[\d.:[\]]+$/.test(text));
+  if (words.length > 0) return words.join(': ');
+  const kind = /kind: (\w+)/.exec(message)?.[1];
+  return kind ? `transport error (${kind})` : 'transport error';
 }
 
 /** The client's connection (`lazy`: opened on first use, so a process can start while Temporal is away). */

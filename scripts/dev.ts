@@ -2,17 +2,20 @@
 //
 //   Temporal dev server   127.0.0.1:7233, Web UI :8233, state in .data/temporal/dev.sqlite   (unless TEMPORAL_ADDRESS)
 //   PostgreSQL            the local cluster on 127.0.0.1:55432, database `replyonce`           (unless DATABASE_URL)
-//   sandbox               the local AgentMail stand-in on :4010                                (unless AGENTMAIL_API_KEY)
-//   worker, api           the app, the API on :3000
+//   sandbox               the local AgentMail stand-in on :4010, mailbox in memory             (unless AGENTMAIL_API_KEY)
+//   worker, api           the app, the API on :3000; logs pretty-printed (LOG_FORMAT=json for JSON)
 //
+// Ports: DEV_PORT_BASE=N puts the API on N, the sandbox on N+1, Temporal on N+2 and its Web UI on
+// N+3; DEV_API_PORT, DEV_SANDBOX_PORT, DEV_TEMPORAL_PORT, DEV_TEMPORAL_UI_PORT move one each.
 // Ctrl-C stops everything it started, the API first and Temporal last.
 import path from 'node:path';
 import { loadTemporalConfig } from '../lib/config';
 import { migrateDatabase } from './db-migrate';
-import { setupTemporal } from './temporal-setup';
+import { setupTemporal } from './services/temporal-setup';
 import { loadDevSecrets } from './services/dev-secrets';
 import { runMain } from './services/main';
-import { assertPortFree, waitForPort } from './services/ports';
+import { assertPortFree, freePort, waitForPort } from './services/ports';
+import { SetupError, sleep } from './services/main';
 import { DEFAULT_DEV_DATABASE_URL, ensureDatabase, ensureLocalPostgres } from './services/postgres';
 import { ProcessRecord } from './services/orphans';
 import { ProcessGroup } from './services/processes';
@@ -20,19 +23,45 @@ import { startTemporalDevServer, type TemporalDevServer } from './services/tempo
 
 const ROOT = path.resolve(__dirname, '..');
 const DATA = path.join(ROOT, '.data');
-const API_PORT = 3000;
-const SANDBOX_PORT = 4010;
-const TEMPORAL_PORT = 7233;
-const TEMPORAL_UI_PORT = 8233;
+/** The defaults, and their order from DEV_PORT_BASE. */
+const DEFAULT_PORTS = { api: 3000, sandbox: 4010, temporal: 7233, temporalUi: 8233 } as const;
+type DevPorts = Record<keyof typeof DEFAULT_PORTS, number>;
 const TASK_QUEUE = 'replyonce';
 const SANDBOX_INBOX = 'support@sandbox.agentmail.local';
 /** tsx compiles on first start; on a slow machine the API takes a while to listen. */
 const LISTEN_TIMEOUT_MS = 60_000;
+/** Bundling the workflow code comes first: the worker polls a while after the API listens. */
+const POLL_TIMEOUT_MS = 120_000;
+
+/** The dev stack's ports: the defaults, DEV_PORT_BASE's sequence, or one variable per service. */
+export function devPorts(env: NodeJS.ProcessEnv): DevPorts {
+  const port = (name: string, fallback: number): number => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return fallback;
+    const value = Number(raw);
+    if (!Number.isInteger(value) || value < 1 || value > 65535) {
+      throw new SetupError(`${name} must be a port number (1–65535), got ${JSON.stringify(raw)}`);
+    }
+    return value;
+  };
+  const base = port('DEV_PORT_BASE', 0);
+  if (base > 65532) throw new SetupError(`DEV_PORT_BASE must leave room for four ports (at most 65532), got ${base}`);
+  const from = (offset: number, fallback: number) => (base === 0 ? fallback : base + offset);
+  return {
+    api: port('DEV_API_PORT', from(0, DEFAULT_PORTS.api)),
+    sandbox: port('DEV_SANDBOX_PORT', from(1, DEFAULT_PORTS.sandbox)),
+    temporal: port('DEV_TEMPORAL_PORT', from(2, DEFAULT_PORTS.temporal)),
+    temporalUi: port('DEV_TEMPORAL_UI_PORT', from(3, DEFAULT_PORTS.temporalUi)),
+  };
+}
 
 async function main(): Promise<number> {
   const env = process.env;
   const namespace = env.TEMPORAL_NAMESPACE || 'replyonce';
   const useSandbox = !env.AGENTMAIL_API_KEY;
+  const ports = devPorts(env);
+  const API_PORT = ports.api;
+  const SANDBOX_PORT = ports.sandbox;
   const secrets = loadDevSecrets(path.join(DATA, 'dev-secrets.json'));
   const group = new ProcessGroup(ROOT, ['sandbox', 'worker', 'api']);
   let temporal: TemporalDevServer | undefined;
@@ -60,12 +89,12 @@ async function main(): Promise<number> {
 
   const record = await ProcessRecord.open(path.join(DATA, 'dev-processes.json'), '`npm run dev`');
   try {
-    const portHint = 'Is another `npm run dev` running?';
+    const portHint = 'Is another `npm run dev` running? DEV_PORT_BASE (or DEV_API_PORT, …) moves this one';
     await assertPortFree(API_PORT, 'API', portHint);
     if (useSandbox) await assertPortFree(SANDBOX_PORT, 'sandbox', portHint);
 
     const temporalAddress =
-      env.TEMPORAL_ADDRESS || (await startTemporal((server) => (temporal = server), record)).address;
+      env.TEMPORAL_ADDRESS || (await startTemporal((server) => (temporal = server), record, ports)).address;
     if (signalled) return 130;
     // A server of yours (TEMPORAL_ADDRESS) is reached with your TLS settings, as the processes reach it.
     const connection = env.TEMPORAL_ADDRESS ? loadTemporalConfig(env).temporal : undefined;
@@ -93,7 +122,11 @@ async function main(): Promise<number> {
       DATABASE_URL: databaseUrl,
       AGENTMAIL_WEBHOOK_SECRET: webhookSecret,
       PORT: String(API_PORT),
+      // Pretty lines for a person in a terminal (LOG_FORMAT=json keeps JSON).
+      LOG_FORMAT: env.LOG_FORMAT || 'pretty',
     };
+    // The worker's /readyz says when it polls; on a port of its own so a second stack never meets it.
+    const metricsPort = env.METRICS_PORT || String(await freePort());
     const startApp = (name: string, file: string, childEnv: NodeJS.ProcessEnv) => {
       const pid = group.start(name, file, childEnv);
       if (pid !== undefined) record.add(name, pid, file);
@@ -107,14 +140,16 @@ async function main(): Promise<number> {
         SANDBOX_WEBHOOK_URL: `http://127.0.0.1:${API_PORT}/webhooks/agentmail`,
       });
     }
-    startApp('worker', 'worker/main.ts', appEnv);
+    startApp('worker', 'worker/main.ts', { ...appEnv, METRICS_PORT: metricsPort });
     startApp('api', 'api/main.ts', appEnv);
 
     const stopped = Promise.race([group.failed, interrupted]);
     const listening =
       (await waitForPort(API_PORT, LISTEN_TIMEOUT_MS, stopped)) &&
       (!useSandbox || (await waitForPort(SANDBOX_PORT, LISTEN_TIMEOUT_MS, stopped)));
-    if (listening) {
+    // "Running" means a message sent now is answered: the worker polls its task queue.
+    const polling = listening && (await waitForWorkerPolling(Number(metricsPort), POLL_TIMEOUT_MS, stopped));
+    if (polling) {
       printBanner({
         namespace,
         useSandbox,
@@ -124,10 +159,16 @@ async function main(): Promise<number> {
         // The sandbox's key is a local dev secret; a real AgentMail key is never printed.
         agentmailApiKey: useSandbox ? agentmail.AGENTMAIL_API_KEY : undefined,
         agentmailBaseUrl: agentmail.AGENTMAIL_BASE_URL,
+        ports,
         env: appEnv,
       });
-    } else if (!signalled && !group.failedProcess)
-      console.error(`[dev] the API did not listen on :${API_PORT} within ${LISTEN_TIMEOUT_MS / 1000} s`);
+    } else if (!signalled && !group.failedProcess) {
+      console.error(
+        listening
+          ? `[dev] the worker did not start polling within ${POLL_TIMEOUT_MS / 1000} s (its lines above say why)`
+          : `[dev] the API did not listen on :${API_PORT} within ${LISTEN_TIMEOUT_MS / 1000} s`,
+      );
+    }
 
     await stopped;
     return group.failedProcess ? 1 : signalled ? 130 : 0;
@@ -137,16 +178,33 @@ async function main(): Promise<number> {
   }
 }
 
+/** Whether the worker answers 200 on /readyz (it polls) before the timeout, or stops first. */
+async function waitForWorkerPolling(port: number, timeoutMs: number, abandon: Promise<unknown>): Promise<boolean> {
+  let abandoned = false;
+  void abandon.then(() => (abandoned = true));
+  const deadline = Date.now() + timeoutMs;
+  while (!abandoned && Date.now() < deadline) {
+    const ok = await fetch(`http://127.0.0.1:${port}/readyz`, { signal: AbortSignal.timeout(2_000) }).then(
+      (response) => response.ok,
+      () => false,
+    );
+    if (ok) return true;
+    await sleep(250);
+  }
+  return false;
+}
+
 async function startTemporal(
   started: (server: TemporalDevServer) => void,
   record: ProcessRecord,
+  ports: DevPorts,
 ): Promise<TemporalDevServer> {
   console.error(
-    `[dev] starting the Temporal dev server on 127.0.0.1:${TEMPORAL_PORT} (state: .data/temporal/dev.sqlite)…`,
+    `[dev] starting the Temporal dev server on 127.0.0.1:${ports.temporal} (state: .data/temporal/dev.sqlite)…`,
   );
   const server = await startTemporalDevServer({
-    port: TEMPORAL_PORT,
-    uiPort: TEMPORAL_UI_PORT,
+    port: ports.temporal,
+    uiPort: ports.temporalUi,
     dbFilename: path.join(DATA, 'temporal', 'dev.sqlite'),
     logFile: path.join(DATA, 'temporal', 'dev.log'),
   });
@@ -161,6 +219,28 @@ async function localDatabase(): Promise<string> {
   return DEFAULT_DEV_DATABASE_URL;
 }
 
+/** The catch-up against this stack: `--dev` fills in what `npm run dev` uses, unless a port moved. */
+function replayCommand(options: {
+  useSandbox: boolean;
+  databaseUrl: string;
+  temporalAddress: string;
+  namespace: string;
+  ports: DevPorts;
+}): string {
+  const moved = [
+    ...(options.databaseUrl !== DEFAULT_DEV_DATABASE_URL ? [`DATABASE_URL='${options.databaseUrl}'`] : []),
+    ...(options.useSandbox && options.ports.sandbox !== DEFAULT_PORTS.sandbox
+      ? [`AGENTMAIL_BASE_URL='http://127.0.0.1:${options.ports.sandbox}'`]
+      : []),
+    ...(options.temporalAddress !== `127.0.0.1:${DEFAULT_PORTS.temporal}`
+      ? [`TEMPORAL_ADDRESS='${options.temporalAddress}'`]
+      : []),
+    ...(options.namespace !== 'replyonce' ? [`TEMPORAL_NAMESPACE='${options.namespace}'`] : []),
+    ...(options.useSandbox ? [] : ['AGENTMAIL_API_KEY="$AGENTMAIL_API_KEY"']),
+  ];
+  return `  ${moved.length > 0 ? `${moved.join(' ')} ` : ''}npm run replay -- --dev --all   (catch-up: hands over what the webhooks missed)`;
+}
+
 function printBanner(options: {
   namespace: string;
   useSandbox: boolean;
@@ -169,8 +249,11 @@ function printBanner(options: {
   databaseUrl: string;
   agentmailApiKey: string | undefined;
   agentmailBaseUrl: string | undefined;
+  ports: DevPorts;
   env: NodeJS.ProcessEnv;
 }): void {
+  const API_PORT = options.ports.api;
+  const SANDBOX_PORT = options.ports.sandbox;
   const inbound = JSON.stringify({
     inbox_id: SANDBOX_INBOX,
     from: 'customer@example.com',
@@ -189,6 +272,7 @@ function printBanner(options: {
     lines.push(
       `  Sandbox       http://127.0.0.1:${SANDBOX_PORT}/_sandbox  (the local AgentMail: its controls)`,
       `  Outbox        http://127.0.0.1:${SANDBOX_PORT}/_sandbox/outbox  (the replies we sent)`,
+      "  (the sandbox's mailbox lives in memory: a restart of `npm run dev` empties it; Temporal's history and Postgres stay in .data/)",
       '',
       'Send a test email through the sandbox:',
       `  curl -sS -X POST http://127.0.0.1:${SANDBOX_PORT}/_sandbox/inbound -H 'content-type: application/json' -d '${inbound}'`,
@@ -197,6 +281,14 @@ function printBanner(options: {
     lines.push('  AgentMail     the real API (AGENTMAIL_API_KEY is set); send an email to your inbox');
   }
   const env = options.env;
+  // `npm run temporal` assumes 127.0.0.1:7233 and the namespace replyonce: said when they moved.
+  const cliEnv = [
+    ...(options.temporalAddress !== `127.0.0.1:${DEFAULT_PORTS.temporal}`
+      ? [`TEMPORAL_ADDRESS='${options.temporalAddress}'`]
+      : []),
+    ...(options.namespace !== 'replyonce' ? [`TEMPORAL_NAMESPACE='${options.namespace}'`] : []),
+  ];
+  const cli = `${cliEnv.map((v) => `${v} `).join('')}npm run temporal -- `;
   const on = (flag: boolean, text: string) => (flag ? text : `${text} (off)`);
   lines.push(
     '',
@@ -208,12 +300,21 @@ function printBanner(options: {
     `  watchdog      ${on(env.WATCHDOG_REENABLE === 'true', 're-enables a disabled webhook (WATCHDOG_REENABLE)')}`,
     '',
     'Operator commands against this stack (another terminal):',
-    `  npm run temporal -- workflow list --query 'ReplyStatus = "sent"'`,
-    `  DATABASE_URL='${options.databaseUrl}' AGENTMAIL_API_KEY=${options.agentmailApiKey ? `'${options.agentmailApiKey}'` : '"$AGENTMAIL_API_KEY"'}${
-      options.agentmailBaseUrl ? ` AGENTMAIL_BASE_URL='${options.agentmailBaseUrl}'` : ''
-    } \\`,
-    `    TEMPORAL_ADDRESS='${options.temporalAddress}' TEMPORAL_NAMESPACE='${options.namespace}' npm run replay -- --all`,
+    `  ${cli}workflow list --query 'ReplyStatus = "sent"'`,
+    `  npm run ids -- --inbox <inbox id> --message <message id>   (a message's workflow id and operation keys)`,
+    replayCommand(options),
   );
+  if (env.APPROVAL_REQUIRED_INBOXES) {
+    lines.push(
+      '',
+      'Replies waiting for a verdict (approval is on):',
+      `  ${cli}workflow list --query 'ReplyStatus = "awaiting_approval" OR ReplyStatus = "escalated"'`,
+      env.ADMIN_TOKEN
+        ? `  curl -sS -X POST http://127.0.0.1:${API_PORT}/admin/review -H "authorization: Bearer $ADMIN_TOKEN" -H 'content-type: application/json' \\
+      -d '{"inbox_id":"<inbox id>","message_id":"<message id>","verdict":"approve","reviewer":"<you>"}'`
+        : `  ${cli}workflow update execute --workflow-id <workflow id> --name review --input '{"verdict":"approve","reviewer":"<you>"}'`,
+    );
+  }
   console.log(`${lines.join('\n')}\n`);
 }
 

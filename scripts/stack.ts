@@ -134,7 +134,7 @@ function printBanner(stack: TemporalStack, ms: number): void {
       '',
       'The temporal CLI against this server (the same variables the app uses):',
       env,
-      '    temporal workflow list',
+      '    npm run temporal -- workflow list --query \'ReplyStatus = "sent"\'  # the CLI is not on PATH: this runs it',
       '',
     ].join('\n'),
   );

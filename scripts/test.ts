@@ -12,7 +12,7 @@ import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import { WORKFLOW_INTERCEPTOR_MODULES } from '../worker/create-worker';
 import { loadTemporalConfig } from '../lib/config';
 import { migrateDatabase } from './db-migrate';
-import { setupTemporal } from './temporal-setup';
+import { setupTemporal } from './services/temporal-setup';
 import { runMain, SetupError, messageOf } from './services/main';
 import {
   databaseUrlFor,

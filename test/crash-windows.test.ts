@@ -1,6 +1,14 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { readFolder, syncCollection } from '../knowledge';
+import { buildModelStandIn } from '../sandbox/model/app';
+import { ModelStandInControl } from '../sandbox/model/control-client';
+import { BUNDLED } from '../scripts/eval';
 import type { Failpoint } from '../lib/failpoints';
 import { decisionKey, draftKey, INBOUND_MESSAGE_WORKFLOW, type MessageRef, replyKey, ticketKey } from '../contract';
 import { Harness } from './support/harness';
@@ -20,8 +28,8 @@ after(async () => {
   await h.close();
 });
 
-async function startWorker(failpoints: Failpoint[] = []): Promise<AppProcess> {
-  const worker = await AppProcess.startWorker(h, { failpoints });
+async function startWorker(failpoints: Failpoint[] = [], env: Record<string, string> = {}): Promise<AppProcess> {
+  const worker = await AppProcess.startWorker(h, { failpoints, env });
   workers.push(worker);
   return worker;
 }
@@ -153,5 +161,82 @@ describe('a slow attempt that outlives its lease length', () => {
       await h.sandbox.clearFaults();
       await worker.stop();
     }
+  });
+});
+
+describe('drafting with retrieval, a worker killed around the draft, the knowledge re-synced before the next worker', () => {
+  // Real worker processes drafting through the AI SDK against the model stand-in (calls counted
+  // there), with a knowledge base for the message's inbox; between the crash and the recovery an
+  // article the message retrieves is edited and synced, so the retrieval — and the draft's request — change.
+  let model: ModelStandInControl;
+  let closeModel: () => Promise<unknown>;
+  const helpCentre = mkdtempSync(path.join(tmpdir(), 'help-centre-'));
+  const collection = `kb-crash-${randomUUID().slice(0, 8)}`;
+  const sync = async () =>
+    syncCollection(h.db, { collection, language: 'english', documents: (await readFolder(helpCentre)).documents });
+  before(async () => {
+    const standIn = buildModelStandIn();
+    await standIn.app.listen({ port: 0, host: '127.0.0.1' });
+    closeModel = () => standIn.app.close();
+    model = new ModelStandInControl(`http://127.0.0.1:${(standIn.app.server.address() as AddressInfo).port}`);
+    cpSync(BUNDLED.knowledge, helpCentre, { recursive: true });
+    await sync();
+  });
+  after(async () => {
+    await closeModel();
+    rmSync(helpCentre, { recursive: true, force: true });
+  });
+
+  async function crashResyncRecover(failpoint: Failpoint) {
+    const inboxId = h.newInbox('kb');
+    const env = {
+      DRAFT_PROVIDER: 'openai-compatible',
+      DRAFT_BASE_URL: model.apiUrl,
+      DRAFT_MODEL: 'stand-in',
+      KNOWLEDGE_INBOX_COLLECTIONS: JSON.stringify({ [inboxId]: [collection] }),
+    };
+    const crashing = await startWorker([failpoint], env);
+    const marker = `CRASH-${randomUUID()}`;
+    const inbound = await h.sandbox.inbound({
+      inbox_id: inboxId,
+      from: `crash-${randomUUID().slice(0, 8)}@customer.example`,
+      subject: 'Shipping',
+      text: `Do you ship to Norway? ${marker}`,
+    });
+    const ref = { inboxId, messageId: inbound.message.message_id };
+    assert.equal((await crashing.exited).signal, 'SIGKILL', `the worker died at ${failpoint}`);
+    const hashBefore = (
+      await h.db.query('SELECT request_hash FROM operations WHERE operation_key = $1', [draftKey(ref)])
+    ).rows[0]?.request_hash as string;
+    writeFileSync(
+      path.join(helpCentre, 'shipping/countries.md'),
+      `# Countries we ship to\nWe ship to the UK, the EU, Norway, Switzerland and Iceland (edited ${marker.slice(-6)}).\n`,
+    );
+    assert.equal((await sync()).changed, 1);
+    const healthy = await startWorker([], env);
+    const result = await h.workflowResult(ref);
+    await healthy.stop();
+    const hashAfter = (
+      await h.db.query('SELECT request_hash FROM operations WHERE operation_key = $1', [draftKey(ref)])
+    ).rows[0]?.request_hash as string;
+    return { ref, result, calls: (await model.calls({ contains: marker })).length, hashBefore, hashAfter };
+  }
+
+  test('after the draft was stored → the stored draft is replayed under its first request: one model call, one email', async () => {
+    const { ref, result, calls, hashBefore, hashAfter } = await crashResyncRecover('draft.after-store');
+    assert.equal(result.status, 'sent');
+    assert.equal(calls, 1, 'one model call for the message');
+    assert.equal(hashAfter, hashBefore, 'the stored draft kept its request');
+    const outbox = await h.sandbox.outbox({ inbox_id: ref.inboxId });
+    assert.equal(outbox.length, 1);
+    assert.equal((await operation(draftKey(ref)))?.result?.text, outbox[0]!.message.text);
+  });
+
+  test('after the model drafted, before the draft was stored → drafted afresh with the new knowledge: the lost call and one more, one email', async () => {
+    const { ref, result, calls, hashBefore, hashAfter } = await crashResyncRecover('draft.after-effect');
+    assert.equal(result.status, 'sent');
+    assert.equal(calls, 2, 'the first answer died with the worker before it was stored');
+    assert.notEqual(hashAfter, hashBefore, 'the unfinished row gave way to the request under the new knowledge');
+    assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 1);
   });
 });

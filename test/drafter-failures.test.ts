@@ -33,6 +33,8 @@ const request: DraftRequest = {
   text: 'Where is my order?',
   timestamp: new Date('2025-01-02T03:04:05Z'),
   thread: [],
+  knowledge: false,
+  articles: [],
 };
 const config = (overrides: Partial<DrafterConfig> = {}): DrafterConfig => ({
   DRAFT_PROVIDER: 'openai-compatible',
@@ -79,8 +81,9 @@ for (const provider of providers) {
   describe(`DRAFT_PROVIDER=${provider}`, () => {
     test("a normal answer is the model's text, one HTTP request", async () => {
       const before = standIn.calls.length;
-      const text = await createDrafter(config({ DRAFT_PROVIDER: provider })).draft(request);
-      assert.match(text, /Thank you for your message/);
+      const answer = await createDrafter(config({ DRAFT_PROVIDER: provider })).draft(request);
+      assert.match(answer.reply, /Thank you for your message/);
+      assert.deepEqual([answer.citations, answer.handoff], [[], null], 'the structured answer, no knowledge base');
       assert.equal(standIn.calls.length - before, 1);
       assert.equal(standIn.calls.at(-1)?.api, provider === 'anthropic' ? 'anthropic-messages' : 'openai-chat');
     });

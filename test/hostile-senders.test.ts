@@ -4,7 +4,7 @@ import { after, before, describe, test } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { DefaultLogger } from '@temporalio/worker';
-import type { Drafter, DraftRequest } from '../activities/draft/drafting/drafter';
+import type { DraftAnswer, Drafter, DraftRequest } from '../activities/draft/drafting/drafter';
 import { OfflineDrafter } from '../activities/draft/drafting/offline-drafter';
 import { OwnAddresses } from '../activities/decide/own-addresses';
 import { releaseReply, reserveReply, reservedFor, retakeReply } from '../activities/decide/reply-budget';
@@ -30,7 +30,7 @@ const APPROVAL_INBOX = `approval-${randomUUID().slice(0, 8)}@${SANDBOX_DOMAIN}`;
 class RefusingDrafter implements Drafter {
   readonly name = 'refusing-offline';
   private readonly inner = new OfflineDrafter();
-  async draft(request: DraftRequest): Promise<string> {
+  async draft(request: DraftRequest): Promise<DraftAnswer> {
     if (request.text.includes('PLEASE-REFUSE'))
       throw ApplicationFailure.create({ type: FailureType.DraftRefused, message: 'refused', nonRetryable: true });
     return this.inner.draft(request);

@@ -1,16 +1,31 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { ActivityFailure, ApplicationFailure, WorkflowFailedError } from '@temporalio/client';
 import { createDrafter } from '../activities/draft/drafting/create-drafter';
 import { DEFAULT_DRAFT_INSTRUCTIONS } from '../activities/draft/drafting/prompt';
 import { inboundWorkflowId } from '../lib/hashing';
-import { draftKey, INBOUND_MESSAGE_WORKFLOW, type MessageRef, replyKey } from '../contract';
+import {
+  draftKey,
+  INBOUND_MESSAGE_WORKFLOW,
+  type MessageRef,
+  operationsQuery,
+  replyKey,
+  reviewUpdate,
+  ticketKey,
+} from '../contract';
+import { readFolder, syncCollection } from '../knowledge';
+import { BUNDLED } from '../scripts/eval';
+import { historyText } from './support/history';
 import { buildModelStandIn } from '../sandbox/model/app';
 import { ModelStandInControl } from '../sandbox/model/control-client';
 import { Harness } from './support/harness';
 import { eventually } from './support/temporal';
+import { waitForStart } from './support/harness';
 
 // The whole path with a real model client: the sandbox delivers a signed webhook, the workflow
 // drafts through the AI SDK's OpenAI-compatible provider talking HTTP to the model stand-in on
@@ -22,6 +37,20 @@ let h: Harness;
 let model: ModelStandInControl;
 let closeModel: () => Promise<unknown>;
 const billingInbox = `billing-${randomUUID().slice(0, 8)}@sandbox.agentmail.local`;
+/** Inboxes with a knowledge base (the bundled help centre, copied so a test can edit it); one needs approval. */
+const collection = `kb-${randomUUID().slice(0, 8)}`;
+const kbInbox = (name: string) => `${name}-${randomUUID().slice(0, 8)}@sandbox.agentmail.local`;
+const kb = {
+  answer: kbInbox('kb-answer'),
+  resync: kbInbox('kb-resync'),
+  rerun: kbInbox('kb-rerun'),
+  handoff: kbInbox('kb-handoff'),
+  citation: kbInbox('kb-citation'),
+  approval: kbInbox('kb-approval'),
+};
+const helpCentre = mkdtempSync(path.join(tmpdir(), 'help-centre-'));
+const syncHelpCentre = async () =>
+  syncCollection(h.db, { collection, language: 'english', documents: (await readFolder(helpCentre)).documents });
 
 before(async () => {
   const standIn = buildModelStandIn({ apiKey: API_KEY });
@@ -38,11 +67,18 @@ before(async () => {
     DRAFT_INSTRUCTIONS: undefined,
     DRAFT_INBOX_INSTRUCTIONS: { [billingInbox]: 'You answer billing questions. BILLING-INSTRUCTIONS-MARKER' },
   });
-  h = await Harness.start({ drafter });
+  h = await Harness.start({
+    drafter,
+    knowledgeInboxCollections: Object.fromEntries(Object.values(kb).map((inbox) => [inbox, [collection]])),
+    approvalInboxes: [kb.approval],
+  });
+  cpSync(BUNDLED.knowledge, helpCentre, { recursive: true });
+  await syncHelpCentre();
 });
 after(async () => {
   await h.close();
   await closeModel();
+  rmSync(helpCentre, { recursive: true, force: true });
 });
 
 /** A message whose text carries a unique marker: stand-in rules and call counts select it by that. */
@@ -279,4 +315,163 @@ describe('a model in trouble', () => {
       assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 0);
     });
   }
+});
+
+describe('answers grounded in the knowledge base', () => {
+  const countries = () => `${collection}:shipping/countries.md#1`;
+  /** A customer's question with a unique marker: stand-in rules and call counts select it by that. */
+  const ask = async (inboxId: string, question: string) => {
+    const marker = `Q-${randomUUID()}`;
+    const { ref } = await customerMessage(inboxId, { subject: 'A question', text: `${question}\n${marker}` });
+    return { ref, marker };
+  };
+
+  test('the model is shown the top articles by id and cites one: the stored draft, the operations query and the ticket note keep the citation, no article text reaches the history', async () => {
+    const { ref, marker } = await ask(kb.answer, 'Hi, do you ship to Norway?');
+    const result = await h.resultOf(ref);
+    assert.equal(result.status, 'sent');
+    const calls = await model.calls({ contains: marker });
+    assert.equal(calls.length, 1);
+    const call = calls[0]!;
+    assert.equal(call.structured, true, 'structured output was asked for');
+    const prompt = call.messages.map((m) => m.text).join('\n');
+    assert.ok(prompt.includes(`[article ${countries()}]`), 'the best article is shown with its id');
+    assert.match(call.system, /Answer only from the articles/);
+
+    const stored = (await operation(draftKey(ref)))!.result as { citations?: string[]; considered?: string[] };
+    assert.deepEqual(stored.citations, [countries()]);
+    assert.equal(stored.considered?.[0], countries());
+    const views = await h.client.workflow.getHandle(inboundWorkflowId(ref)).query(operationsQuery);
+    assert.match(views.find((v) => v.kind === 'draft')?.summary ?? '', new RegExp(`cites ${countries()}`));
+    const [ticket] = await h.ticketsFor(ref);
+    assert.match(ticket!.note, new RegExp(`Articles cited: ${countries()}`));
+
+    const history = await historyText(h.client, h.client.workflow.getHandle(inboundWorkflowId(ref)));
+    assert.ok(history.payloads > 0);
+    for (const secret of [
+      'Leeds, United Kingdom',
+      'do you ship to Norway',
+      (await h.sandbox.outbox({ inbox_id: ref.inboxId }))[0]!.message.text!.slice(0, 40),
+    ])
+      assert.ok(!history.text.includes(secret), `the history does not contain ${JSON.stringify(secret)}`);
+  });
+
+  test('the request hash holds the retrieval: a replay after a sync reuses the stored draft; a rerun of an unanswered message drafts afresh under the new hash', async () => {
+    // Prepare: one message answered, one whose model answer ignored the schema (final: no email).
+    const answered = await ask(kb.resync, 'Do you ship to Norway?');
+    assert.equal((await h.resultOf(answered.ref)).status, 'sent');
+    const unanswered = await ask(kb.rerun, 'Do you ship to Norway and Iceland?');
+    await model.setBehaviours({ match: { contains: unanswered.marker }, action: 'raw', text: 'Sure, we ship there!' });
+    await assert.rejects(h.resultOf(unanswered.ref), failedWith('DraftSchemaViolation'));
+    await model.clearBehaviours();
+    assert.equal((await h.sandbox.outbox({ inbox_id: kb.rerun })).length, 0, 'a schema violation sends nothing');
+    const rerun = () =>
+      h.client.workflow.execute(INBOUND_MESSAGE_WORKFLOW, {
+        workflowId: inboundWorkflowId(unanswered.ref),
+        taskQueue: h.taskQueue,
+        args: [unanswered.ref],
+        workflowIdReusePolicy: 'ALLOW_DUPLICATE_FAILED_ONLY',
+      });
+    // Same knowledge: the failure is replayed from the store, the model is not asked again.
+    await assert.rejects(rerun(), failedWith('DraftSchemaViolation'));
+    const callsFor = async (marker: string) => (await model.calls({ contains: marker })).length;
+    assert.equal(await callsFor(unanswered.marker), 1);
+    const before = await h.db.query<{ operation_key: string; request_hash: string }>(
+      'SELECT operation_key, request_hash FROM operations WHERE operation_key = ANY($1)',
+      [[draftKey(answered.ref), draftKey(unanswered.ref)]],
+    );
+
+    // Act: the article both questions find is edited, and synced.
+    writeFileSync(
+      path.join(helpCentre, 'shipping/countries.md'),
+      '# Countries we ship to\nWe ship to the UK, the EU, Norway, Switzerland and Iceland. From March also to Canada.\n',
+    );
+    assert.equal((await syncHelpCentre()).changed, 1);
+    const replay = await h.client.workflow.execute(INBOUND_MESSAGE_WORKFLOW, {
+      workflowId: `manual-${randomUUID()}`,
+      taskQueue: h.taskQueue,
+      args: [answered.ref],
+    });
+    const again = await rerun();
+
+    // Assess
+    assert.equal(replay.status === 'sent' && replay.replayed, true, 'the answered message is not answered again');
+    assert.equal(await callsFor(answered.marker), 1, 'the model was asked once for the answered message');
+    assert.equal(again.status, 'sent', 'the unanswered one was drafted afresh');
+    assert.equal(await callsFor(unanswered.marker), 2, 'its second call, with the new knowledge');
+    const after = await h.db.query<{ operation_key: string; request_hash: string }>(
+      'SELECT operation_key, request_hash FROM operations WHERE operation_key = ANY($1)',
+      [[draftKey(answered.ref), draftKey(unanswered.ref)]],
+    );
+    const hash = (rows: typeof before, key: string) => rows.rows.find((r) => r.operation_key === key)?.request_hash;
+    assert.equal(hash(after, draftKey(answered.ref)), hash(before, draftKey(answered.ref)), 'the stored draft is kept');
+    assert.notEqual(
+      hash(after, draftKey(unanswered.ref)),
+      hash(before, draftKey(unanswered.ref)),
+      'the knowledge changed, so did the request',
+    );
+    assert.equal((await h.sandbox.outbox({ inbox_id: kb.rerun })).length, 1);
+  });
+
+  test('a hand-off with HANDOFF=ticket: ReplyStatus=handed_off, no email, and the ticket note gives the reason and the articles considered', async () => {
+    const { ref, marker } = await ask(kb.handoff, 'Where is order FH-10293?');
+    await model.setBehaviours({ match: { contains: marker }, action: 'handoff', text: 'REASON-ORDER-STATUS' });
+    const result = await h.resultOf(ref);
+    assert.deepEqual(result, {
+      status: 'handed_off',
+      ticketId: result.status === 'handed_off' ? result.ticketId : null,
+    });
+    const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
+    assert.deepEqual((await handle.describe()).searchAttributes.ReplyStatus, ['handed_off']);
+    assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 0, 'no email');
+    const [ticket] = await h.ticketsFor(ref);
+    assert.match(ticket!.note, /handed off by the support agent: a person answers/);
+    assert.match(ticket!.note, /Handed off to a person: REASON-ORDER-STATUS/);
+    assert.match(ticket!.note, new RegExp(`Articles considered: ${collection}:`));
+    const views = await handle.query(operationsQuery);
+    assert.match(views.find((v) => v.kind === 'draft')?.summary ?? '', /handoff: model/);
+    assert.equal(views.find((v) => v.kind === 'reply')?.status, 'skipped');
+    const history = await historyText(h.client, handle);
+    assert.ok(!history.text.includes('REASON-ORDER-STATUS'), "the model's reason stays in the store");
+    assert.equal((await operation(ticketKey(ref)))?.status, 'complete');
+  });
+
+  test('a citation of an article that was not given counts as a hand-off', async () => {
+    const { ref, marker } = await ask(kb.citation, 'How much is shipping to Germany?');
+    await model.setBehaviours({
+      match: { contains: marker },
+      action: 'bad-citation',
+      text: 'kb-invented:refunds.md#1',
+    });
+    assert.equal((await h.resultOf(ref)).status, 'handed_off');
+    const stored = (await operation(draftKey(ref)))!.result as { handoff?: { kind: string; reason: string } };
+    assert.equal(stored.handoff?.kind, 'bad-citation');
+    assert.match((await h.ticketsFor(ref))[0]!.note, /cites "kb-invented:refunds\.md#1", not among the articles given/);
+    assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 0);
+  });
+
+  test('a hand-off in an approval inbox goes to review with status handed_off; a person approves and it is sent', async () => {
+    const { ref, marker } = await ask(kb.approval, 'Can I bring my dog into the Leeds shop?');
+    await model.setBehaviours({ match: { contains: marker }, action: 'handoff', text: 'no article about dogs' });
+    await waitForStart(h, ref);
+    const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
+    await eventually(
+      async () => ((await handle.describe()).searchAttributes.ReplyStatus?.[0] === 'handed_off' ? true : undefined),
+      'the hand-off to wait for a person',
+    );
+    assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 0, 'nothing sent before the verdict');
+    assert.match(
+      (await h.ticketsFor(ref))[0]!.note,
+      /awaiting review[\s\S]*Handed off to a person: no article about dogs/,
+    );
+    await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', reviewer: 'test-reviewer' }] });
+    const result = await handle.result();
+    assert.equal(result.status, 'sent');
+    const [sent] = await h.sandbox.outbox({ inbox_id: ref.inboxId });
+    assert.equal(
+      sent!.message.text,
+      (await operation(draftKey(ref)))?.result?.text,
+      'the reviewed text is the one sent',
+    );
+  });
 });

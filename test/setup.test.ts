@@ -1,15 +1,17 @@
 // The set-up scripts against the suite's own servers (scripts/test.ts provides TEMPORAL_ADDRESS,
 // TEMPORAL_NAMESPACE and a migrated DATABASE_URL).
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Connection } from '@temporalio/client';
 import { msToTs, tsToMs } from '@temporalio/common/lib/time';
 import { migrateDatabase } from '../scripts/db-migrate';
-import { SEARCH_ATTRIBUTES, setupTemporal } from '../scripts/temporal-setup';
+import { SEARCH_ATTRIBUTES, setupTemporal } from '../scripts/services/temporal-setup';
 import { databaseUrlFor, withClient } from '../scripts/services/postgres';
 
 const DAY_MS = 24 * 60 * 60 * 1000;
@@ -117,6 +119,93 @@ describe('setupTemporal', () => {
       setupTemporal({ address: '127.0.0.1:1', namespace: 'unreachable', connectTimeoutMs: 300 }),
       /TEMPORAL_ADDRESS/,
     );
+  });
+});
+
+/** A TCP port that accepts connections and never says a word: a TLS handshake on it never completes. */
+async function silentListener(): Promise<{ port: number; close: () => Promise<void> }> {
+  const sockets = new Set<Socket>();
+  const server = createServer((socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    close: () =>
+      new Promise((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+describe('temporal:setup against a TLS port that accepts and never completes the handshake', () => {
+  test('the library gives up within its timeout, and names TEMPORAL_ADDRESS', async () => {
+    // Prepare
+    const listener = await silentListener();
+    after(() => listener.close());
+    const target = `127.0.0.1:${listener.port}`;
+    const started = Date.now();
+
+    // Act
+    await assert.rejects(
+      setupTemporal({
+        namespace: 'silent',
+        connectTimeoutMs: 1_000,
+        connection: {
+          address: target,
+          namespace: 'silent',
+          connectionOptions: { address: target, tls: true },
+          security: 'TLS',
+        },
+      }),
+      /cannot reach Temporal at 127\.0\.0\.1:\d+ .*\(TEMPORAL_ADDRESS\)/,
+    );
+
+    // Assess: bounded by connectTimeoutMs. (The half-open socket stays open even after Connection.close():
+    // the CLI below is why the process still exits.)
+    assert.ok(Date.now() - started < 10_000, `gave up after ${Date.now() - started} ms`);
+  });
+
+  test('`npm run temporal:setup` prints one line naming TEMPORAL_ADDRESS and exits 1 within a bounded time', async () => {
+    // Prepare
+    const listener = await silentListener();
+    after(() => listener.close());
+    const started = Date.now();
+
+    // Act
+    const child = spawn(
+      process.execPath,
+      ['--import', 'tsx', path.join(__dirname, '..', 'scripts', 'temporal-setup.ts')],
+      {
+        env: {
+          ...process.env,
+          TEMPORAL_ADDRESS: `127.0.0.1:${listener.port}`,
+          TEMPORAL_TLS: 'true',
+          TEMPORAL_NAMESPACE: 'silent',
+        },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
+    );
+    let stderr = '';
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => {
+      const timer = setTimeout(() => {
+        child.kill('SIGKILL');
+        resolve(null);
+      }, 60_000);
+      child.once('exit', (exitCode) => {
+        clearTimeout(timer);
+        resolve(exitCode);
+      });
+    });
+
+    // Assess
+    assert.equal(code, 1, `exit code (null: still running after 60 s); stderr:\n${stderr}`);
+    assert.match(stderr, /^error: cannot reach Temporal at .*\(TEMPORAL_ADDRESS\)/m);
+    assert.doesNotMatch(stderr, /\n\s+at /, 'no stack trace');
+    assert.ok(Date.now() - started < 60_000);
   });
 });
 

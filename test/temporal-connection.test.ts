@@ -8,7 +8,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { ConfigError, loadWorkerConfig } from '../lib/config';
 import { loadTemporalConnection, type TemporalConnectionSettings } from '../lib/temporal-connection';
-import { isTemporalCloud } from '../scripts/temporal-setup';
+import { isTemporalCloud } from '../scripts/services/temporal-setup';
 
 let dir: string;
 let certs: (name: string) => string;

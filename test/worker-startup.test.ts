@@ -3,9 +3,13 @@ import { readdirSync, readFileSync } from 'node:fs';
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { getPriority } from 'node:os';
+import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import { INBOUND_MESSAGE_WORKFLOW, reviewUpdate, type MessageRef } from '../contract';
+import { inboundWorkflowId } from '../lib/hashing';
 import { AppProcess } from './support/app-process';
 import { Harness } from './support/harness';
+import { eventually } from './support/temporal';
 
 // Start-up as an operator meets it: failures name their cause, and two workers share a host.
 let h: Harness;
@@ -97,5 +101,261 @@ describe('worker start-up', () => {
       assert.equal(response.status, 200);
       assert.match(await response.text(), /replyonce_/);
     }
+  });
+});
+
+/** A TCP port nothing listens on (it was free a moment ago). */
+async function closedPort(): Promise<number> {
+  const { port, close } = await occupiedPort();
+  await close();
+  return port;
+}
+
+const stackLine = /\n\s+at [^\n]+\(/;
+
+describe('worker start-up failures are one line each', () => {
+  test('an unreachable TEMPORAL_ADDRESS names it, in words: no Rust transport dump, one prefix', async () => {
+    const port = await closedPort();
+    const worker = AppProcess.spawnWorker(h, { env: { TEMPORAL_ADDRESS: `127.0.0.1:${port}` } });
+    processes.push(worker);
+    const { code } = await worker.exited;
+    assert.equal(code, 1);
+    assert.match(
+      worker.stderr,
+      new RegExp(
+        `^The worker cannot start: cannot reach Temporal at 127\\.0\\.0\\.1:${port} .*\\(TEMPORAL_ADDRESS\\): tcp connect error: Connection refused`,
+        'm',
+      ),
+    );
+    assert.doesNotMatch(worker.stderr, /tonic::|ConnectError\(|Os \{/);
+    assert.doesNotMatch(worker.stderr, stackLine);
+  });
+
+  test('a configuration error says "The worker cannot start" once, not "worker: The worker …"', async () => {
+    const worker = AppProcess.spawnWorker(h, { env: { WORKER_NICE: '20' } });
+    processes.push(worker);
+    await worker.exited;
+    assert.match(worker.stderr, /^The worker cannot start: its configuration is invalid/m);
+    assert.doesNotMatch(worker.stderr, /worker: The worker/);
+  });
+});
+
+describe('the worker logs one line a person can follow per outcome of a message', () => {
+  let worker: AppProcess;
+  let approvalInbox: string;
+  let plainInbox: string;
+  before(async () => {
+    // The workers of the tests above poll the same task queue: this worker alone must get the tasks.
+    await Promise.all(processes.map((p) => p.stop()));
+    approvalInbox = h.newInbox('approval');
+    plainInbox = h.newInbox('plain');
+    worker = await AppProcess.startWorker(h, { env: { APPROVAL_REQUIRED_INBOXES: approvalInbox } });
+    processes.push(worker);
+  });
+
+  const linesOf = (workflowId: string) => worker.logLines.filter((line) => line.workflowId === workflowId);
+  const messagesOf = (workflowId: string) => linesOf(workflowId).map((line) => String(line.msg));
+  async function waitForLine(workflowId: string, prefix: string): Promise<void> {
+    await worker.waitForLog(
+      (line) => line.workflowId === workflowId && String(line.msg).startsWith(prefix),
+      `"${prefix}" for ${workflowId}`,
+      60_000,
+    );
+  }
+  async function inbound(inboxId: string): Promise<MessageRef> {
+    const sent = await h.sandbox.inbound({
+      inbox_id: inboxId,
+      from: `logs-${randomUUID().slice(0, 8)}@customer.example`,
+      subject: 'Where is my order?',
+      text: 'Order 1234 has not arrived. Secret-customer-words-xyzzy.',
+    });
+    return { inboxId, messageId: sent.message.message_id };
+  }
+
+  test('decided, drafted, awaiting approval, verdict accepted (by whom), sent: one info line each, with the workflow id', async () => {
+    // Act
+    const ref = await inbound(approvalInbox);
+    const workflowId = inboundWorkflowId(ref);
+    await waitForLine(workflowId, 'awaiting approval');
+    const handle = h.client.workflow.getHandle(workflowId);
+    await eventually(
+      async () =>
+        (
+          await handle
+            .executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', reviewer: 'grace' }] })
+            .catch(() => undefined)
+        )?.accepted,
+      'the verdict accepted',
+    );
+    await handle.result();
+    await waitForLine(workflowId, 'ended: sent');
+
+    // Assess: in order, once each, at info
+    const outcomes = messagesOf(workflowId).filter((msg) =>
+      /^(decided|drafted|awaiting|verdict|reply|ended)/.test(msg),
+    );
+    assert.deepEqual(outcomes, [
+      'decided: reply (approval required)',
+      'drafted',
+      "awaiting approval: a reviewer's verdict is needed",
+      'verdict accepted: approve by grace',
+      'reply sent',
+      'ended: sent',
+    ]);
+    for (const line of linesOf(workflowId).filter((l) => outcomes.includes(String(l.msg)))) {
+      assert.equal(line.level, 30, `${String(line.msg)} at info`);
+    }
+    assert.equal(linesOf(workflowId).find((l) => l.msg === 'verdict accepted: approve by grace')?.reviewer, 'grace');
+  });
+
+  test('a skipped message says why; nothing personal and no task token in any line', async () => {
+    // Act: a sender's auto-reply is never answered
+    const sent = await h.sandbox.inbound({
+      inbox_id: plainInbox,
+      from: `robot-${randomUUID().slice(0, 8)}@customer.example`,
+      subject: 'Out of office',
+      text: 'I am away. Secret-customer-words-xyzzy.',
+      headers: { 'Auto-Submitted': 'auto-replied' },
+    });
+    const workflowId = inboundWorkflowId({ inboxId: plainInbox, messageId: sent.message.message_id });
+    await waitForLine(workflowId, 'ended: skipped');
+
+    // Assess
+    assert.deepEqual(
+      messagesOf(workflowId).filter((msg) => /^(decided|ended)/.test(msg)),
+      ['decided: skip (auto-submitted)', 'ended: skipped (auto-submitted)'],
+    );
+    const all = JSON.stringify(worker.logLines);
+    assert.doesNotMatch(all, /Secret-customer-words-xyzzy|customer\.example|Where is my order/);
+    assert.ok(
+      worker.logLines.every((line) => line.taskToken === undefined),
+      'no taskToken at info',
+    );
+    assert.ok(
+      worker.logLines.every((line) => line.msg !== 'Worker state changed'),
+      "the SDK's state changes are at debug",
+    );
+  });
+
+  test('a failed run logs its failure type and message; so does the SDK\'s "Workflow failed" line', async () => {
+    // Act: a message AgentMail does not have fails the run at once (MessageNotFound is final)
+    const ref = { inboxId: plainInbox, messageId: `<missing-${randomUUID()}@nowhere>` };
+    const workflowId = inboundWorkflowId(ref);
+    await h.client.workflow.start(INBOUND_MESSAGE_WORKFLOW, { taskQueue: h.taskQueue, workflowId, args: [ref] });
+    await waitForLine(workflowId, 'ended: failed');
+
+    // Assess
+    const ended = linesOf(workflowId).find((line) => String(line.msg).startsWith('ended: failed'));
+    assert.equal(ended?.failureType, 'MessageNotFound');
+    assert.match(String(ended?.msg), /^ended: failed \(MessageNotFound: AgentMail has no message /);
+    await worker.waitForLog(
+      (line) => line.workflowId === workflowId && line.msg === 'Workflow failed',
+      'Workflow failed',
+    );
+    // The SDK's own line had `error: {}`; it now carries the failure's message (its class does not
+    // survive the sandbox's boundary: the outcome line above is the one with the type).
+    const sdk = linesOf(workflowId).find((line) => line.msg === 'Workflow failed');
+    assert.match(String(sdk?.error), /AgentMail has no message/);
+    assert.equal(typeof sdk?.failureType, 'string');
+  });
+});
+
+describe('API start-up: failures name their variable, one line each', () => {
+  test('a PORT in use stops the API in one line naming PORT, no stack', async () => {
+    const taken = await occupiedPort();
+    try {
+      const api = AppProcess.spawnApi(h, { env: { PORT: String(taken.port) } });
+      processes.push(api);
+      const { code } = await api.exited;
+      assert.equal(code, 1);
+      assert.match(
+        api.stderr,
+        new RegExp(
+          `^The API cannot start: PORT=${taken.port} on 127\\.0\\.0\\.1 is already in use .*set PORT to a free port$`,
+          'm',
+        ),
+      );
+      assert.doesNotMatch(api.stderr, /EADDRINUSE/);
+      assert.doesNotMatch(api.stderr, stackLine);
+    } finally {
+      await taken.close();
+    }
+  });
+
+  test('an unreachable DATABASE_URL: the API listens, warns per retry with a growing pause (no stack), and /readyz says what is missing', async () => {
+    // Act
+    const port = await closedPort();
+    const api = await AppProcess.startApi(h, {
+      env: { DATABASE_URL: `postgres://replyonce:secret-password@127.0.0.1:${port}/replyonce` },
+    });
+    processes.push(api);
+    const warnings = () => api.logLines.filter((line) => line.dependency === 'postgres' && line.level === 40);
+    await api.waitForLog(() => warnings().length >= 3, 'three warnings', 30_000);
+    const readyz = await fetch(`${api.url}/readyz`);
+    const body = (await readyz.json()) as { checks: Record<string, string>; missing?: string[] };
+
+    // Assess
+    const delays = warnings().map((line) => Number(line.retryInMs));
+    assert.deepEqual(delays.slice(0, 3), [1_000, 2_000, 4_000]);
+    for (const line of warnings()) {
+      assert.match(
+        String(line.msg),
+        new RegExp(
+          `^cannot reach Postgres at 127\\.0\\.0\\.1:${port}/replyonce \\(DATABASE_URL\\): .*ECONNREFUSED.*; retrying in`,
+        ),
+      );
+      assert.equal(line.err, undefined, 'no error object, no stack');
+      assert.equal(line.variable, 'DATABASE_URL');
+    }
+    assert.equal(readyz.status, 503);
+    assert.equal(body.checks.postgres, 'unreachable');
+    assert.match(body.missing?.[0] ?? '', /DATABASE_URL/);
+    assert.doesNotMatch(JSON.stringify(body) + JSON.stringify(warnings()), /secret-password/);
+  });
+
+  test('an unreachable TEMPORAL_ADDRESS: the API accepts webhooks (ready) and says Temporal is missing, in /readyz and the log', async () => {
+    const port = await closedPort();
+    const api = await AppProcess.startApi(h, { env: { TEMPORAL_ADDRESS: `127.0.0.1:${port}` } });
+    processes.push(api);
+    await api.waitForLog((line) => line.dependency === 'temporal' && line.level === 40, 'the Temporal warning', 30_000);
+    const readyz = await fetch(`${api.url}/readyz`);
+    const body = (await readyz.json()) as { checks: Record<string, string>; missing?: string[] };
+
+    assert.equal(readyz.status, 200, 'Postgres is there: webhooks are accepted');
+    assert.equal(body.checks.temporal, 'unreachable');
+    assert.match(
+      body.missing?.[0] ?? '',
+      new RegExp(`cannot reach Temporal at 127\\.0\\.0\\.1:${port} .*\\(TEMPORAL_ADDRESS\\)`),
+    );
+    const warning = api.logLines.find((line) => line.dependency === 'temporal');
+    assert.match(
+      String(warning?.msg),
+      /\(TEMPORAL_ADDRESS\): no answer within 5 s \(is the server running there\?.*; retrying in 1 s$/,
+    );
+  });
+
+  test('a namespace that does not exist is named with what to run, and /readyz is clean once things answer', async () => {
+    const api = await AppProcess.startApi(h, { env: { TEMPORAL_NAMESPACE: `missing-${randomUUID().slice(0, 8)}` } });
+    processes.push(api);
+    await api.waitForLog(
+      (line) => line.dependency === 'temporal' && line.level === 40,
+      'the namespace warning',
+      30_000,
+    );
+    const body = (await (await fetch(`${api.url}/readyz`)).json()) as {
+      checks: Record<string, string>;
+      missing?: string[];
+    };
+    assert.match(body.missing?.[0] ?? '', /TEMPORAL_NAMESPACE.*npm run temporal:setup/);
+
+    const healthy = await AppProcess.startApi(h);
+    processes.push(healthy);
+    await eventually(async () => {
+      const answer = (await (await fetch(`${healthy.url}/readyz`)).json()) as {
+        checks: Record<string, string>;
+        missing?: string[];
+      };
+      return answer.checks.temporal === 'ok' && answer.missing === undefined ? true : undefined;
+    }, 'a clean /readyz');
   });
 });

@@ -6,8 +6,7 @@ import { createTicketProvider } from '../activities/ticket/create-ticket-provide
 import { createAgentMailClient } from '../lib/agentmail';
 import { ConfigError, loadWorkerConfig } from '../lib/config';
 import { createDb } from '../lib/db';
-import { createLogger } from '../lib/logger';
-import { loggableMeta } from './log-meta';
+import { createLogger, forwardSdkLog } from '../lib/logger';
 import { connectTemporalWorker, describeTemporal } from '../lib/temporal-connection';
 import { countProviderErrors, countUnansweredOnScrape } from '../lib/metrics';
 import { activeTracing } from '../lib/tracing';
@@ -25,14 +24,13 @@ class StartupError extends Error {
 /** The worker process: builds its clients, runs until SIGINT/SIGTERM, then closes them. */
 async function main(): Promise<void> {
   const config = loadWorkerConfig();
-  const log = createLogger('worker', config.LOG_LEVEL);
+  const log = createLogger('worker', config.LOG_LEVEL, config.LOG_FORMAT);
   // Before Temporal's runtime starts its threads, so they inherit it.
   const priority = lowerCpuPriority(config.WORKER_NICE);
-  // The SDK's own logs (and activities' `log`) go through pino too: one JSON stream per process.
+  // The SDK's own logs (and activities' and workflows' `log`) go through pino too: one stream per
+  // process, without the task tokens and state chatter at info (lib/logger.ts).
   Runtime.install({
-    logger: new DefaultLogger(temporalLevel(config.LOG_LEVEL), ({ level, message, meta }) => {
-      log[level.toLowerCase() as 'info'](loggableMeta(meta), message);
-    }),
+    logger: new DefaultLogger(temporalLevel(config.LOG_LEVEL), (entry) => forwardSdkLog(log, entry)),
   });
   const db = createDb(config.DATABASE_URL);
   const drafter = createDrafter(config);
@@ -88,7 +86,8 @@ async function main(): Promise<void> {
     countUnansweredOnScrape(async () => (await client.workflow.count(unansweredQuery(new Date()))).count);
     // The watchdog and retention schedules (created if missing, brought up to date if not).
     // A failure here must not keep the worker from answering mail: it is logged, and the next start tries again.
-    await ensureSchedules(client, config.TEMPORAL_TASK_QUEUE).then(
+    const knowledgeSyncMs = config.KNOWLEDGE_DIR || config.KNOWLEDGE_URLS ? config.KNOWLEDGE_SYNC_INTERVAL : null;
+    await ensureSchedules(client, config.TEMPORAL_TASK_QUEUE, { knowledgeSyncMs }).then(
       (schedules) => log.info({ ...schedules, watchdogReenable: config.WATCHDOG_REENABLE }, 'schedules ready'),
       (error: unknown) =>
         log.error(
@@ -126,7 +125,10 @@ function temporalLevel(level: string): LogLevel {
 
 main().catch((error: unknown) => {
   // A problem the operator fixes (configuration, a port, an unreachable server): its message, no stack.
-  const known = error instanceof ConfigError || error instanceof MetricsPortInUseError || error instanceof StartupError;
-  console.error(known ? `worker: ${error.message}` : error);
+  // A ConfigError already says "The worker cannot start: …"; the others get that prefix once.
+  if (error instanceof ConfigError) console.error(error.message);
+  else if (error instanceof MetricsPortInUseError || error instanceof StartupError)
+    console.error(`The worker cannot start: ${error.message}`);
+  else console.error(error);
   process.exit(1);
 });

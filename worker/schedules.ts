@@ -8,7 +8,8 @@ import {
 import type { Workflow } from '@temporalio/common';
 
 /**
- * The Temporal Schedules replyonce runs on: the webhook watchdog and retention. A worker creates
+ * The Temporal Schedules replyonce runs on: the webhook watchdog, retention, and the knowledge
+ * re-sync (when KNOWLEDGE_DIR or KNOWLEDGE_URLS is set and KNOWLEDGE_SYNC_INTERVAL is not `off`). A worker creates
  * them when it starts, or brings an existing one's timing and action up to date (a pause an
  * operator set is kept). Idempotent, so any number of worker replicas may do it at once.
  */
@@ -25,11 +26,17 @@ export const RETENTION_INTERVAL = '1 hour';
 export const scheduleIds = (taskQueue: string) => ({
   watchdog: `${taskQueue}-webhook-watchdog`,
   retention: `${taskQueue}-retention`,
+  knowledge: `${taskQueue}-knowledge-sync`,
 });
+
+export interface ScheduleSettings {
+  /** How often the knowledge base is re-synced; null: no knowledge schedule (removed if one exists). */
+  knowledgeSyncMs?: number | null;
+}
 
 type StartOptions = ScheduleOptions<ScheduleOptionsStartWorkflowAction<Workflow>>;
 
-export function replyonceSchedules(taskQueue: string): StartOptions[] {
+export function replyonceSchedules(taskQueue: string, settings: ScheduleSettings = {}): StartOptions[] {
   const ids = scheduleIds(taskQueue);
   // SKIP: a run still going (a long catch-up) is not joined by a second one.
   const policies = { overlap: ScheduleOverlapPolicy.SKIP, catchupWindow: '10 minutes' };
@@ -58,16 +65,40 @@ export function replyonceSchedules(taskQueue: string): StartOptions[] {
       },
       policies,
     },
+    ...(settings.knowledgeSyncMs
+      ? [
+          {
+            scheduleId: ids.knowledge,
+            spec: { intervals: [{ every: settings.knowledgeSyncMs }] },
+            action: {
+              type: 'startWorkflow' as const,
+              workflowType: 'knowledgeSyncWorkflow',
+              workflowId: ids.knowledge,
+              taskQueue,
+              args: [],
+            },
+            policies,
+          },
+        ]
+      : []),
   ];
 }
 
 export async function ensureSchedules(
   client: Client,
   taskQueue: string,
+  settings: ScheduleSettings = {},
 ): Promise<{ created: string[]; updated: string[] }> {
   const created: string[] = [];
   const updated: string[] = [];
-  for (const options of replyonceSchedules(taskQueue)) {
+  const wanted = replyonceSchedules(taskQueue, settings);
+  // A knowledge schedule no longer wanted (the sources were unset, or the interval set to off) goes.
+  if (settings.knowledgeSyncMs !== undefined && !wanted.some((o) => o.scheduleId === scheduleIds(taskQueue).knowledge))
+    await client.schedule
+      .getHandle(scheduleIds(taskQueue).knowledge)
+      .delete()
+      .catch(() => undefined);
+  for (const options of wanted) {
     try {
       await client.schedule.create(options);
       created.push(options.scheduleId);

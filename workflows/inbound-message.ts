@@ -118,6 +118,8 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
   const setStatus = (status: ReplyStatus, more: SearchAttributeUpdatePair[] = []) => {
     upsertSearchAttributes([{ key: SearchAttributes.ReplyStatus, value: status }, ...more]);
     operations.status(status);
+    // The wait for a person, in the log a person follows (the other outcome lines: interceptors/outcomes.ts).
+    if (status === 'awaiting_approval') log.info("awaiting approval: a reviewer's verdict is needed", { status });
   };
   const review = reviewInbox();
   // Every operation key of this message, derived here once and handed to the activity that runs
@@ -162,12 +164,18 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
         ? []
         : [{ key: SearchAttributes.ThreadId, value: decision.threadId }];
 
-    const openTicket = async (note: string) =>
+    const openTicket = async (note: string, draftKey?: string) =>
       (
         await operations.run(
           keys.ticket,
           'ticket',
-          effects.openTicket({ ...ref, key: keys.ticket, threadId: decision.threadId, note }),
+          effects.openTicket({
+            ...ref,
+            key: keys.ticket,
+            threadId: decision.threadId,
+            note,
+            ...(draftKey !== undefined ? { draftKey } : {}),
+          }),
           (t) => t.ticketId,
         )
       ).ticketId;
@@ -178,24 +186,52 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
       return { status: 'skipped', reason: decision.reason ?? 'unknown', ticketId };
     }
 
-    // The ticket does not depend on the draft: both run at once. Each is awaited to its end
-    // before a failure of the other is raised, so a message whose draft fails (a refusal, say)
-    // still has its ticket for the person who answers it instead.
+    // The ticket follows the draft, so its note can say how the draft came out (a hand-off's reason
+    // and the articles considered, read from the store by the ticket activity). A failed draft
+    // still gets its ticket before the failure is raised, for the person who answers instead.
     setStatus('drafting', thread);
     const drafting = operations.run(
       keys.versions[1].draft,
       'draft',
       effects.draftReply({ ...ref, key: keys.versions[1].draft }),
-      (d) => `${d.characters} characters`,
+      (d) =>
+        [
+          `${d.characters} characters`,
+          ...(d.citations.length > 0 ? [`cites ${d.citations.join(', ')}`] : []),
+          ...(d.handoff ? [`handoff: ${d.handoff.kind}`] : []),
+        ].join('; '),
     );
-    const ticketing = openTicket(
-      decision.approval.required ? 'drafted by the support agent, awaiting approval' : 'answered by the support agent',
+    const approvalNote = 'drafted by the support agent, awaiting approval';
+    const ticketing = drafting.then(
+      (d) =>
+        openTicket(
+          d.handoff === null
+            ? decision.approval.required
+              ? approvalNote
+              : 'answered by the support agent'
+            : decision.approval.required || d.handoff.route === 'review'
+              ? 'handed off by the support agent, awaiting review'
+              : 'handed off by the support agent: a person answers',
+          keys.versions[1].draft,
+        ),
+      () => openTicket(decision.approval.required ? approvalNote : 'answered by the support agent'),
     );
-    const [, ticketId] = await bothSettled(drafting, ticketing);
+    const [drafted, ticketId] = await bothSettled(drafting, ticketing);
+
+    // The agent did not know: with HANDOFF=ticket (in an inbox that needs no approval) the ticket
+    // is the answer and no email goes out; otherwise a person reviews the draft like an approval.
+    const handoff = drafted.handoff;
+    if (handoff !== null && !decision.approval.required && handoff.route === 'ticket') {
+      operations.skip(keys.versions[1].reply, 'reply', `handed off: ${handoff.kind}`);
+      await local.releaseReplyBudget({ budgetKey: keys.versions[1].reply });
+      reserved = false;
+      setStatus('handed_off');
+      return { status: 'handed_off', ticketId };
+    }
 
     let version: DraftVersion = 1;
     let providerDraftId: string | null = null;
-    if (decision.approval.required) {
+    if (decision.approval.required || handoff !== null) {
       // The reviewer sees the draft at AgentMail; created once per draft version (client_id).
       const showDraft = (v: DraftVersion) =>
         operations.run(
@@ -218,7 +254,11 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
           (await effects.recordReview({
             ...ref,
             key: keys.review,
-            review: await review.wait(decision.approval.timeoutMs, setStatus),
+            review: await review.wait(
+              decision.approval.timeoutMs,
+              setStatus,
+              handoff !== null ? 'handed_off' : 'awaiting_approval',
+            ),
           })))(),
         (v) => `${v.verdict}${v.text !== null ? ' with edits' : ''}${v.reviewer ? ` by ${v.reviewer}` : ''}`,
       );
@@ -368,9 +408,16 @@ function reviewInbox() {
     },
   );
   return {
-    /** Waits for a verdict; past the timeout the message is escalated and still waits: it is never sent unapproved. */
-    async wait(timeoutMs: number, setStatus: (status: ReplyStatus) => void): Promise<ReviewInput> {
-      setStatus('awaiting_approval');
+    /**
+     * Waits for a verdict; past the timeout the message is escalated and still waits: it is never
+     * sent unapproved. `waiting` is the status meanwhile: awaiting_approval, or handed_off (HANDOFF=review).
+     */
+    async wait(
+      timeoutMs: number,
+      setStatus: (status: ReplyStatus) => void,
+      waiting: ReplyStatus = 'awaiting_approval',
+    ): Promise<ReviewInput> {
+      setStatus(waiting);
       if (!(await condition(() => received !== undefined, timeoutMs))) {
         setStatus('escalated');
         log.warn('reply awaiting approval past its timeout: escalated', { timeoutMs });

@@ -2,3 +2,4 @@
 export { inboundMessageWorkflow } from './inbound-message';
 export { retentionWorkflow } from './retention';
 export { webhookWatchdogWorkflow } from './webhook-watchdog';
+export { knowledgeSyncWorkflow } from './knowledge-sync';

@@ -1,12 +1,29 @@
-import { Context, log } from '@temporalio/activity';
+import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import type { AgentMailClient } from 'agentmail';
-import { type MessageRef, OperationKind, type OperationReport } from '../../contract';
+import {
+  draftProblem,
+  type MessageRef,
+  OperationKind,
+  type OperationReport,
+  RetryableFailureType,
+} from '../../contract';
+import {
+  collectionsFor,
+  type Embedder,
+  liveCollections,
+  retrievalRefs,
+  retrieve,
+  type RetrievedSection,
+} from '../../knowledge';
+import type { ActivityConfig } from '../../lib/config';
+import type { Db } from '../../lib/db';
+import { requestHash } from '../../lib/hashing';
 import { validDraft, type StoredDraft } from './draft-store';
+import { HOLDING_REPLY, judgeAnswer, type HandoffKind } from './drafting/answer';
 import type { Drafter } from './drafting/drafter';
 import { fetchMessage, fetchThread } from '../agentmail/reads';
 import { runOperation } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
-import type { ActivityConfig } from '../../lib/config';
 
 export interface DraftInput extends MessageRef {
   /** The draft's operation key (…/draft/v1), derived by the workflow. */
@@ -15,33 +32,70 @@ export interface DraftInput extends MessageRef {
 
 export interface DraftOutcome {
   characters: number;
+  /** The ids of the knowledge articles the reply cites (never their text). */
+  citations: string[];
+  /**
+   * Set when the drafter did not know: the reply is not sent automatically. `route` is where a
+   * hand-off goes in an inbox that needs no approval (HANDOFF); approval inboxes always review.
+   * The reason itself stays in the operation store (it is the model's words).
+   */
+  handoff: null | { kind: HandoffKind; route: 'review' | 'ticket' };
   operation: OperationReport;
 }
 
 export interface DraftDeps {
+  db: Db;
   store: OperationStore;
   agentmail: AgentMailClient;
   drafter: Drafter;
+  /** Optional embeddings re-ranking the text-search candidates; null: full-text search alone. */
+  embedder?: Embedder | null;
   /** The worker's validated configuration, the part this step reads (lib/config.ts has the defaults). */
-  config: Pick<ActivityConfig, 'OPERATION_LEASE_MS'>;
+  config: Pick<ActivityConfig, 'OPERATION_LEASE_MS' | 'KNOWLEDGE_INBOX_COLLECTIONS' | 'KNOWLEDGE_TOP_K' | 'HANDOFF'>;
 }
 
 /**
  * Drafts the reply once and stores the text under the draft key before any send. Only the
- * key and a length go back to the workflow: drafted text stays out of Temporal's history.
+ * key, a length and article ids go back to the workflow: drafted text stays out of Temporal's history.
+ *
+ * With a knowledge base the retrieval runs inside this one operation: the articles found (ids,
+ * versions and ranks, never text) are part of its request, so the hash changes when the knowledge
+ * does. A draft already stored is replayed whatever the knowledge says now (the message was
+ * answered); one never finished under other knowledge is drafted afresh.
  */
 export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<DraftOutcome> {
   const { key, ...ref } = input;
+  const done = await deps.store.completed<StoredDraft>(key, OperationKind.draft);
+  if (done !== undefined) return outcomeOf(deps, done, { key, kind: OperationKind.draft, state: 'replayed' });
+
+  const message = await fetchMessage(deps.agentmail, ref);
+  const text = message.extractedText ?? message.text ?? '';
+  const collections = await liveCollections(
+    deps.db,
+    collectionsFor(ref.inboxId, deps.config.KNOWLEDGE_INBOX_COLLECTIONS),
+  );
+  const knowledge = collections.length > 0;
+  const query = { collections, text: `${message.subject ?? ''}\n${text}`, limit: deps.config.KNOWLEDGE_TOP_K };
+  const sections: RetrievedSection[] = knowledge
+    ? await retrieve(deps.db, { ...query, embedder: deps.embedder ?? null }).catch(async (error: unknown) => {
+        if (!deps.embedder) throw error;
+        // The embedding service is down: the text ranking alone (a changed ranking is a changed request).
+        log.warn('embeddings unavailable; retrieving by full-text search alone', { error: String(error) });
+        return retrieve(deps.db, query);
+      })
+    : [];
+  // Without a knowledge base the request is what it always was, so drafts stored before keep their hash.
+  const request = {
+    inboxId: ref.inboxId,
+    messageId: ref.messageId,
+    ...(knowledge ? { knowledge: { collections, articles: retrievalRefs(sections) } } : {}),
+  };
+  await supersedeUnfinished(deps.db, key, requestHash(request));
+
   const outcome = await runOperation<StoredDraft>(
     deps.store,
-    {
-      key,
-      kind: OperationKind.draft,
-      request: { inboxId: ref.inboxId, messageId: ref.messageId },
-      leaseMs: deps.config.OPERATION_LEASE_MS,
-    },
+    { key, kind: OperationKind.draft, request, leaseMs: deps.config.OPERATION_LEASE_MS },
     async () => {
-      const message = await fetchMessage(deps.agentmail, ref);
       const thread = await fetchThread(deps.agentmail, ref.inboxId, message.threadId);
       const earlier = [...thread.messages]
         .filter((m) => m.messageId !== message.messageId && m.timestamp.getTime() <= message.timestamp.getTime())
@@ -51,21 +105,66 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
           text: m.extractedText ?? m.text ?? '',
           timestamp: m.timestamp,
         }));
+      const articles = sections.map((s) => ({ id: s.id, title: s.title, heading: s.heading, text: s.body }));
       // One line per drafter (model) call: operators and the crash tests count calls by it.
-      log.info('drafting reply', { operationKey: key, drafter: deps.drafter.name });
-      const text = await deps.drafter.draft(
-        {
-          inboxId: ref.inboxId,
-          messageId: ref.messageId,
-          subject: message.subject ?? '',
-          text: message.extractedText ?? message.text ?? '',
-          timestamp: message.timestamp,
-          thread: earlier,
-        },
-        { signal: Context.current().cancellationSignal },
-      );
-      return { text: validDraft(text, deps.drafter.name), drafter: deps.drafter.name };
+      log.info('drafting reply', { operationKey: key, drafter: deps.drafter.name, articles: articles.length });
+      const draftRequest = {
+        inboxId: ref.inboxId,
+        messageId: ref.messageId,
+        subject: message.subject ?? '',
+        text,
+        timestamp: message.timestamp,
+        thread: earlier,
+        knowledge,
+        articles,
+      };
+      const answer = await deps.drafter.draft(draftRequest, { signal: Context.current().cancellationSignal });
+      const judged = judgeAnswer(answer, draftRequest);
+      const knowledgeFields = knowledge ? { citations: judged.citations, considered: articles.map((a) => a.id) } : {};
+      if (judged.handoff !== null) {
+        // Never sent without a person; an unusable reply is replaced by a neutral holding text a reviewer can edit.
+        const usable = draftProblem(judged.reply) === null ? judged.reply.trim() : HOLDING_REPLY;
+        return { text: usable, drafter: deps.drafter.name, ...knowledgeFields, handoff: judged.handoff };
+      }
+      return { text: validDraft(judged.reply, deps.drafter.name), drafter: deps.drafter.name, ...knowledgeFields };
     },
   );
-  return { characters: outcome.result.text.length, operation: outcome.operation };
+  return outcomeOf(deps, outcome.result, outcome.operation);
+}
+
+function outcomeOf(deps: DraftDeps, draft: StoredDraft, operation: OperationReport): DraftOutcome {
+  return {
+    characters: draft.text.length,
+    citations: draft.citations ?? [],
+    handoff: draft.handoff ? { kind: draft.handoff.kind, route: deps.config.HANDOFF ?? 'ticket' } : null,
+    operation,
+  };
+}
+
+/**
+ * A draft row left unfinished under another request (a crash, or a final failure, before the
+ * knowledge changed) gives way to this one: the message was never answered, so it is drafted
+ * afresh with what the knowledge base says now. A live lease under another request is another
+ * attempt still drafting: retried, never a conflict.
+ */
+async function supersedeUnfinished(db: Db, key: string, hash: string): Promise<void> {
+  const removed = await db.query<{ status: string }>(
+    `DELETE FROM operations
+      WHERE operation_key = $1 AND kind = 'draft' AND status <> 'complete' AND request_hash <> $2
+        AND (status = 'failed' OR lease_until IS NULL OR lease_until <= now())
+      RETURNING status`,
+    [key, hash],
+  );
+  if (removed.rowCount) return;
+  const live = await db.query(
+    `SELECT 1 FROM operations
+      WHERE operation_key = $1 AND kind = 'draft' AND status = 'processing' AND request_hash <> $2`,
+    [key, hash],
+  );
+  if (live.rowCount)
+    throw ApplicationFailure.create({
+      type: RetryableFailureType.ReplyInProgress,
+      message: `another attempt is drafting ${key} with other knowledge; retrying once it has finished`,
+      nonRetryable: false,
+    });
 }

@@ -16,6 +16,12 @@ export interface StoredDraft {
   text: string;
   /** The drafter's name (`offline`, `openai:gpt-4o-mini`, …) or `reviewer[:name]` for an edit. */
   drafter: string;
+  /** The knowledge articles the reply cites (their ids), when the inbox has a knowledge base. */
+  citations?: string[];
+  /** The articles the drafter was given (ids, best first): what the ticket note lists. */
+  considered?: string[];
+  /** Set when the drafter did not know: the text is not sent without a person. */
+  handoff?: null | { kind: 'model' | 'bad-citation' | 'no-citation'; reason: string };
 }
 
 /** The text as it will be stored and sent, or a final `InvalidDraft` naming what is wrong with it. */

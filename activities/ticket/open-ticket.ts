@@ -2,9 +2,10 @@ import { Context } from '@temporalio/activity';
 import type { AgentMailClient } from 'agentmail';
 import { type MessageRef, OperationKind, type OperationReport } from '../../contract';
 import { fetchMessage } from '../agentmail/reads';
-import { replayCompleted, runOperation } from '../operation-store/run-operation';
+import { runOperation } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
 import type { TicketProvider } from './ticket-provider';
+import type { StoredDraft } from '../draft/draft-store';
 import type { ActivityConfig } from '../../lib/config';
 
 export interface TicketInput extends MessageRef {
@@ -13,6 +14,11 @@ export interface TicketInput extends MessageRef {
   threadId: string;
   /** Why the ticket exists: answered by the agent, or skipped and why. Part of the request. */
   note: string;
+  /**
+   * The stored draft this ticket follows, if any: its hand-off reason and the articles it was
+   * given and cited are added to the note here, from the store, so they never pass through history.
+   */
+  draftKey?: string;
 }
 
 export interface TicketDeps {
@@ -27,23 +33,27 @@ export async function openTicket(
   deps: TicketDeps,
   input: TicketInput,
 ): Promise<{ ticketId: string; operation: OperationReport }> {
-  const { key, ...ticket } = input;
-  // Opened before (by this run or an earlier one): that ticket stands, whatever note a new run's
-  // decision would write (a rerun that now needs approval, say); replayed from the store first.
-  const before = await replayCompleted<{ ticketId: string }>(deps.store, key, OperationKind.ticket);
-  if (before) return { ticketId: before.result.ticketId, operation: before.operation };
+  const { key, draftKey, ...base } = input;
+  // One ticket per message: once opened, a later run (a rerun after a failure, whose draft may have
+  // come out differently) gets the same ticket back, whatever its note would say now.
+  const opened = await deps.store.completed<{ ticketId: string }>(key, OperationKind.ticket);
+  if (opened !== undefined)
+    return { ticketId: opened.ticketId, operation: { key, kind: OperationKind.ticket, state: 'replayed' } };
+  const draft =
+    draftKey === undefined ? undefined : await deps.store.completed<StoredDraft>(draftKey, OperationKind.draft);
+  const ticket = { ...base, note: draft ? noteWithDraft(input.note, draft) : input.note };
   const request = {
     inboxId: input.inboxId,
     messageId: input.messageId,
     threadId: input.threadId,
-    note: input.note,
+    note: ticket.note,
     provider: deps.tickets.name,
   };
   const outcome = await runOperation<{ ticketId: string }>(
     deps.store,
     { key, kind: OperationKind.ticket, request, leaseMs: deps.config.OPERATION_LEASE_MS },
     async (attempt) => {
-      const message = await fetchMessage(deps.agentmail, input);
+      const message = await fetchMessage(deps.agentmail, base);
       return deps.tickets.create(
         {
           ...ticket,
@@ -61,4 +71,15 @@ export async function openTicket(
     },
   );
   return { ticketId: outcome.result.ticketId, operation: outcome.operation };
+}
+
+/** The internal note: why the ticket exists, then the hand-off's reason and the articles considered and cited. */
+export function noteWithDraft(note: string, draft: StoredDraft): string {
+  const lines = [note];
+  if (draft.handoff) lines.push(`Handed off to a person: ${draft.handoff.reason}`);
+  if (draft.considered !== undefined)
+    lines.push(`Articles considered: ${draft.considered.length > 0 ? draft.considered.join(', ') : 'none matched'}`);
+  if (draft.citations !== undefined && draft.citations.length > 0)
+    lines.push(`Articles cited: ${draft.citations.join(', ')}`);
+  return lines.join('\n');
 }

@@ -7,7 +7,7 @@ import { WORKFLOW_INTERCEPTOR_MODULES } from '../../worker/create-worker';
 import { Client } from 'pg';
 import { baselineSchemaSql } from '../baseline/app';
 import { migrateDatabase } from '../../scripts/db-migrate';
-import { setupTemporal } from '../../scripts/temporal-setup';
+import { setupTemporal } from '../../scripts/services/temporal-setup';
 import { databaseUrlFor, ensureLocalPostgres, recreateDatabase, withClient } from '../../scripts/services/postgres';
 import { startTemporalDevServer } from '../../scripts/services/temporal-dev-server';
 import { startTemporalStack } from '../../scripts/services/temporal-stack';

@@ -10,12 +10,26 @@ import { z } from 'zod';
  *  - refuse:     a refusal (OpenAI: `message.refusal`; Anthropic: `stop_reason: "refusal"`)
  *  - truncate:   a reply cut off at the output limit (finish "length" / "max_tokens")
  *  - drop:       reset the connection without answering
+ *  - handoff:    (structured output) a hand-off, `text` its reason
+ *  - bad-citation: (structured output) a reply citing `text` (default: an id never given)
+ *  - raw:        answer `text` verbatim, even when structured output was asked for (a model ignoring the schema)
  */
 export const behaviourSchema = z.object({
   match: z.object({ contains: z.string().min(1).optional() }).default({}),
   /** How many requests the rule affects; unlimited when absent. */
   count: z.number().int().positive().optional(),
-  action: z.enum(['reply', 'delay', 'status', 'rate-limit', 'refuse', 'truncate', 'drop']),
+  action: z.enum([
+    'reply',
+    'delay',
+    'status',
+    'rate-limit',
+    'refuse',
+    'truncate',
+    'drop',
+    'handoff',
+    'bad-citation',
+    'raw',
+  ]),
   text: z.string().optional(),
   ms: z.number().int().min(0).max(600_000).optional(),
   status: z.number().int().min(400).max(599).optional(),

@@ -29,6 +29,11 @@ export class ModelStandInControl {
     await this.call('DELETE', '/_model/behaviours');
   }
 
+  /** The inputs of every `/v1/embeddings` request, in order. */
+  async embeddingCalls(): Promise<string[][]> {
+    return (await this.call<{ calls: string[][] }>('GET', '/_model/embeddings')).calls;
+  }
+
   async reset(): Promise<void> {
     await this.call('POST', '/_model/reset', {});
   }

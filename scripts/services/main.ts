@@ -1,4 +1,4 @@
-// How every script under scripts/ runs as a command: errors end as one readable line and exit 1.
+// How every script under scripts/ runs as a command: errors end as one readable line and exit 1 at once.
 
 /** An expected failure (bad configuration, a server that is down): printed without a stack. */
 export class SetupError extends Error {
@@ -17,7 +17,9 @@ export function runMain(main: () => Promise<number | void>): void {
       } else {
         console.error(error);
       }
-      process.exitCode = 1;
+      // A process that has printed a fatal error exits, even if a socket or timer is still open
+      // (a gRPC channel retrying a handshake that never completes).
+      process.exit(1);
     },
   );
 }

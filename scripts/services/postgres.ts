@@ -6,6 +6,9 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, rmSync, writeFileSync
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { Client } from 'pg';
+import { describeDatabaseUrl } from '../../lib/db';
+
+export { describeDatabaseUrl };
 
 const exec = promisify(execFile);
 
@@ -95,16 +98,6 @@ export function databaseUrlFor(url: string, database: string): string {
   const parsed = new URL(url);
   parsed.pathname = `/${encodeURIComponent(database)}`;
   return parsed.toString();
-}
-
-/** host:port/database, for messages: never the password. */
-export function describeDatabaseUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    return `${parsed.hostname}:${parsed.port || '5432'}${parsed.pathname}`;
-  } catch {
-    return '(an unparseable URL)';
-  }
 }
 
 export async function withClient<T>(url: string, use: (client: Client) => Promise<T>): Promise<T> {

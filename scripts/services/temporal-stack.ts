@@ -8,7 +8,7 @@ import { closeSync, mkdirSync, openSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { loadTemporalConnection, type TemporalConnectionSettings } from '../../lib/temporal-connection';
-import { setupTemporal } from '../temporal-setup';
+import { setupTemporal } from './temporal-setup';
 import { SetupError, sleep } from './main';
 import { LOOPBACK, freePort, isPortFree } from './ports';
 import { LOCAL_POSTGRES, dropDatabasesAsSuperuser, runSqlFileAsSuperuser } from './postgres';

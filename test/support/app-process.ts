@@ -43,7 +43,13 @@ export class AppProcess {
     options: { failpoints?: Failpoint[]; leaseMs?: number; env?: Record<string, string> } = {},
   ): Promise<AppProcess> {
     const worker = AppProcess.spawnWorker(h, options);
-    await worker.waitForLog((line) => line.msg === 'worker polling', 'the worker to start polling', 30_000);
+    // A worker that missed the deadline is killed: polling later, unseen, it would take the next test's tasks.
+    await worker
+      .waitForLog((line) => line.msg === 'worker polling', 'the worker to start polling', 30_000)
+      .catch(async (error: unknown) => {
+        await worker.stop();
+        throw error;
+      });
     return worker;
   }
 
@@ -67,15 +73,25 @@ export class AppProcess {
     h: Harness,
     options: { failpoints?: Failpoint[]; env?: Record<string, string> } = {},
   ): Promise<AppProcess & { url: string }> {
-    const api = AppProcess.spawn('api', h, options.failpoints, {
+    const api = AppProcess.spawnApi(h, options);
+    await api
+      .waitForLog((line) => line.msg === 'api listening', 'the API to listen', 30_000)
+      .catch(async (error: unknown) => {
+        await api.stop();
+        throw error;
+      });
+    const url = String(api.logs('api listening')[0]?.address);
+    return Object.assign(api, { url });
+  }
+
+  /** An API process, not waited for: a test of start-up failures watches it exit. */
+  static spawnApi(h: Harness, options: { failpoints?: Failpoint[]; env?: Record<string, string> } = {}): AppProcess {
+    return AppProcess.spawn('api', h, options.failpoints, {
       AGENTMAIL_WEBHOOK_SECRET: h.webhookSecret,
       PORT: '0',
       HOST: '127.0.0.1',
       ...options.env,
     });
-    await api.waitForLog((line) => line.msg === 'api listening', 'the API to listen', 30_000);
-    const url = String(api.logs('api listening')[0]?.address);
-    return Object.assign(api, { url });
   }
 
   private static spawn(

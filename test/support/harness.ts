@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import type { Client } from '@temporalio/client';
 import { DefaultLogger, Runtime, type Worker } from '@temporalio/worker';
 import type { FastifyInstance } from 'fastify';
-import type { Drafter, DraftOptions, DraftRequest } from '../../activities/draft/drafting/drafter';
+import type { DraftAnswer, Drafter, DraftOptions, DraftRequest } from '../../activities/draft/drafting/drafter';
 import { OfflineDrafter } from '../../activities/draft/drafting/offline-drafter';
 import { PostgresTickets } from '../../activities/ticket/postgres-tickets';
 import type { TicketProvider } from '../../activities/ticket/ticket-provider';
@@ -32,7 +32,7 @@ export class CountingDrafter implements Drafter {
     this.name = inner.name;
   }
 
-  async draft(request: DraftRequest, options?: DraftOptions): Promise<string> {
+  async draft(request: DraftRequest, options?: DraftOptions): Promise<DraftAnswer> {
     const key = `${request.inboxId}/${request.messageId}`;
     this.counts.set(key, (this.counts.get(key) ?? 0) + 1);
     return this.inner.draft(request, options);
@@ -48,6 +48,10 @@ export interface HarnessOptions {
   adminToken?: string;
   /** The drafter behind the counting one (default: the offline drafter). */
   drafter?: Drafter;
+  /** KNOWLEDGE_INBOX_COLLECTIONS: inbox → the knowledge collections it may use (default: `default` only). */
+  knowledgeInboxCollections?: Record<string, string[]>;
+  /** HANDOFF: where a hand-off goes in an inbox that needs no approval (default: ticket). */
+  handoff?: 'review' | 'ticket';
   /** The ticket provider (default: tickets in Postgres). */
   tickets?: TicketProvider;
   ownAddresses?: string[];
@@ -172,6 +176,8 @@ export class Harness {
           SEND_RECONCILE_AFTER_MS: options.reconcileAfterMs ?? 23 * 60 * 60 * 1000,
           OPERATION_LEASE_MS: options.leaseMs ?? 5_000,
           WATCHDOG_REENABLE: options.webhookReenable ?? false,
+          KNOWLEDGE_INBOX_COLLECTIONS: options.knowledgeInboxCollections ?? {},
+          ...(options.handoff === undefined ? {} : { HANDOFF: options.handoff }),
         }),
       },
     });

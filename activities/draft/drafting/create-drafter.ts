@@ -61,6 +61,9 @@ function languageModel(config: DrafterConfig, modelName: string): LanguageModel 
         baseURL: required(baseURL, 'DRAFT_BASE_URL'),
         // Local servers usually need no key; one behind a gateway may.
         ...(config.DRAFT_API_KEY ? { apiKey: config.DRAFT_API_KEY } : {}),
+        // The reply's schema goes with the request (`response_format: json_schema`), which Ollama,
+        // vLLM, llama.cpp and LM Studio accept; without it the server is only asked for some JSON.
+        supportsStructuredOutputs: true,
       }).chatModel(modelName);
     default:
       throw new Error(`unknown DRAFT_PROVIDER ${String(config.DRAFT_PROVIDER)}`);

@@ -18,6 +18,31 @@ export interface DraftRequest {
   timestamp: Date;
   /** Earlier messages of the thread, oldest first, by their timestamps. */
   thread: ReadonlyArray<{ direction: 'inbound' | 'outbound'; text: string; timestamp: Date }>;
+  /**
+   * Whether the inbox has a knowledge base (KNOWLEDGE_INBOX_COLLECTIONS, synced): then the reply
+   * must be grounded in `articles` and cite them, or hand off.
+   */
+  knowledge: boolean;
+  /** The top articles for this message (the best section of each), best first; what the model may cite. */
+  articles: readonly KnowledgeArticle[];
+}
+
+export interface KnowledgeArticle {
+  /** `<collection>:<source>#<section>`: the id the answer cites. */
+  id: string;
+  title: string;
+  heading: string | null;
+  text: string;
+}
+
+/**
+ * What every drafter answers (the model through the AI SDK's structured output, schema in
+ * answer.ts): the reply, the ids of the articles it used, and a hand-off when it does not know.
+ */
+export interface DraftAnswer {
+  reply: string;
+  citations: string[];
+  handoff: null | { reason: string };
 }
 
 export interface DraftOptions {
@@ -28,5 +53,5 @@ export interface DraftOptions {
 export interface Drafter {
   /** Recorded with the stored draft, so a person can see which provider (and model) wrote it. */
   readonly name: string;
-  draft(request: DraftRequest, options?: DraftOptions): Promise<string>;
+  draft(request: DraftRequest, options?: DraftOptions): Promise<DraftAnswer>;
 }

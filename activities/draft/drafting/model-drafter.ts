@@ -1,5 +1,8 @@
-import { generateText, type LanguageModel } from 'ai';
-import type { Drafter, DraftOptions, DraftRequest } from './drafter';
+import { generateText, NoObjectGeneratedError, NoOutputGeneratedError, Output, type LanguageModel } from 'ai';
+import { ApplicationFailure } from '@temporalio/common';
+import { FailureType } from '../../../contract';
+import { draftAnswerSchema } from './answer';
+import type { DraftAnswer, Drafter, DraftOptions, DraftRequest } from './drafter';
 import { modelCallFailure, refusal, truncated } from './model-failures';
 import { conversationPrompt, systemPrompt, type DraftInstructions } from './prompt';
 
@@ -17,7 +20,9 @@ export interface ModelDrafterSettings {
  * Drafts with a language model through the AI SDK: one HTTP call per draft() — the SDK's own
  * retries are off (`maxRetries: 0`) because Temporal's activity retry is the one retry layer,
  * and the draft activity stores the text before any send, so a message costs one successful call.
- * Output is validated by the draft activity (validDraft), the one place for that check.
+ * The model answers through the AI SDK's structured output (answer.ts's schema); an answer that
+ * ignores it is a final `DraftSchemaViolation`. Its text is validated by the draft activity
+ * (validDraft), the one place for that check.
  */
 export class ModelDrafter implements Drafter {
   readonly name: string;
@@ -26,14 +31,15 @@ export class ModelDrafter implements Drafter {
     this.name = settings.name;
   }
 
-  async draft(request: DraftRequest, options: DraftOptions = {}): Promise<string> {
+  async draft(request: DraftRequest, options: DraftOptions = {}): Promise<DraftAnswer> {
     const deadline = AbortSignal.timeout(this.settings.timeoutMs);
     const signal = options.signal ? AbortSignal.any([deadline, options.signal]) : deadline;
-    let result: Awaited<ReturnType<typeof generateText>>;
+    let result;
     try {
       result = await generateText({
         model: this.settings.model,
-        system: systemPrompt(this.settings.instructions, request.inboxId),
+        output: Output.object({ schema: draftAnswerSchema, name: 'reply' }),
+        system: systemPrompt(this.settings.instructions, request.inboxId, request.knowledge),
         prompt: conversationPrompt(request),
         maxOutputTokens: this.settings.maxOutputTokens,
         maxRetries: 0,
@@ -41,6 +47,11 @@ export class ModelDrafter implements Drafter {
       });
     } catch (error) {
       if (options.signal?.aborted && !deadline.aborted) throw error; // the activity was cancelled: Temporal's to handle
+      if (NoObjectGeneratedError.isInstance(error)) {
+        if (error.finishReason === 'length') throw truncated(this.name, this.settings.maxOutputTokens);
+        if (error.finishReason === 'content-filter') throw refusal(this.name, undefined);
+        throw schemaViolation(this.name);
+      }
       throw modelCallFailure(error, {
         drafter: this.name,
         timeoutMs: this.settings.timeoutMs,
@@ -49,6 +60,20 @@ export class ModelDrafter implements Drafter {
     }
     if (result.finishReason === 'content-filter') throw refusal(this.name, result.rawFinishReason);
     if (result.finishReason === 'length') throw truncated(this.name, this.settings.maxOutputTokens);
-    return result.text;
+    try {
+      return result.output;
+    } catch (error) {
+      if (NoOutputGeneratedError.isInstance(error)) throw schemaViolation(this.name);
+      throw error;
+    }
   }
+}
+
+/** The answer is not the JSON the schema asks for: retrying the same prompt is not a fix, a person answers. */
+function schemaViolation(drafter: string): ApplicationFailure {
+  return ApplicationFailure.create({
+    type: FailureType.DraftSchemaViolation,
+    message: `the ${drafter} model's answer is not the structured reply asked for ({ reply, citations, handoff }); a person must answer this message`,
+    nonRetryable: true,
+  });
 }

@@ -1,26 +1,34 @@
-import type { Drafter, DraftRequest } from './drafter';
+import type { DraftAnswer, Drafter, DraftRequest } from './drafter';
 
 /**
  * The default drafter: deterministic, no network, so the system works out of the box and
- * tests are reproducible. It acknowledges the message and promises a human follow-up.
+ * tests are reproducible. It acknowledges the message and promises a human follow-up. With a
+ * knowledge base it speaks the same structured answer as a model: it points to the best-matching
+ * article and cites it, or hands off when no article matches.
  */
 export class OfflineDrafter implements Drafter {
   readonly name = 'offline';
 
-  async draft(request: DraftRequest): Promise<string> {
+  async draft(request: DraftRequest): Promise<DraftAnswer> {
     const subject = request.subject.trim() || 'your message';
     const earlier =
       request.thread.length > 0
         ? ` This continues our earlier conversation (${request.thread.length} earlier message${request.thread.length === 1 ? '' : 's'}).`
         : '';
-    return [
+    const [best] = request.articles;
+    const pointer = best ? [`Our help article "${best.title}" may already answer your question.`] : [];
+    const reply = [
       'Hello,',
       '',
       `Thank you for writing to us about "${subject}". We have received your message and opened a ticket for it.${earlier}`,
+      ...pointer,
       'A member of our team will follow up shortly.',
       '',
       'Best regards,',
       'The support team',
     ].join('\n');
+    if (request.knowledge && !best)
+      return { reply, citations: [], handoff: { reason: 'no article in the knowledge base matches this message' } };
+    return { reply, citations: best ? [best.id] : [], handoff: null };
   }
 }

@@ -1,0 +1,12 @@
+/**
+ * The team's own knowledge (issue 23): articles synced into Postgres (sync.ts, plan.ts) and
+ * searched with its full-text search (retrieve.ts). May import contract/ and lib/ only; the draft
+ * step (activities/draft/) and the CLIs (scripts/knowledge-sync.ts, scripts/eval.ts) use it.
+ */
+export * from './retrieve';
+export * from './sync';
+export * from './plan';
+export * from './sources';
+export * from './sections';
+export * from './eval';
+export * from './embeddings';

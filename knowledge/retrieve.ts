@@ -1,0 +1,284 @@
+import type { Db } from '../lib/db';
+import { cosineSimilarity, storedEmbeddings, type Embedder } from './embeddings';
+
+/**
+ * Retrieval where Postgres runs: full-text search over the sections of the collections an inbox
+ * may use, each in its collection's text-search language (`websearch_to_tsquery` over the GIN
+ * index). The customer's words are OR-ed — an email is not a search box — and the candidates are
+ * ranked in the same query by how rare each shared word is in the collection and where it stands
+ * (title, heading, text): a BM25-like score, since `ts_rank` knows no word rarity and a word like
+ * "order" is in every other title. Only the best section of an article is kept, so the top k are k
+ * different articles.
+ */
+
+export interface RetrievedSection {
+  /** `<collection>:<source>#<n>`: what the model cites. */
+  id: string;
+  collection: string;
+  source: string;
+  title: string;
+  heading: string | null;
+  body: string;
+  /** The section's content hash: part of the draft's request, so an edited article changes it. */
+  contentHash: string;
+  rank: number;
+}
+
+/** What the draft's operation request keeps of a retrieval: ids, versions and ranks, never text. */
+export interface RetrievalRef {
+  id: string;
+  version: string;
+  rank: number;
+}
+
+export const retrievalRefs = (sections: readonly RetrievedSection[]): RetrievalRef[] =>
+  sections.map((s) => ({ id: s.id, version: s.contentHash.slice(0, 16), rank: Math.round(s.rank * 1e6) / 1e6 }));
+
+/** Words a customer writes, as search terms: letters and digits only, so nothing in them is query syntax. */
+export function searchTerms(text: string, max = 60): string[] {
+  const words = text
+    .toLowerCase()
+    .normalize('NFC')
+    .split(/[^\p{L}\p{N}]+/u)
+    .filter((w) => w.length >= 2 && w.length <= 40 && w !== 'or' && w !== 'and');
+  return [...new Set(words)].slice(0, max);
+}
+
+/**
+ * The sections best matching a customer's email. An email often asks two things at once ("how
+ * much is shipping to Sweden, and how long does it take?"): each of its sentences is searched on
+ * its own as well as the whole, and the rankings are fused (reciprocal rank fusion), so the best
+ * article for each question makes the top k instead of the one that shares the most words overall.
+ */
+export async function retrieve(
+  db: Db,
+  query: { collections: readonly string[]; text: string; limit: number; embedder?: Embedder | null },
+): Promise<RetrievedSection[]> {
+  if (!query.embedder) return textRetrieve(db, query);
+  const candidates = await textRetrieve(db, { ...query, limit: Math.max(20, query.limit) });
+  if (candidates.length === 0) return [];
+  return rerank(db, candidates, query.text, query.embedder, query.limit);
+}
+
+/** Embedding weight in the re-ranking: half the text rank (normalised to the best), half the cosine. */
+const EMBEDDING_WEIGHT = 0.5;
+
+async function rerank(
+  db: Db,
+  candidates: RetrievedSection[],
+  text: string,
+  embedder: Embedder,
+  limit: number,
+): Promise<RetrievedSection[]> {
+  const [vectors, queryVector] = await Promise.all([
+    storedEmbeddings(
+      db,
+      candidates.map((c) => c.id),
+      embedder.name,
+    ),
+    embedder.embed(text),
+  ]);
+  const best = Math.max(...candidates.map((c) => c.rank)) || 1;
+  return candidates
+    .map((c) => {
+      const vector = vectors.get(c.id);
+      const cosine = vector ? Math.max(0, cosineSimilarity(queryVector, vector)) : 0;
+      return { ...c, rank: (1 - EMBEDDING_WEIGHT) * (c.rank / best) + EMBEDDING_WEIGHT * cosine };
+    })
+    .sort((a, b) => b.rank - a.rank || (a.id < b.id ? -1 : 1))
+    .slice(0, limit);
+}
+
+async function textRetrieve(
+  db: Db,
+  query: { collections: readonly string[]; text: string; limit: number },
+): Promise<RetrievedSection[]> {
+  const parts = questionsIn(query.text);
+  const whole = await search(db, { ...query, limit: Math.max(query.limit, 10) });
+  if (parts.length < 2) return whole.slice(0, query.limit);
+  const rankings = [whole];
+  for (const part of parts) rankings.push(await search(db, { ...query, text: part, limit: 10 }));
+  const fused = new Map<string, { section: RetrievedSection; score: number }>();
+  for (const ranking of rankings) {
+    ranking.forEach((section, index) => {
+      const entry = fused.get(section.id) ?? { section, score: 0 };
+      entry.score += 1 / (RRF_K + index + 1);
+      fused.set(section.id, entry);
+    });
+  }
+  return [...fused.values()]
+    .sort((a, b) => b.score - a.score || (a.section.id < b.section.id ? -1 : 1))
+    .slice(0, query.limit)
+    .map(({ section, score }) => ({ ...section, rank: score }));
+}
+
+/** Reciprocal rank fusion's usual constant: a first place counts, a tenth place still a little. */
+const RRF_K = 10;
+
+/** The sentences (and `…, and …` halves) of an email that hold at least two search terms. */
+export function questionsIn(text: string): string[] {
+  return text
+    .split(/[.?!;\n]+|,\s*(?:and|but|also|plus)\s+|\band also\b/i)
+    .map((part) => part.trim())
+    .filter((part) => searchTerms(part).length >= 2);
+}
+
+async function search(
+  db: Db,
+  query: { collections: readonly string[]; text: string; limit: number },
+): Promise<RetrievedSection[]> {
+  const terms = searchTerms(query.text);
+  if (terms.length === 0 || query.collections.length === 0 || query.limit <= 0) return [];
+  const corrections = await spellingCorrections(db, query.collections, terms);
+  const rows = await db.query<{
+    id: string;
+    collection: string;
+    source: string;
+    title: string;
+    heading: string | null;
+    body: string;
+    content_hash: string;
+    rank: number;
+  }>(
+    // Candidates: the live sections that match the query (the GIN index), one row per query lexeme
+    // they hold. Each lexeme's document frequency is counted over the candidates, which are exactly
+    // the sections that hold it; a section scores BM25-like: idf × where it stands (title 3,
+    // heading 2, text 1) × saturated term frequency. Only an article's best section is kept.
+    `WITH query AS (
+       SELECT c.name AS collection,
+              websearch_to_tsquery(c.language, $2) || to_tsquery('simple', $3) AS q,
+              tsvector_to_array(to_tsvector(c.language, $2)) || $4::text[] AS lexemes
+         FROM knowledge_collections c WHERE c.name = ANY($1::text[])
+     ),
+     hits AS (
+       SELECT s.id, s.collection, s.source, s.position, u.lexeme,
+              cardinality(u.positions) AS tf,
+              CASE WHEN 'A' = ANY(u.weights) THEN 3 WHEN 'B' = ANY(u.weights) THEN 2 ELSE 1 END AS place
+         FROM knowledge_sections s
+         JOIN query ON query.collection = s.collection
+         JOIN knowledge_articles a ON a.collection = s.collection AND a.source = s.source AND a.retired_at IS NULL
+         CROSS JOIN LATERAL unnest(s.search) AS u
+        WHERE s.search @@ query.q AND u.lexeme = ANY(query.lexemes)
+     ),
+     total AS (
+       SELECT count(*)::float8 AS n FROM knowledge_sections s
+         JOIN knowledge_articles a ON a.collection = s.collection AND a.source = s.source AND a.retired_at IS NULL
+        WHERE s.collection = ANY($1::text[])
+     ),
+     df AS (SELECT lexeme, count(DISTINCT id)::float8 AS df FROM hits GROUP BY lexeme),
+     scored AS (
+       SELECT h.id, h.collection, h.source, h.position,
+              sum(ln(1 + (total.n - df.df + 0.5) / (df.df + 0.5)) * h.place * (h.tf * 2.2) / (h.tf + 1.2)) AS rank
+         FROM hits h JOIN df USING (lexeme) CROSS JOIN total
+        GROUP BY h.id, h.collection, h.source, h.position
+     ),
+     best AS (
+       SELECT DISTINCT ON (collection, source) id, rank FROM scored ORDER BY collection, source, rank DESC, position
+     )
+     SELECT s.id, s.collection, s.source, s.title, s.heading, s.body, s.content_hash, best.rank::float8 AS rank
+       FROM best JOIN knowledge_sections s USING (id)
+      ORDER BY best.rank DESC, s.id
+      LIMIT $5`,
+    [
+      query.collections,
+      terms.join(' or '),
+      corrections.length > 0 ? corrections.join(' | ') : '',
+      corrections,
+      query.limit,
+    ],
+  );
+  return rows.rows.map((row) => ({
+    id: row.id,
+    collection: row.collection,
+    source: row.source,
+    title: row.title,
+    heading: row.heading,
+    body: row.body,
+    contentHash: row.content_hash,
+    rank: row.rank,
+  }));
+}
+
+/**
+ * Customers mistype (`shipp`, `norwey`, `pasword`): a term whose lexeme the collections do not hold
+ * is matched to the nearest lexeme they do (same first letter, one edit for short words, two for
+ * longer ones), from the collections' own vocabulary. The corrections are lexemes already.
+ */
+async function spellingCorrections(
+  db: Db,
+  collections: readonly string[],
+  terms: readonly string[],
+): Promise<string[]> {
+  const rows = await db.query<{ term: string; lexemes: string[] }>(
+    `SELECT t AS term, array_agg(DISTINCT l) FILTER (WHERE l IS NOT NULL) AS lexemes
+       FROM unnest($2::text[]) AS t
+       CROSS JOIN knowledge_collections c
+       LEFT JOIN LATERAL unnest(tsvector_to_array(to_tsvector(c.language, t))) AS l ON true
+      WHERE c.name = ANY($1::text[])
+      GROUP BY t`,
+    [collections, terms],
+  );
+  const vocabulary = new Set(
+    (
+      await db.query<{ lexeme: string }>(
+        `SELECT DISTINCT u.lexeme FROM knowledge_sections s CROSS JOIN LATERAL unnest(s.search) AS u
+          WHERE s.collection = ANY($1::text[])`,
+        [collections],
+      )
+    ).rows.map((r) => r.lexeme),
+  );
+  const corrections = new Set<string>();
+  for (const row of rows.rows) {
+    const lexemes = row.lexemes ?? [];
+    if (lexemes.length === 0 || lexemes.some((l) => vocabulary.has(l))) continue; // a stop word, or known
+    if (/\d/.test(row.term) || row.term.length < 4) continue;
+    let best: { word: string; distance: number } | null = null;
+    for (const word of vocabulary) {
+      if (word[0] !== row.term[0] || Math.abs(word.length - row.term.length) > 2) continue;
+      const limit = row.term.length <= 5 ? 1 : 2;
+      const distance = Math.min(...[row.term, ...lexemes].map((form) => editDistance(form, word, limit)));
+      if (
+        distance <= limit &&
+        (best === null || distance < best.distance || (distance === best.distance && word < best.word))
+      )
+        best = { word, distance };
+    }
+    if (best && /^[\p{L}\p{N}]+$/u.test(best.word)) corrections.add(best.word);
+  }
+  return [...corrections].sort();
+}
+
+/** Optimal string alignment distance (a transposition is one edit), or limit + 1 once it is surely above limit. */
+export function editDistance(a: string, b: string, limit = Infinity): number {
+  if (Math.abs(a.length - b.length) > limit) return limit + 1;
+  const d: number[][] = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array<number>(b.length).fill(0)]);
+  for (let j = 1; j <= b.length; j++) d[0]![j] = j;
+  for (let i = 1; i <= a.length; i++) {
+    for (let j = 1; j <= b.length; j++) {
+      const cost = a[i - 1] === b[j - 1] ? 0 : 1;
+      let value = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + cost);
+      if (i > 1 && j > 1 && a[i - 1] === b[j - 2] && a[i - 2] === b[j - 1])
+        value = Math.min(value, d[i - 2]![j - 2]! + 1);
+      d[i]![j] = value;
+    }
+  }
+  return d[a.length]![b.length]!;
+}
+
+/**
+ * The collections an inbox may use (KNOWLEDGE_INBOX_COLLECTIONS): its own entry, else the `*`
+ * entry, else `default` (the collection a bare KNOWLEDGE_DIR fills). Only those that exist count.
+ */
+export function collectionsFor(inboxId: string, map: Readonly<Record<string, readonly string[]>>): string[] {
+  return [...(map[inboxId.toLowerCase()] ?? map['*'] ?? ['default'])];
+}
+
+/** Of `collections`, those that hold at least one live article: an inbox with none has no knowledge base. */
+export async function liveCollections(db: Db, collections: readonly string[]): Promise<string[]> {
+  if (collections.length === 0) return [];
+  const rows = await db.query<{ collection: string }>(
+    `SELECT DISTINCT collection FROM knowledge_articles WHERE collection = ANY($1::text[]) AND retired_at IS NULL`,
+    [collections],
+  );
+  return rows.rows.map((r) => r.collection).sort();
+}

@@ -1,0 +1,46 @@
+// Loads the knowledge base into Postgres: every article of KNOWLEDGE_DIR and every page of
+// KNOWLEDGE_URLS, split into sections, in each collection's text-search language. Idempotent: a
+// rerun changes nothing, a changed article replaces its sections, a removed one is retired. The
+// worker's schedule does the same every KNOWLEDGE_SYNC_INTERVAL.
+//
+//   npm run knowledge:sync                         DATABASE_URL, KNOWLEDGE_DIR and/or KNOWLEDGE_URLS
+//   npm run knowledge:sync -- --dev                (the `npm run dev` database when DATABASE_URL is unset)
+//
+// docs/knowledge.md has the variables.
+import { parseArgs } from 'node:util';
+import { configuredCollections, createEmbedder, syncConfigured } from '../knowledge';
+import { ConfigError, loadKnowledgeConfig } from '../lib/config';
+import { createDb } from '../lib/db';
+import { runMain, SetupError } from './services/main';
+import { DEFAULT_DEV_DATABASE_URL } from './services/postgres';
+
+async function main(): Promise<number> {
+  const { values } = parseArgs({ options: { dev: { type: 'boolean', default: false } } });
+  const env = { ...process.env };
+  if (values.dev) env.DATABASE_URL ||= DEFAULT_DEV_DATABASE_URL;
+  let config;
+  try {
+    config = loadKnowledgeConfig(env);
+  } catch (error) {
+    if (error instanceof ConfigError) throw new SetupError(error.message);
+    throw error;
+  }
+  if (configuredCollections(config).length === 0)
+    throw new SetupError('nothing to sync: set KNOWLEDGE_DIR (a folder of articles) and/or KNOWLEDGE_URLS (pages)');
+  const db = createDb(config.DATABASE_URL, { queryTimeoutMs: 120_000 });
+  try {
+    const report = await syncConfigured(db, config, createEmbedder(config));
+    for (const problem of report.problems) console.error(`skipped ${problem.source}: ${problem.problem}`);
+    for (const c of report.collections)
+      console.log(
+        `${c.collection}: ${c.added} added, ${c.changed} changed, ${c.unchanged} unchanged, ${c.retired} retired` +
+          `${c.reindexed ? ' (re-indexed for its new language)' : ''}` +
+          `${c.embedded !== undefined ? `; ${c.embedded} sections embedded` : ''}`,
+      );
+    return 0;
+  } finally {
+    await db.end();
+  }
+}
+
+if (require.main === module) runMain(main);
