@@ -1,7 +1,6 @@
 import type { Client } from '@temporalio/client';
 import Fastify, { LogController, type FastifyBaseLogger, type FastifyInstance } from 'fastify';
-import { InboxCursors } from '../intake/inbox-cursors';
-import { createIntake, type IntakeOptions } from '../intake/intake';
+import { createCatchUp, createIntake, type IntakeOptions } from '../intake/intake';
 import type { AgentMailClient } from '../lib/agentmail';
 import type { Db } from '../lib/db';
 import type { Logger } from '../lib/logger';
@@ -27,7 +26,7 @@ export interface AppOptions {
   /** INGRESS_MAX_CONCURRENT_REQUESTS: past this many in flight, 503. */
   maxConcurrentRequests?: number | undefined;
   /** The intake's tuning (tests); `relay: false` runs this app without a relay. */
-  intake?: Pick<IntakeOptions, 'relay' | 'starterOptions' | 'relayOptions'> | undefined;
+  intake?: Pick<IntakeOptions, 'relay' | 'starterOptions' | 'relayOptions' | 'deadLetter'> | undefined;
   /** What api/main.ts checks at start (Postgres, Temporal): /readyz says what is missing. */
   startup?: Pick<StartupChecks, 'state' | 'problem'> | undefined;
   /** REVIEW_PROXY_USER_HEADER: the header a trusted authenticating proxy names the reviewer in (off when unset). */
@@ -126,12 +125,13 @@ export function buildApp(options: AppOptions): FastifyInstance {
 
   if (options.admin) {
     const { token, agentmail, operationRetentionDays } = options.admin;
-    const catchUp = {
+    const catchUp = createCatchUp({
+      db: options.db,
       agentmail,
-      intake: intake.store,
-      cursors: new InboxCursors(options.db),
+      taskQueue: options.taskQueue,
       operationRetentionDays,
-    };
+      temporal: options.temporal,
+    });
     app.register(adminRoutes, { token, catchUp, onHandedOver: () => intake.relay?.wake() });
   }
   // Reviewers bring their own tokens (review/reviewers.ts): served whether or not ADMIN_TOKEN is set.

@@ -105,6 +105,12 @@ async function main(): Promise<void> {
     maxConcurrentRequests: config.INGRESS_MAX_CONCURRENT_REQUESTS,
     logger,
     reviewProxyUserHeader: config.REVIEW_PROXY_USER_HEADER,
+    intake: {
+      deadLetter: {
+        afterRefusals: config.INTAKE_DEAD_LETTER_AFTER_ATTEMPTS,
+        afterMs: config.INTAKE_DEAD_LETTER_AFTER_MS,
+      },
+    },
     admin:
       config.ADMIN_TOKEN && config.AGENTMAIL_API_KEY
         ? {

@@ -16,7 +16,8 @@ import { clampMessageTime } from './message-time';
  * POST /admin/replay and the webhook watchdog.
  */
 
-export type CatchUpOutcome = 'handed_over' | 'already_handed_over' | 'already_answered' | 'skipped';
+export type CatchUpOutcome =
+  'handed_over' | 'already_handed_over' | 'already_answered' | 'stopped_by_operator' | 'skipped';
 
 export interface CatchUpCounts {
   listed: number;
@@ -26,6 +27,11 @@ export interface CatchUpCounts {
   alreadyHandedOver: number;
   /** No intake row, but labelled `replied` by our workflow (answered before the row was pruned). */
   alreadyAnswered: number;
+  /**
+   * The message's last run was terminated or cancelled: a person stopped it, and a catch-up does
+   * not undo that (`npm run replay -- --rerun <inbox> <message>` does, on purpose). No row is made.
+   */
+  stoppedByOperator: number;
   /** Our own outbound messages (label `sent`): they are not mail to answer. */
   skipped: number;
 }
@@ -54,6 +60,13 @@ export interface CatchUpDeps {
   intake: IntakeStore;
   cursors: InboxCursors;
   operationRetentionDays: number;
+  /**
+   * Which of these workflows' last runs a person stopped (terminated or cancelled), from Temporal.
+   * Absent, or failing (Temporal away): nothing is left out here, and the intake's start finds
+   * the stopped run itself and leaves it stopped (intake/start-workflow.ts); only the report's
+   * count is then "handed over" instead of "stopped by an operator".
+   */
+  stoppedRuns?: ((workflowIds: string[]) => Promise<Set<string>>) | undefined;
 }
 
 export interface CatchUpRequest {
@@ -99,6 +112,7 @@ export async function catchUpInbox(deps: CatchUpDeps, request: CatchUpRequest): 
     handedOver: 0,
     alreadyHandedOver: 0,
     alreadyAnswered: 0,
+    stoppedByOperator: 0,
     skipped: 0,
   };
   let pageToken: string | undefined;
@@ -149,7 +163,10 @@ async function handOverPage(
   // Labelled by our workflow after its reply went out: answered. Counted from its row when it has
   // one; no row is made for it (its job is done, whatever the store says).
   const replied = inbound.filter((m) => m.labels.includes('replied'));
-  const toHandOver = inbound.filter((m) => !m.labels.includes('replied'));
+  const unanswered = inbound.filter((m) => !m.labels.includes('replied'));
+  const stopped = await stoppedAmong(deps, unanswered);
+  add('stopped_by_operator', stopped.size);
+  const toHandOver = unanswered.filter((m) => !stopped.has(inboundWorkflowId(m)));
   const handovers: Handover[] = toHandOver.map((m) => ({
     inboxId: m.inboxId,
     messageId: m.messageId,
@@ -167,10 +184,22 @@ async function handOverPage(
   return outcomes;
 }
 
+/** The page's messages whose last run a person stopped; none when Temporal cannot say (see CatchUpDeps). */
+async function stoppedAmong(deps: CatchUpDeps, messages: AgentMail.MessageItem[]): Promise<Set<string>> {
+  if (!deps.stoppedRuns || messages.length === 0) return new Set();
+  try {
+    return await deps.stoppedRuns(messages.map((m) => inboundWorkflowId(m)));
+  } catch {
+    // Temporal away: the catch-up needs none (the rows wait for the relay), and the start checks again.
+    return new Set();
+  }
+}
+
 function count(progress: CatchUpCounts, outcome: CatchUpOutcome, n: number): void {
   if (outcome === 'handed_over') progress.handedOver += n;
   else if (outcome === 'already_handed_over') progress.alreadyHandedOver += n;
   else if (outcome === 'already_answered') progress.alreadyAnswered += n;
+  else if (outcome === 'stopped_by_operator') progress.stoppedByOperator += n;
   else progress.skipped += n;
 }
 

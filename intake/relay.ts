@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import { checkOut, type Db } from '../lib/db';
 import type { Logger } from '../lib/logger';
 import * as metrics from '../lib/metrics';
-import { MARK_FAILED, START_BACKOFF, startErrorText, type IntakeJob } from './intake-store';
+import { IntakeStore, startErrorClass, type IntakeJob } from './intake-store';
 import { startInboundWorkflow } from './start-workflow';
 
 /**
@@ -17,6 +17,13 @@ import { startInboundWorkflow } from './start-workflow';
  * process every deployment already runs and scales (the intake's rows are written there), a
  * separate relay would be one more thing to deploy, watch and forget, and SKIP LOCKED makes many
  * relays as safe as one. Idle, a pass is one indexed query on an empty partial index.
+ *
+ * Backoff is per row (intake-store.ts MARK_FAILED): each row keeps its attempts and its next
+ * time. Only evidence that Temporal is reachable again after being unreachable (a start that
+ * failed without an answer, then one that succeeded) brings the rows that failed to reach it
+ * forward, a batch per pass; a refusal (RESOURCE_EXHAUSTED, a rate limit, an invalid request)
+ * is an answer, so nothing is brought forward for it. A row that Temporal keeps refusing, or
+ * that waits longer than a day, goes to the dead letter (INTAKE_DEAD_LETTER_*).
  */
 
 export interface RelayOptions {
@@ -31,36 +38,51 @@ export interface RelayOptions {
 /** Polled each second: a stranded message is started within a second or two. */
 export const RELAY_DEFAULTS: RelayOptions = { pollMs: 1_000, batchSize: 100, concurrency: 16, startTimeoutMs: 5_000 };
 
-const CLAIM = `
-SELECT workflow_id, inbox_id, message_id, thread_id, first_event_id FROM intake
- WHERE task_queue = $1 AND started_at IS NULL AND next_attempt_at <= now()
- ORDER BY next_attempt_at
- LIMIT $2
- FOR UPDATE SKIP LOCKED`;
+/** The longest wait between passes while they fail (Postgres away). */
+const PASS_BACKOFF_MAX_MS = 30_000;
 
-const MARK_STARTED = `UPDATE intake SET started_at = now(), attempts = attempts + 1, last_start_error = NULL
-  WHERE workflow_id = ANY($1::text[])`;
-
-/**
- * Temporal answers again: rows that failed while it was away are due now, not at the end of
- * their backoff (up to 30 s). Only rows that failed (attempts > 0): a new row's head start
- * belongs to the starter of the process that accepted it.
- */
-const DUE_NOW = `UPDATE intake SET next_attempt_at = now()
-  WHERE task_queue = $1 AND started_at IS NULL AND attempts > 0 AND next_attempt_at > now()`;
+/** A connection-level failure's code (ECONNREFUSED, ENOTFOUND, a pool timeout), or undefined for any other error. */
+function connectionErrorCode(error: unknown): string | undefined {
+  const seen = new Set<unknown>();
+  let current: unknown = error;
+  while (typeof current === 'object' && current !== null && !seen.has(current)) {
+    seen.add(current);
+    const { code, message } = current as { code?: unknown; message?: unknown };
+    if (typeof code === 'string' && /^E[A-Z]+$/.test(code)) return code;
+    if (typeof message === 'string' && /timeout exceeded when trying to connect|Connection terminated/i.test(message))
+      return 'ETIMEDOUT';
+    current = (current as { cause?: unknown }).cause ?? (current as AggregateError).errors?.[0];
+  }
+  return undefined;
+}
 
 export class IntakeRelay {
   private stopped = true;
   private loop: Promise<void> | undefined;
   private wakeUp: (() => void) | undefined;
   private sleepTimer: NodeJS.Timeout | undefined;
-  /** A start failed since Temporal last answered: the next success brings the backed-off rows forward. */
-  private sawFailure = false;
+  /** A start found Temporal unreachable since it last answered: the next success starts the recovery. */
+  private unreachable = false;
+  /** Bringing the rows that failed to reach Temporal forward, a batch per successful pass. */
+  private recovering = false;
+  /** Passes that failed in a row (Postgres away): the next try waits longer. */
+  private passFailures = 0;
+
+  private readonly store: IntakeStore;
 
   constructor(
-    private readonly deps: { db: Db; temporal: Client; taskQueue: string; logger: Logger },
+    private readonly deps: {
+      db: Db;
+      temporal: Client;
+      taskQueue: string;
+      logger: Logger;
+      /** The intake's store (its SQL); built from `db` and `taskQueue` when absent. */
+      store?: IntakeStore | undefined;
+    },
     readonly options: RelayOptions = RELAY_DEFAULTS,
-  ) {}
+  ) {
+    this.store = deps.store ?? new IntakeStore(deps.db, deps.taskQueue);
+  }
 
   start(): void {
     if (!this.stopped) return;
@@ -74,28 +96,34 @@ export class IntakeRelay {
   }
 
   /**
-   * A start succeeded somewhere in this process (the starter, or this relay): if starts had been
-   * failing, Temporal is back, so the rows backed off meanwhile are made due and a pass runs now.
+   * A start succeeded somewhere in this process (the starter, or this relay). If a start had
+   * found Temporal unreachable, it is reachable again: a batch of the rows that failed to reach
+   * it is made due and a pass runs now; each later successful pass brings the next batch, until
+   * none is left. Rows Temporal refused keep their own backoff.
    */
   async temporalAnswered(): Promise<void> {
-    if (!this.sawFailure) return;
-    this.sawFailure = false;
+    if (!this.unreachable && !this.recovering) return;
+    const first = this.unreachable;
+    this.unreachable = false;
+    this.recovering = true;
     try {
-      const { rowCount } = await this.deps.db.query(DUE_NOW, [this.deps.taskQueue]);
-      this.deps.logger.info(
-        { rows: rowCount ?? 0 },
-        'intake relay: Temporal answers again; backed-off rows are due now',
-      );
+      const rows = await this.store.bringForward(this.options.batchSize);
+      if (rows < this.options.batchSize) this.recovering = false;
+      if (first || rows > 0)
+        this.deps.logger.info(
+          { rows },
+          'intake relay: Temporal answers again; rows that could not reach it are due now',
+        );
     } catch (error) {
-      this.sawFailure = true;
+      this.unreachable = true;
       this.deps.logger.warn({ err: error }, 'intake relay: could not bring backed-off rows forward');
     }
     this.wake();
   }
 
-  /** A start failed somewhere in this process. */
-  startFailed(): void {
-    this.sawFailure = true;
+  /** A start failed somewhere in this process: only a failure to reach Temporal starts a recovery later. */
+  startFailed(error?: unknown): void {
+    if (error === undefined || startErrorClass(error).unreachable) this.unreachable = true;
   }
 
   /** Stops after the pass in flight (its starts finish and its marks commit). */
@@ -115,30 +143,17 @@ export class IntakeRelay {
       // startTimeoutMs each): the pools' 30 s idle-in-transaction limit (lib/db.ts) is for sessions
       // that went silent, not for this wait, so the relay's own transaction gets a longer one.
       await client.query("SET LOCAL idle_in_transaction_session_timeout = '5min'");
-      const { rows } = await client.query<{
-        workflow_id: string;
-        inbox_id: string;
-        message_id: string;
-        thread_id: string | null;
-        first_event_id: string | null;
-      }>(CLAIM, [taskQueue, this.options.batchSize]);
-      const claimed = rows.length;
+      const jobs = await this.store.claimDue(client, this.options.batchSize);
+      const claimed = jobs.length;
       const started: string[] = [];
-      const failed: Array<{ workflowId: string; error: string }> = [];
+      const failed: Array<{ workflowId: string; error: unknown }> = [];
       // One failure (Temporal away) ends the pass's new starts: the rest stay due for the next pass
       // rather than each waiting out its own timeout against a server that is not there.
       let broken = false;
       let next = 0;
       const lane = async () => {
-        while (next < rows.length && !broken) {
-          const row = rows[next++] as (typeof rows)[number];
-          const job: IntakeJob = {
-            workflowId: row.workflow_id,
-            inboxId: row.inbox_id,
-            messageId: row.message_id,
-            threadId: row.thread_id ?? undefined,
-            eventId: row.first_event_id ?? undefined,
-          };
+        while (next < jobs.length && !broken) {
+          const job = jobs[next++] as IntakeJob;
           try {
             const outcome = await startInboundWorkflow(
               temporal,
@@ -146,28 +161,37 @@ export class IntakeRelay {
               job,
             );
             started.push(job.workflowId);
-            metrics.intakeStarts.inc({ by: 'relay', outcome: outcome.started ? 'started' : 'existed' });
-            logger.info({ workflowId: job.workflowId, started: outcome.started }, 'intake relay: workflow started');
+            const counted = outcome.stopped ? 'stopped' : outcome.started ? 'started' : 'existed';
+            metrics.intakeStarts.inc({ by: 'relay', outcome: counted });
+            if (outcome.stopped)
+              logger.info(
+                { workflowId: job.workflowId },
+                'intake relay: a person stopped this message’s workflow; it stays stopped (not started again)',
+              );
+            else
+              logger.info({ workflowId: job.workflowId, started: outcome.started }, 'intake relay: workflow started');
           } catch (error) {
             broken = true;
-            failed.push({ workflowId: job.workflowId, error: startErrorText(error) });
+            failed.push({ workflowId: job.workflowId, error });
             metrics.intakeStarts.inc({ by: 'relay', outcome: 'failed' });
-            logger.warn({ workflowId: job.workflowId, err: error }, 'intake relay: workflow start failed; backing off');
+            logger.warn(
+              { workflowId: job.workflowId, errorClass: startErrorClass(error).name },
+              'intake relay: workflow start failed; backing off',
+            );
           }
         }
       };
-      await Promise.all(Array.from({ length: Math.min(this.options.concurrency, rows.length) }, lane));
-      if (started.length > 0) await client.query(MARK_STARTED, [started]);
-      if (failed.length > 0)
-        await client.query(MARK_FAILED, [
-          failed.map((f) => f.workflowId),
-          failed.map((f) => f.error),
-          START_BACKOFF.baseMs,
-          START_BACKOFF.maxMs,
-        ]);
+      await Promise.all(Array.from({ length: Math.min(this.options.concurrency, jobs.length) }, lane));
+      await this.store.markStarted(started, client);
+      const dead = await this.store.markFailed(failed, client);
       await client.query('COMMIT');
-      if (failed.length > 0) this.startFailed();
-      else if (started.length > 0) await this.temporalAnswered();
+      for (const workflowId of dead)
+        logger.warn(
+          { workflowId, errorClass: startErrorClass(failed.find((f) => f.workflowId === workflowId)?.error).name },
+          'intake relay: row moved to the dead letter (npm run replay -- --stuck lists it; --retry-stuck retries it)',
+        );
+      for (const failure of failed) this.startFailed(failure.error);
+      if (failed.length === 0 && started.length > 0) await this.temporalAnswered();
       return failed.length > 0 ? 0 : claimed;
     } catch (error) {
       await client.query('ROLLBACK').catch(() => undefined);
@@ -180,13 +204,29 @@ export class IntakeRelay {
   private async run(): Promise<void> {
     while (!this.stopped) {
       let full = false;
+      let waitMs = this.options.pollMs;
       try {
         full = (await this.pass()) >= this.options.batchSize;
+        if (this.passFailures > 0) this.deps.logger.info('intake relay: Postgres answers again (DATABASE_URL)');
+        this.passFailures = 0;
       } catch (error) {
-        // Postgres away: the webhook answers 500 meanwhile, and the rows wait where they are.
-        this.deps.logger.warn({ err: error }, 'intake relay: pass failed; trying again');
+        // Postgres away: the webhook answers 500 meanwhile, and the rows wait where they are. One
+        // line per try, naming the variable, and the tries back off: no stack trace every second.
+        this.passFailures += 1;
+        waitMs = Math.min(PASS_BACKOFF_MAX_MS, this.options.pollMs * 2 ** Math.min(this.passFailures - 1, 10));
+        const code = connectionErrorCode(error);
+        if (code !== undefined)
+          this.deps.logger.warn(
+            { code, retryInMs: waitMs, failures: this.passFailures },
+            `intake relay: cannot reach Postgres (DATABASE_URL): ${code}; trying again in ${Math.round(waitMs / 1000)} s`,
+          );
+        else
+          this.deps.logger.warn(
+            { err: error, retryInMs: waitMs, failures: this.passFailures },
+            'intake relay: pass failed; trying again',
+          );
       }
-      if (!full && !this.stopped) await this.sleep(this.options.pollMs);
+      if (!full && !this.stopped) await this.sleep(waitMs);
     }
   }
 

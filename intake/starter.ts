@@ -1,7 +1,7 @@
 import type { Client } from '@temporalio/client';
 import type { Logger } from '../lib/logger';
 import * as metrics from '../lib/metrics';
-import type { IntakeJob, IntakeStore } from './intake-store';
+import { startErrorClass, type IntakeJob, type IntakeStore } from './intake-store';
 import { startInboundWorkflow } from './start-workflow';
 
 /**
@@ -52,8 +52,8 @@ export class IntakeStarter {
       temporal: Client;
       taskQueue: string;
       logger: Logger;
-      /** Each start's result, for the relay (a success after failures means Temporal is back). */
-      onStart?: (ok: boolean) => void;
+      /** Each start's result, for the relay (a success after failing to reach Temporal means it is back). */
+      onStart?: (error: unknown) => void;
     },
     readonly options: StarterOptions = STARTER_DEFAULTS,
   ) {}
@@ -97,23 +97,28 @@ export class IntakeStarter {
   private async start(job: IntakeJob): Promise<void> {
     const { logger, temporal, taskQueue, store } = this.deps;
     try {
-      const { started } = await startInboundWorkflow(
+      const { started, stopped } = await startInboundWorkflow(
         temporal,
         { taskQueue, deadline: new Date(Date.now() + this.options.startTimeoutMs) },
         job,
       );
-      metrics.intakeStarts.inc({ by: 'starter', outcome: started ? 'started' : 'existed' });
-      logger.info({ workflowId: job.workflowId, eventId: job.eventId, started }, 'intake: workflow started');
+      metrics.intakeStarts.inc({ by: 'starter', outcome: stopped ? 'stopped' : started ? 'started' : 'existed' });
+      if (stopped)
+        logger.info(
+          { workflowId: job.workflowId, eventId: job.eventId },
+          'intake: a person stopped this message’s workflow; it stays stopped (not started again)',
+        );
+      else logger.info({ workflowId: job.workflowId, eventId: job.eventId, started }, 'intake: workflow started');
       this.mark(job.workflowId);
-      this.deps.onStart?.(true);
+      this.deps.onStart?.(undefined);
     } catch (error) {
       metrics.intakeStarts.inc({ by: 'starter', outcome: 'failed' });
-      this.deps.onStart?.(false);
+      this.deps.onStart?.(error);
       logger.warn(
-        { workflowId: job.workflowId, eventId: job.eventId, err: error },
+        { workflowId: job.workflowId, eventId: job.eventId, errorClass: startErrorClass(error).name },
         'intake: workflow start failed; the relay retries it',
       );
-      await store.markFailed(job.workflowId, error).catch((markError: unknown) => {
+      await store.markFailed([{ workflowId: job.workflowId, error }]).catch((markError: unknown) => {
         logger.warn({ workflowId: job.workflowId, err: markError }, 'intake: could not record the failed start');
       });
     }

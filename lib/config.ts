@@ -105,6 +105,18 @@ const apiSchema = z
     API_METRICS_PORT: z.coerce.number({ error: 'must be a port number' }).int().min(0).max(65535).optional(),
     /** Where the metrics listener binds: loopback unless a scraper elsewhere must reach it (compose: the container's network). */
     API_METRICS_HOST: z.string().trim().min(1).default('127.0.0.1'),
+    /**
+     * The intake relay's dead letter: a row whose start Temporal refused this many times, or that
+     * has waited INTAKE_DEAD_LETTER_AFTER_MS since it was accepted (or retried), is set aside
+     * (docs/operations.md, "The intake relay and the dead letter"). Failures to reach Temporal at
+     * all count only against the time: an outage is not the row's fault.
+     */
+    INTAKE_DEAD_LETTER_AFTER_ATTEMPTS: z.coerce.number().int().min(1).max(100_000).default(20),
+    INTAKE_DEAD_LETTER_AFTER_MS: z.coerce
+      .number()
+      .int()
+      .min(60_000)
+      .default(24 * 60 * 60_000),
     /** How long the ingress waits for Postgres before answering 500 (AgentMail gives up at 15 s). */
     INGRESS_DEADLINE_MS: z.coerce.number().int().min(100).max(12_000).default(5_000),
     /**

@@ -183,7 +183,7 @@ export function countProviderErrors(
 
 export const intakeStarts = new Counter({
   name: 'replyonce_intake_starts_total',
-  help: 'Workflow starts of the intake, by who made them (starter: right after the commit; relay) and outcome: started, existed (the workflow was there), failed (retried with backoff), left_to_relay (the queue was too slow).',
+  help: 'Workflow starts of the intake, by who made them (starter: right after the commit; relay) and outcome: started, existed (the workflow was there), stopped (its last run was terminated or cancelled by a person: not started again), failed (retried with backoff), left_to_relay (the queue was too slow).',
   labelNames: ['by', 'outcome'] as const,
   registers: [registry],
 });
@@ -191,7 +191,11 @@ export const intakeStarts = new Counter({
 export interface IntakeBacklogReading {
   unstarted: number;
   oldestSeconds: number;
+  /** Unstarted rows by state (intake/intake-store.ts BacklogState). */
+  byState: Record<string, number>;
 }
+
+const INTAKE_BACKLOG_STATES = ['waiting', 'backing_off', 'dead', 'other_queue'] as const;
 
 let readIntakeBacklog: (() => Promise<IntakeBacklogReading>) | undefined;
 let intakeBacklogScrape: Promise<IntakeBacklogReading> | undefined;
@@ -203,7 +207,7 @@ async function scrapeIntakeBacklog(): Promise<IntakeBacklogReading | undefined> 
   return intakeBacklogScrape.catch(() => undefined);
 }
 
-let intakeGauges: Gauge[] | undefined;
+let intakeGauges: Array<Gauge<string>> | undefined;
 
 /**
  * The API's intake gauges, read from Postgres at each scrape (`read` is the API's own intake).
@@ -214,11 +218,16 @@ export function observeIntakeBacklog(read: () => Promise<IntakeBacklogReading>):
   intakeGauges ??= [
     new Gauge({
       name: 'replyonce_intake_backlog',
-      help: 'Messages accepted (intake row committed) whose workflow has not been started yet: grows while Temporal is unreachable.',
+      help:
+        'Messages accepted (intake row committed) whose workflow has not been started yet, by state: waiting (new, due), ' +
+        'backing_off (a start failed; grows while Temporal is unreachable), dead (set aside after repeated refusals or a day: ' +
+        '`npm run replay -- --stuck`), other_queue (rows of another TEMPORAL_TASK_QUEUE, which no relay of this deployment starts).',
+      labelNames: ['state'] as const,
       registers: [registry],
       async collect() {
         const reading = await scrapeIntakeBacklog();
-        this.set(reading ? reading.unstarted : Number.NaN);
+        for (const state of INTAKE_BACKLOG_STATES)
+          this.set({ state }, reading ? (reading.byState[state] ?? 0) : Number.NaN);
       },
     }),
     new Gauge({

@@ -329,13 +329,14 @@ async function main(): Promise<number> {
       );
       return new Map(rows.map((row) => [key(row.inbox_id, row.thread_id), Number(row.n)]));
     });
-    // Skipped messages counted on their inbox's open ticket instead of opening one (issue 18 point 4):
-    // 0 in a healthy soak, where every message is answered.
-    const foldedTickets = await withClient(stack.appDatabaseUrl, async (client) => {
-      const { rows } = await client.query<{ n: number }>(
-        'SELECT count(*)::int AS n FROM skipped_ticket_folds WHERE NOT opened',
+    // Skipped messages counted on their inbox's open ticket instead of opening one (issue 18 point 4)
+    // and intake rows the relay set aside as dead letters (point 8): both 0 in a healthy soak.
+    const [foldedTickets, deadLetters] = await withClient(stack.appDatabaseUrl, async (client) => {
+      const { rows } = await client.query<{ folded: number; dead: number }>(
+        `SELECT (SELECT count(*)::int FROM skipped_ticket_folds WHERE NOT opened) AS folded,
+                (SELECT count(*)::int FROM intake WHERE dead_at IS NOT NULL AND started_at IS NULL) AS dead`,
       );
-      return rows[0]?.n ?? 0;
+      return [rows[0]?.folded ?? 0, rows[0]?.dead ?? 0];
     });
     // The invariant: every message covered by exactly one reply or one recorded skip.
     const coverings = new Map<string, number>();
@@ -417,7 +418,7 @@ async function main(): Promise<number> {
       `  drain: ${((drainedAt - started) / 1000).toFixed(1)} s from the first delivery (${((drainedAt - deliveredAt) / 1000).toFixed(1)} s after the last was accepted)`,
       `  webhook → reply: p50 ${(pct(50) / 1000).toFixed(2)} s, p99 ${(pct(99) / 1000).toFixed(2)} s (${latencies.length} replies)`,
       `  replies ${replies.length} (${[...results.values()].filter((r) => r.status === 'answered-together').length} messages answered together), tickets ${[...tickets.values()].reduce((a, b) => a + b, 0)} for ${threadSizes.size} threads, model calls ${[...modelCalls.values()].reduce((a, b) => a + b.length, 0)}`,
-      `  skipped messages folded into an open ticket: ${foldedTickets}`,
+      `  skipped messages folded into an open ticket: ${foldedTickets}; intake rows in the dead letter: ${deadLetters}`,
       ...[...explanations].map(
         ([reason, n]) =>
           `  ${n} second model call${n === 1 ? '' : 's'}: ${reason} (the draft is stored after the call; see DESIGN.md)`,

@@ -117,7 +117,10 @@ describe('npm run replay', () => {
       /^\[replay\] .*page 1, 5 listed, handed over 3, already handed over 1, already answered 0, skipped 1$/m,
       'plain progress lines when stdout is not a terminal',
     );
-    assert.match(first.stdout, /handed over 3 \/ already handed over 1 \/ already answered 0 \/ skipped 1/);
+    assert.match(
+      first.stdout,
+      /handed over 3 \/ already handed over 1 \/ already answered 0 \/ stopped by an operator 0 \/ skipped 1/,
+    );
     for (const message of missed) {
       assert.equal((await h.workflowResult({ inboxId, messageId: message.message_id })).status, 'sent');
       assert.equal(await replyCount(inboxId, message.message_id), 1);
@@ -132,7 +135,10 @@ describe('npm run replay', () => {
     // Run again without --since: it resumes from the cursor (less the overlap) and starts nothing.
     const second = await runReplay(['--inbox', inboxId]);
     assert.equal(second.code, 0, second.stderr);
-    assert.match(second.stdout, /handed over 0 \/ already handed over 4 \/ already answered 0 \/ skipped 4/);
+    assert.match(
+      second.stdout,
+      /handed over 0 \/ already handed over 4 \/ already answered 0 \/ stopped by an operator 0 \/ skipped 4/,
+    );
     assert.match(second.stdout, /every handed-over message of this task queue has its workflow started/);
     assert.match(second.stdout, /resumed from the last processed message/);
     for (const message of [answered.message, ...missed]) assert.equal(await replyCount(inboxId, message.message_id), 1);
@@ -165,7 +171,7 @@ describe('npm run replay', () => {
     const at = lines.findIndex((line) => line.includes(`${inboxId}: after`) && line.includes('resumed'));
     assert.match(
       lines[at + 1] ?? '',
-      /handed over 2 \/ already handed over 1 \/ already answered 0 \/ skipped 1/,
+      /handed over 2 \/ already handed over 1 \/ already answered 0 \/ stopped by an operator 0 \/ skipped 1/,
       run.stdout,
     );
     for (const message of missed)

@@ -97,10 +97,11 @@ test('the dashboard covers the webhooks, the intake, workflow outcomes, replays,
     );
 });
 
-test('every metric the alert rules name is served, and the four alerts exist', () => {
+test('every metric the alert rules name is served, and the five alerts exist', () => {
   for (const rule of rules) assertServed(`alert ${rule.alert}`, rule.expr);
   assert.deepEqual(rules.map((r) => r.alert).sort(), [
     'ReplyonceIntakeBacklogNotDraining',
+    'ReplyonceIntakeDeadLetter',
     'ReplyonceNonRetryableFailure',
     'ReplyonceUnansweredMessage',
     'ReplyonceWebhookDisabled',

@@ -204,7 +204,7 @@ describe('dependencies down at the ingress', () => {
       assert.equal(await workflowExists(h.client, inboundWorkflowId(ref)), false);
       // The metrics are the process's (api/main.ts serves them on their own port): read them in-process.
       const metrics = await registry.metrics();
-      assert.match(metrics, /^replyonce_intake_backlog [1-9]\d*$/m);
+      assert.match(metrics, /^replyonce_intake_backlog\{state="backing_off"\} [1-9]\d*$/m);
       assert.match(metrics, /^replyonce_intake_oldest_unstarted_seconds [0-9.]+$/m);
       assert.equal((await fetch(`${ingress.url}/readyz`)).status, 200, 'ready: accepting needs Postgres alone');
 

@@ -3,11 +3,18 @@ import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { createCatchUp } from '../intake/intake';
+import { IntakeStore } from '../intake/intake-store';
 import { inboundWorkflowId } from '../lib/hashing';
-import { type InboundMessageResult, type MessageRef, replyKey } from '../contract';
+import { decisionKey, draftKey, type InboundMessageResult, type MessageRef, replyKey } from '../contract';
+import { PostgresTickets } from '../activities/ticket/postgres-tickets';
+import { activityConfig } from '../lib/config';
+import { connectTemporalWorker } from '../lib/temporal-connection';
+import { createReplyonceWorker } from '../worker/create-worker';
 import { testEnv } from './support/env';
 import { Harness } from './support/harness';
 import { eventually } from './support/temporal';
+import { promoteWhenPolling, workerBuildId } from '../worker/deployment';
 
 // The README's two manual replays, typed as a person would (`npm run temporal -- workflow start …`,
 // the cached Temporal CLI through scripts/temporal), against the suite's Temporal: a start of an
@@ -116,5 +123,195 @@ describe('manual replays (README, "Finding a message")', () => {
     } finally {
       await h.sandbox.clearFaults();
     }
+  });
+});
+
+/** `npm run replay -- …` as a person types it, against the suite's Temporal and this harness. */
+function runReplay(args: string[]) {
+  const run = spawnSync(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'scripts', 'replay.ts'), ...args], {
+    cwd: repoRoot,
+    encoding: 'utf8',
+    env: {
+      ...process.env,
+      TEMPORAL_ADDRESS: testEnv.temporalAddress,
+      TEMPORAL_NAMESPACE: testEnv.namespace,
+      TEMPORAL_TASK_QUEUE: h.taskQueue,
+      DATABASE_URL: testEnv.databaseUrl,
+      AGENTMAIL_API_KEY: h.apiKey,
+      AGENTMAIL_BASE_URL: h.sandboxUrl,
+    },
+  });
+  return { code: run.status, output: `${run.stdout}${run.stderr}` };
+}
+
+describe('a run a person stopped stays stopped (issue 18, point 1)', () => {
+  test('terminated while waiting: the catch-up leaves it out ("stopped by an operator"), the relay does not start it, /admin/replay neither; `npm run replay -- --rerun` does, on purpose', async () => {
+    // Prepare: a message whose run is held at its first AgentMail read, terminated there by a
+    // person (a customer answered by hand), and whose intake row is pruned (7 days).
+    const inboxId = h.newInbox();
+    await h.sandbox.setFaults({ match: { method: 'GET', path: '/messages/', count: 1 }, action: 'delay', ms: 4_000 });
+    const inbound = await h.sandbox.inbound(mail(inboxId));
+    const ref = { inboxId, messageId: inbound.message.message_id };
+    const workflowId = inboundWorkflowId(ref);
+    await eventually(async () => ((await runIds(ref)).length === 1 ? true : undefined), 'the run to start');
+    await h.client.workflow.getHandle(workflowId).terminate('operator: the customer was answered by hand');
+    await h.sandbox.clearFaults();
+    await h.db.query('DELETE FROM intake WHERE workflow_id = $1', [workflowId]);
+    const since = new Date(Date.now() - 60_000);
+
+    // Act 1: the catch-up (as `npm run replay`, /admin/replay and the watchdog run it).
+    const summary = await createCatchUp({
+      db: h.db,
+      agentmail: h.agentmail,
+      taskQueue: h.taskQueue,
+      operationRetentionDays: 90,
+      temporal: h.client,
+    }).run({ inboxId, since });
+    assert.equal(summary.stoppedByOperator, 1, JSON.stringify(summary));
+    assert.equal(summary.handedOver, 0);
+    assert.equal(await h.intakeRow(ref), undefined, 'no row made for it');
+
+    // Act 2: a row that reaches the relay anyway (a catch-up that could not ask Temporal).
+    await new IntakeStore(h.db, h.taskQueue).acceptBatch(inboxId, [ref], undefined);
+    await eventually(
+      async () => ((await h.intakeRow(ref))?.started_at ? true : undefined),
+      'the relay to handle the row',
+    );
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    assert.equal((await runIds(ref)).length, 1, 'no second run: a terminated run is not a failed one');
+    assert.equal((await h.sandbox.outbox({ inbox_id: inboxId })).length, 0, 'nothing sent');
+
+    // Act 3: the operator's explicit rerun of this one message.
+    const rerun = runReplay(['--rerun', inboxId, ref.messageId]);
+    assert.equal(rerun.code, 0, rerun.output);
+    assert.match(rerun.output, /rerun started: .*the last run terminated/);
+    const result = await h.client.workflow.getHandle(workflowId).result();
+    assert.equal(result.status, 'sent');
+    assert.equal((await runIds(ref)).length, 2);
+    assert.equal((await h.sandbox.outbox({ inbox_id: inboxId, in_reply_to: ref.messageId })).length, 1);
+  });
+});
+
+describe('a replay needs nothing but the store (issue 18, point 3)', () => {
+  test('an answered message AgentMail no longer has: `npm run replay -- --rerun` ends sent, replayed, one email', async () => {
+    const inboxId = h.newInbox();
+    const inbound = await h.sandbox.inbound(mail(inboxId));
+    const ref = { inboxId, messageId: inbound.message.message_id };
+    const first = await h.resultOf(ref);
+    assert.equal(first.status, 'sent');
+    // AgentMail forgot it (the dev sandbox restarted, or the message was deleted): every read of it is a 404.
+    await h.sandbox.setFaults({
+      match: { path: `/messages/${ref.messageId}` },
+      action: 'status',
+      status: 404,
+      message: '{"name":"NotFoundError","message":"Message not found"}',
+    });
+    try {
+      const rerun = runReplay(['--rerun', inboxId, ref.messageId]);
+      assert.equal(rerun.code, 0, rerun.output);
+      const runId = /, run ([0-9a-f-]+)/.exec(rerun.output)?.[1];
+      assert.ok(runId, rerun.output);
+      const second: InboundMessageResult = await h.client.workflow.getHandle(inboundWorkflowId(ref), runId).result();
+      assert.equal(second.status, 'sent');
+      assert.equal(second.status === 'sent' && second.replayed, true, 'the send replayed from the store');
+      assert.equal((await h.sandbox.outbox({ inbox_id: inboxId, in_reply_to: ref.messageId })).length, 1);
+    } finally {
+      await h.sandbox.clearFaults();
+    }
+  });
+});
+
+describe('a new run decides again what depends on time and configuration (issue 18, point 2)', () => {
+  let h2: Harness;
+  before(async () => {
+    h2 = await Harness.start({ worker: false });
+  });
+  after(() => h2.close());
+
+  /** A worker on the harness's task queue with this configuration (as after a redeploy with new settings). */
+  async function workerWith(overrides: Parameters<typeof activityConfig>[0]) {
+    const connection = await connectTemporalWorker(testEnv.temporal);
+    const worker = await createReplyonceWorker({
+      connection,
+      namespace: testEnv.namespace,
+      taskQueue: h2.taskQueue,
+      workflowBundlePath: testEnv.workflowBundle,
+      deployment: { deploymentName: h2.deploymentName, buildId: workerBuildId() },
+      deps: {
+        db: h2.db,
+        agentmail: h2.agentmail,
+        drafter: h2.drafter,
+        tickets: new PostgresTickets(h2.db),
+        config: activityConfig({ OPERATION_LEASE_MS: 5_000, APPROVAL_TIMEOUT_MS: 60_000, ...overrides }),
+      },
+    });
+    const running = worker.run();
+    await promoteWhenPolling(h2.client, { deploymentName: h2.deploymentName, buildId: workerBuildId() });
+    return async () => {
+      worker.shutdown();
+      await running;
+      await connection.close();
+    };
+  }
+
+  const status = async (workflowId: string) =>
+    (await h2.client.workflow.getHandle(workflowId).describe()).searchAttributes.ReplyStatus?.[0];
+  const rerun = (ref: MessageRef) =>
+    h2.client.workflow.start('inboundMessageWorkflow', {
+      taskQueue: h2.taskQueue,
+      workflowId: inboundWorkflowId(ref),
+      args: [ref],
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
+    });
+
+  test('a message whose first run stopped before sending: rerun after APPROVAL_REQUIRED_INBOXES=* → waits for approval; rerun after REPLY_MAX_AGE passed → too-old; keys unchanged, nothing sent', async () => {
+    // Prepare: the first run (no approval configured) decides to reply, then stops mid-draft.
+    let stop = await workerWith({});
+    const inboxId = h2.newInbox();
+    await h2.sandbox.setFaults({ match: { method: 'GET', path: '/threads/', count: 1 }, action: 'delay', ms: 5_000 });
+    const inbound = await h2.sandbox.inbound(mail(inboxId));
+    const ref = { inboxId, messageId: inbound.message.message_id };
+    const workflowId = inboundWorkflowId(ref);
+    const op = async (key: string) =>
+      (await h2.db.query<{ status: string }>('SELECT status FROM operations WHERE operation_key = $1', [key])).rows[0]
+        ?.status;
+    await eventually(
+      async () => ((await op(draftKey(ref))) === 'processing' ? true : undefined),
+      'the draft to be in flight',
+    );
+    assert.equal(await op(decisionKey(ref)), 'complete', 'decided: reply, no approval');
+    await h2.client.workflow.getHandle(workflowId).terminate('operator: hold on');
+    await stop();
+    await h2.sandbox.clearFaults();
+
+    // Act 1: approval is now required everywhere; the operator reruns the message.
+    stop = await workerWith({ APPROVAL_REQUIRED_INBOXES: ['*'] });
+    try {
+      await rerun(ref);
+      await eventually(
+        async () => (['awaiting_approval', 'escalated'].includes(String(await status(workflowId))) ? true : undefined),
+        'the rerun to wait for approval',
+      );
+      assert.equal((await h2.sandbox.outbox({ inbox_id: inboxId })).length, 0, 'nothing sent without a verdict');
+      await h2.client.workflow.getHandle(workflowId).terminate('operator: not yet');
+    } finally {
+      await stop();
+    }
+
+    // Act 2: the message is now older than REPLY_MAX_AGE.
+    await new Promise((resolve) => setTimeout(resolve, 1_200));
+    stop = await workerWith({ REPLY_MAX_AGE: 1_000 });
+    try {
+      const result = await (await rerun(ref)).result();
+      assert.deepEqual([result.status, result.status === 'skipped' && result.reason], ['skipped', 'too-old']);
+      const reservation = await h2.db.query<{ released_at: Date | null }>(
+        'SELECT released_at FROM reply_reservations WHERE reply_key = $1',
+        [replyKey(ref)],
+      );
+      assert.notEqual(reservation.rows[0]?.released_at ?? null, null, "the first decision's reservation is given back");
+    } finally {
+      await stop();
+    }
+    assert.equal((await h2.sandbox.outbox({ inbox_id: inboxId })).length, 0);
   });
 });

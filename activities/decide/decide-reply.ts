@@ -1,7 +1,7 @@
-import { log } from '@temporalio/activity';
+import { Context, log } from '@temporalio/activity';
 import type { AgentMailClient } from 'agentmail';
 import type { Db } from '../../lib/db';
-import type { MessageRef, OperationReport } from '../../contract';
+import { type MessageRef, OperationKind, type OperationReport, replyKey } from '../../contract';
 import * as metrics from '../../lib/metrics';
 import { fetchMessage } from '../agentmail/reads';
 import { runOperation } from '../operation-store/run-operation';
@@ -9,6 +9,7 @@ import type { OperationStore } from '../operation-store/store';
 import type { OwnAddresses } from './own-addresses';
 import { recipientPolicy, replyRecipient, senderOf } from '../agentmail/recipients';
 import { releaseReply, reserveReply, retakeReply } from './reply-budget';
+import { rethrowDatabaseRejection } from '../failures/database';
 import { skipReason, TICKET_ALWAYS, TICKET_IF_ROBOTS_WANTED, TICKET_NEVER, type SkipReason } from './reply-policy';
 import type { ActivityConfig } from '../../lib/config';
 
@@ -56,16 +57,25 @@ export interface DecideInput extends MessageRef {
   budgetKey: string;
 }
 
+/** A decision as stored: which run made it, so a new run knows it is not its own. */
+type StoredDecision = ReplyDecision & { runId?: string };
+
 /**
- * Decides whether a reply is owed, once, and records it: a replay sees the same decision
- * even if the sender's budget has filled up since (the decision is an operation too). A reply
- * owed is a reply reserved: the budget's row is written in the same step (activities/reply-budget).
+ * Decides whether a reply is owed and records it: the same run's retries (and replays of its
+ * history) see the same decision even if the sender's budget has filled up since (the decision
+ * is an operation too). A NEW run of the message (a catch-up, an operator's rerun, the relay
+ * after an outage) whose reply has not gone out decides again, as configured now — the age
+ * (REPLY_MAX_AGE), APPROVAL_REQUIRED_INBOXES, REPLYONCE_INBOXES — under the same key; once a
+ * reply may have gone out, the decision stands and the send replays. A reply owed is a reply
+ * reserved: the budget's row is written in the same step (activities/decide/reply-budget.ts).
  */
 export async function decideReply(
   deps: DecideDeps,
   ref: DecideInput,
 ): Promise<ReplyDecision & { operation: OperationReport }> {
-  const outcome = await runOperation<ReplyDecision>(
+  const runId = Context.current().info.workflowExecution?.runId ?? 'no-run';
+  const redecided = await reopenForNewRun(deps, ref, runId);
+  const outcome = await runOperation<StoredDecision>(
     deps.store,
     {
       key: ref.key,
@@ -93,9 +103,13 @@ export async function decideReply(
         ticket,
         foldTicket: optional,
         approval: { required: approvalRequired, timeoutMs: deps.config.APPROVAL_TIMEOUT_MS },
+        runId,
       };
     },
   );
+  // Decided again and no longer a reply (too old now, the inbox no longer served): the earlier
+  // decision's reservation is given back.
+  if (redecided && !outcome.result.reply) await releaseReply(deps.db, ref.budgetKey);
   if (outcome.replayed && outcome.result.reply) await retakeReply(deps.db, ref.budgetKey);
   if (!outcome.replayed) {
     const { reason } = outcome.result;
@@ -103,7 +117,25 @@ export async function decideReply(
     // Ids only (the activity's log context carries the workflow id); never the sender's address.
     if (reason !== null) log.info('not answering automatically', { reason, messageId: ref.messageId });
   }
-  return { ...outcome.result, operation: outcome.operation };
+  const { runId: _decidedBy, ...decision } = outcome.result;
+  if (redecided) log.info('decided again for a new run', { reply: decision.reply, reason: decision.reason });
+  return { ...decision, operation: outcome.operation };
+}
+
+/**
+ * A decision recorded by another run (or before runs were recorded) whose reply has not gone out
+ * (no reply operation complete or in flight, any version) is opened again for this run to make.
+ * Returns whether it was.
+ */
+async function reopenForNewRun(deps: DecideDeps, ref: DecideInput, runId: string): Promise<boolean> {
+  try {
+    const stored = await deps.store.completed<StoredDecision>(ref.key, OperationKind.decision);
+    if (stored === undefined || stored.runId === runId) return false;
+    if (await deps.store.mayHaveHappened([ref.budgetKey, replyKey(ref, 1), replyKey(ref, 2)])) return false;
+    return await deps.store.reopen(ref.key, OperationKind.decision);
+  } catch (error) {
+    return rethrowDatabaseRejection(error);
+  }
 }
 
 /** The checks in order: whose inbox, who wrote, what the message says of itself, whom we would write to, the budget. */

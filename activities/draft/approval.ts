@@ -6,7 +6,7 @@ import { recordReviewAudit } from '../../review/audit';
 import { FailureType, type MessageRef, OperationKind, type OperationReport, type ReviewInput } from '../../contract';
 import { storeDraftVersion, storedDraft, validDraft } from './draft-store';
 import { fetchMessage } from '../agentmail/reads';
-import { runOperation } from '../operation-store/run-operation';
+import { replayCompleted, runOperation } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
 import { providerFailure } from '../agentmail/failures';
 import { recipientOf, recipientPolicy } from '../agentmail/recipients';
@@ -124,6 +124,9 @@ export async function createProviderDraft(
   deps: ReviewDeps,
   input: ProviderDraftInput,
 ): Promise<{ draftId: string; operation: OperationReport }> {
+  // Created before: replayed from the store, before anything is read from AgentMail.
+  const before = await replayCompleted<{ draftId: string }>(deps.store, input.key, OperationKind.providerDraft);
+  if (before) return { draftId: before.result.draftId, operation: before.operation };
   const draft = await storedDraft(deps.store, input.draftKey);
   const inbound = await fetchMessage(deps.agentmail, input);
   const request = {

@@ -40,6 +40,25 @@ export interface OperationOutcome<T> {
   operation: OperationReport;
 }
 
+/**
+ * A replay needs nothing but the store: when the operation under `key` is complete, its stored
+ * result (as runOperation would replay it), else undefined. An effect calls this FIRST, before it
+ * reads anything from a provider to resolve its request: a rerun of an answered message whose
+ * AgentMail message is gone since still ends `sent`, `replayed: true`, instead of failing on the
+ * read. (The request-hash check is for effects that still have to run; a complete one has.)
+ */
+export async function replayCompleted<T>(
+  store: OperationStore,
+  key: string,
+  kind: OperationKind | (string & {}),
+): Promise<OperationOutcome<T> | undefined> {
+  if (typeof key !== 'string' || key === '') return undefined;
+  const row = await store.get(key).catch(rethrowDatabaseRejection);
+  if (row === undefined || row.status !== 'complete' || row.kind !== kind) return undefined;
+  metrics.operations.inc({ kind, status: 'replayed' });
+  return { result: row.result as T, replayed: true, operation: { key, kind, state: 'replayed' } };
+}
+
 /** Identifies the activity attempt that holds a lease: a slower, older attempt cannot overwrite a newer one. */
 export function attemptOwnerToken(): string {
   const info = Context.current().info;

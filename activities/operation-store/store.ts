@@ -163,6 +163,31 @@ export class OperationStore {
     return row.result as T;
   }
 
+  /**
+   * Opens a completed operation of this kind again, for an effect whose result a new run must
+   * work out anew (a decision whose reply has not gone out, activities/decide/decide-reply.ts):
+   * processing with an expired lease, so the next claim takes it over under the same key and
+   * request. Returns whether it was complete (and is now open).
+   */
+  async reopen(key: string, kind: string): Promise<boolean> {
+    const reopened = await this.db.query(
+      `UPDATE operations
+          SET status = 'processing', result = NULL, owner_token = NULL, lease_until = now(), updated_at = now()
+        WHERE operation_key = $1 AND kind = $2 AND status = 'complete'`,
+      [key, kind],
+    );
+    return reopened.rowCount === 1;
+  }
+
+  /** Whether any of these operations may have had its effect: complete, or processing (outcome unknown). */
+  async mayHaveHappened(keys: string[]): Promise<boolean> {
+    const found = await this.db.query(
+      `SELECT 1 FROM operations WHERE operation_key = ANY($1::text[]) AND status <> 'failed' LIMIT 1`,
+      [keys],
+    );
+    return (found.rowCount ?? 0) > 0;
+  }
+
   async get(key: string): Promise<OperationRow | undefined> {
     const found = await this.db.query<OperationRow>('SELECT * FROM operations WHERE operation_key = $1', [key]);
     return found.rows[0];

@@ -12,7 +12,7 @@ import {
 import { providerErrorText } from '../../lib/provider-errors';
 import { storedDraft } from '../draft/draft-store';
 import { emailAddress, fetchMessage, fetchThread } from '../agentmail/reads';
-import { runOperation, type OwnedAttempt } from '../operation-store/run-operation';
+import { replayCompleted, runOperation, type OwnedAttempt } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
 import { providerFailure } from '../agentmail/failures';
 import { recipientOf, recipientPolicy } from '../agentmail/recipients';
@@ -55,6 +55,8 @@ export const REPLY_HEADERS = { 'Auto-Submitted': 'auto-replied' } as const;
  * console or the API key can change after the approval (another `to`, a `bcc`, other text).
  */
 export async function sendReply(deps: SendDeps, input: SendInput): Promise<SendOutcome> {
+  const sentBefore = await replayedSend(deps, input);
+  if (sentBefore) return sentBefore;
   const draft = await storedDraft(deps.store, input.draftKey);
   const inbound = await fetchMessage(deps.agentmail, input);
   const request: AgentMail.ReplyToMessageRequest = {
@@ -64,6 +66,14 @@ export async function sendReply(deps: SendDeps, input: SendInput): Promise<SendO
   };
   const resolved = { inboxId: input.inboxId, inReplyTo: input.messageId, ...request };
   return sendOnce(deps, input, inbound.threadId, resolved, () => deliver(deps.agentmail, input, request));
+}
+
+/** A reply sent before: replayed from the store before anything is read from AgentMail. */
+async function replayedSend(deps: SendDeps, input: SendInput): Promise<SendOutcome | undefined> {
+  const done = await replayCompleted<SentReply>(deps.store, input.replyKey, OperationKind.reply);
+  if (!done) return undefined;
+  metrics.sends.inc({ outcome: 'replayed' });
+  return { ...done.result, replayed: true, operation: done.operation };
 }
 
 /**

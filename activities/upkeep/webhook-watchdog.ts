@@ -1,8 +1,9 @@
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
-import { AgentMailError, type AgentMail, type AgentMailClient } from 'agentmail';
-import { catchUpInbox, CatchUpRequestError, type CatchUpSummary } from '../../intake/catch-up';
+import type { Client } from '@temporalio/client';
+import type { AgentMail, AgentMailClient } from 'agentmail';
+import type { CatchUpSummary } from '../../intake/catch-up';
 import { InboxCursors } from '../../intake/inbox-cursors';
-import { IntakeStore } from '../../intake/intake-store';
+import { classifyCatchUpError, createCatchUp } from '../../intake/intake';
 import type { Db } from '../../lib/db';
 import { webhookEndpointDisabled, webhookEndpointDisabledNotOurs } from '../../lib/metrics';
 import type { ActivityConfig } from '../../lib/config';
@@ -115,19 +116,19 @@ export async function checkWebhooks(deps: WatchdogDeps): Promise<WebhookCheck> {
 export async function catchUpInboxForWatchdog(deps: WatchdogDeps, input: { inboxId: string }): Promise<InboxCatchUp> {
   const context = Context.current();
   try {
-    const summary = await catchUpInbox(
-      {
-        agentmail: deps.agentmail,
-        intake: new IntakeStore(deps.db, context.info.taskQueue),
-        cursors: new InboxCursors(deps.db),
-        operationRetentionDays: deps.config.OPERATION_RETENTION_DAYS,
-      },
-      {
-        inboxId: input.inboxId,
-        signal: context.cancellationSignal,
-        onProgress: (progress) => context.heartbeat(progress),
-      },
-    );
+    const catchUp = createCatchUp({
+      db: deps.db,
+      agentmail: deps.agentmail,
+      taskQueue: context.info.taskQueue,
+      operationRetentionDays: deps.config.OPERATION_RETENTION_DAYS,
+      // To leave out (and count) the messages a person stopped; without one, the relay's start does.
+      temporal: workerClient(context),
+    });
+    const summary = await catchUp.run({
+      inboxId: input.inboxId,
+      signal: context.cancellationSignal,
+      onProgress: (progress) => context.heartbeat(progress),
+    });
     log.info('watchdog catch-up finished', { ...summary });
     if (summary.interrupted)
       throw ApplicationFailure.retryable(`catch-up of ${input.inboxId} interrupted`, 'CatchUpIncomplete');
@@ -135,15 +136,20 @@ export async function catchUpInboxForWatchdog(deps: WatchdogDeps, input: { inbox
   } catch (error) {
     // An inbox the webhook covers but that never had a message processed (nothing to resume
     // from), or one deleted at AgentMail since: retrying would not change either.
-    const notRun =
-      error instanceof CatchUpRequestError
-        ? error.message
-        : error instanceof AgentMailError && error.statusCode === 404
-          ? 'AgentMail has no such inbox (deleted?)'
-          : undefined;
-    if (notRun === undefined) throw error;
+    const failure = classifyCatchUpError(error);
+    if (failure === undefined || failure.kind === 'provider') throw error;
+    const notRun = failure.kind === 'no_inbox' ? 'AgentMail has no such inbox (deleted?)' : failure.message;
     log.info('watchdog catch-up not run', { inboxId: input.inboxId, reason: notRun });
     return { inboxId: input.inboxId, notRun };
+  }
+}
+
+/** The worker's own Temporal client, when the activity has one (not in a bare MockActivityEnvironment). */
+function workerClient(context: Context): Client | undefined {
+  try {
+    return context.client;
+  } catch {
+    return undefined;
   }
 }
 

@@ -1,21 +1,13 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
-import { AgentMailError } from 'agentmail';
 import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
-import { isAgentMailError, providerErrorText } from '../../lib/provider-errors';
-import {
-  catchUpInbox,
-  CatchUpRequestError,
-  parseSince,
-  type CatchUpCounts,
-  type CatchUpDeps,
-  type CatchUpSummary,
-} from '../../intake/catch-up';
+import { parseSince, type CatchUpCounts, type CatchUpSummary } from '../../intake/catch-up';
+import { classifyCatchUpError, type CatchUp } from '../../intake/intake';
 
 export interface AdminRouteOptions {
   /** The bearer token (ADMIN_TOKEN); without one these routes are not registered at all. */
   token: string;
-  catchUp: CatchUpDeps;
+  catchUp: CatchUp;
   /** A catch-up handed rows over: the relay may start them now rather than at its next poll. */
   onHandedOver?: () => void;
 }
@@ -75,7 +67,7 @@ export const adminRoutes: FastifyPluginAsync<AdminRouteOptions> = async (app: Fa
       const since = body.data.since === undefined ? undefined : parseSince(body.data.since);
       for (const inboxId of inboxIds) {
         if (hangUp.signal.aborted) break;
-        const summary = await catchUpInbox(options.catchUp, {
+        const summary = await options.catchUp.run({
           inboxId,
           since,
           signal: hangUp.signal,
@@ -85,18 +77,19 @@ export const adminRoutes: FastifyPluginAsync<AdminRouteOptions> = async (app: Fa
         summaries.push(summary);
       }
     } catch (error) {
-      if (error instanceof CatchUpRequestError)
-        return reply.code(400).send({ error: 'bad_request', message: error.message });
-      if (error instanceof AgentMailError && error.statusCode === 404) {
+      const failure = classifyCatchUpError(error);
+      if (failure?.kind === 'request') return reply.code(400).send({ error: 'bad_request', message: failure.message });
+      if (failure?.kind === 'no_inbox') {
         return reply
           .code(404)
           .send({ error: 'inbox_not_found', message: `AgentMail has no inbox ${inboxIds[summaries.length]}` });
       }
       // What AgentMail said, as status and name: its body (which the SDK copies into the message) stays here.
-      if (isAgentMailError(error)) {
-        const answer = providerErrorText(error);
-        request.log.error({ admin: 'replay', agentmail: answer }, 'catch-up replay failed at AgentMail');
-        return reply.code(502).send({ error: 'agentmail_error', message: `${answer}; the replay can be run again` });
+      if (failure?.kind === 'provider') {
+        request.log.error({ admin: 'replay', agentmail: failure.message }, 'catch-up replay failed at AgentMail');
+        return reply
+          .code(502)
+          .send({ error: 'agentmail_error', message: `${failure.message}; the replay can be run again` });
       }
       throw error;
     }
@@ -111,6 +104,7 @@ function totals(summaries: CatchUpSummary[]): CatchUpCounts {
     handedOver: sum((s) => s.handedOver),
     alreadyHandedOver: sum((s) => s.alreadyHandedOver),
     alreadyAnswered: sum((s) => s.alreadyAnswered),
+    stoppedByOperator: sum((s) => s.stoppedByOperator),
     skipped: sum((s) => s.skipped),
   };
 }

@@ -1,7 +1,6 @@
 import type { FastifyInstance, FastifyPluginAsync, FastifyRequest } from 'fastify';
 import type { Intake } from '../../intake/intake';
 import { clampMessageTime } from '../../intake/message-time';
-import { failpoint } from '../../lib/failpoints';
 import * as metrics from '../../lib/metrics';
 import { describeIssues, eventEnvelope, messageReceivedEvent } from './payload';
 import { createSignatureVerifier } from './verify-signature';
@@ -26,8 +25,8 @@ class DeadlineExceeded extends Error {
  * 3 otherwise ONE statement records the event and the intake row (the job, keyed by the workflow ID) and
  *   advances the inbox's cursor: a new row → `queued`, an existing one → `duplicate`;
  * 4 answer 204 once that committed — the message is ours now;
- * 5 after the commit, this process starts the workflow (intake/starter.ts) without holding the
- *   answer; whatever it does not start, the relay does.
+ * 5 after the commit, the intake (intake/intake.ts `accept`) starts the workflow in this process
+ *   without holding the answer; whatever it does not start, its relay does.
  * Postgres failing or slower than the deadline → 500, nothing half-recorded (one statement).
  * Temporal does not take part in the answer at all.
  */
@@ -81,7 +80,7 @@ export const webhookRoute: FastifyPluginAsync<WebhookRouteOptions> = async (app:
 
     // An event this process recorded: answered from memory. Any other goes to ONE statement, which
     // decides new or duplicate itself (another replica's event, or this one's before a restart).
-    if (intake.store.remembers(eventId)) {
+    if (intake.remembers(eventId)) {
       settle(request, 'duplicate');
       // At debug: a retry storm is thousands of these a second, each a synchronous write, and
       // replyonce_webhooks_total{outcome="duplicate"} already counts them.
@@ -90,7 +89,7 @@ export const webhookRoute: FastifyPluginAsync<WebhookRouteOptions> = async (app:
     }
 
     if (eventType !== 'message.received') {
-      const recorded = await withinDeadline(intake.store.recordIgnored({ eventId, eventType }, left()), left());
+      const recorded = await withinDeadline(intake.recordIgnored({ eventId, eventType }, left()), left());
       const outcome = recorded ? 'ignored' : 'duplicate';
       settle(request, outcome);
       request.log.info({ eventId, eventType, outcome }, 'webhook event type not handled');
@@ -115,18 +114,11 @@ export const webhookRoute: FastifyPluginAsync<WebhookRouteOptions> = async (app:
         { eventId, messageTime: messageTime.clampedFrom.toISOString(), clampedTo: messageTime.at.toISOString() },
         'webhook message time is in the future; clamped to now',
       );
-    // The relay leaves the new row to this process's starter for a while, unless the starter is full.
-    const headStartMs = intake.starter.hasRoom() ? intake.starter.options.headStartMs : 0;
+    // The intake owns the hand-over: the commit, then its starter or its relay.
     const { outcome, job } = await withinDeadline(
-      intake.store.acceptDelivery(
-        { eventId, inboxId, messageId, threadId, messageAt: messageTime?.at },
-        { headStartMs, timeoutMs: left() },
-      ),
+      intake.accept({ eventId, inboxId, messageId, threadId, messageAt: messageTime?.at }, { timeoutMs: left() }),
       left(),
     );
-    failpoint('intake.after-commit');
-    // The queue filled between the check and the commit (a burst): the row is the relay's now.
-    if (outcome === 'queued' && !intake.starter.offer(job) && headStartMs > 0) intake.leaveToRelay(job.workflowId);
     settle(request, outcome);
     request.log.info({ eventId, workflowId: job.workflowId, outcome }, `webhook ${outcome}`);
     return reply.code(204).send();

@@ -1,6 +1,7 @@
 import { createServer } from 'node:http';
 import { Client, Connection } from '@temporalio/client';
 import { loadTemporalConnection } from '../../lib/temporal-connection';
+import { inboundWorkflowId } from '../../lib/hashing';
 import { startInboundWorkflow } from '../../intake/start-workflow';
 import { closeOnSignal } from './close-on-signal';
 
@@ -36,7 +37,11 @@ async function main(): Promise<void> {
       startInboundWorkflow(
         client,
         { taskQueue: TEMPORAL_TASK_QUEUE, deadline },
-        { inboxId: message.inbox_id, messageId: message.message_id },
+        {
+          workflowId: inboundWorkflowId({ inboxId: message.inbox_id, messageId: message.message_id }),
+          inboxId: message.inbox_id,
+          messageId: message.message_id,
+        },
       ).then(
         () => response.writeHead(204).end(),
         () => response.writeHead(500).end(),

@@ -202,6 +202,9 @@ async function outage(context: BenchContext): Promise<OutageFigures> {
 
 async function backlog(apiUrl: string): Promise<number> {
   const text = await (await fetch(`${apiUrl}/metrics`)).text();
-  const line = text.split('\n').find((l) => l.startsWith('replyonce_intake_backlog '));
-  return line ? Number(line.split(' ')[1]) : Number.NaN;
+  // This deployment's unstarted rows: every state but other_queue (other task queues' rows).
+  const lines = text
+    .split('\n')
+    .filter((l) => /^replyonce_intake_backlog\{state="(waiting|backing_off|dead)"\} /.test(l));
+  return lines.length > 0 ? lines.reduce((n, l) => n + Number(l.split(' ')[1]), 0) : Number.NaN;
 }
