@@ -111,6 +111,7 @@ describe(`recording histories for build ${buildId} into test/histories/${buildId
             subject: RECORDED_MAIL.subject,
             text: RECORDED_MAIL.text,
             ...(options.headers ? { headers: options.headers } : {}),
+            ...(options.thread ? { thread_id: options.thread, from: options.from } : {}),
             deliver: options.deliver ?? true,
           });
           return { inboxId, messageId: inbound.message.message_id };

@@ -1,8 +1,7 @@
 // The paths whose histories test/histories/<build id>/ keeps, one scenario each: `npm run
 // histories:record` (scripts/record-histories.ts) runs every one on the test stack and writes its
 // history; test/replay-histories.test.ts replays every build's set against the current code.
-// A new path of the workflow gets a row here (held, handed off, answered together: add them as
-// they land), and the next recording has it.
+// A new path of the workflow gets a row here, and the next recording has it.
 import { randomUUID } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
 import type { DraftAnswer, Drafter, DraftRequest } from '../../activities/draft/drafting/drafter';
@@ -30,7 +29,14 @@ export const RECORDED_MAIL = {
 export interface ScenarioContext {
   h: Harness;
   /** Mail into a fresh inbox of `name`, delivered by webhook unless `deliver` is false. */
-  mail: (options?: { inbox?: string; headers?: Record<string, string>; deliver?: boolean }) => Promise<MessageRef>;
+  mail: (options?: {
+    inbox?: string;
+    headers?: Record<string, string>;
+    deliver?: boolean;
+    /** A message of this thread, from this sender (a conversation's follow-up). */
+    thread?: string;
+    from?: string;
+  }) => Promise<MessageRef>;
 }
 
 export interface Scenario {
@@ -51,6 +57,26 @@ class RefusingDrafter implements Drafter {
   readonly name = 'refusing-offline';
   async draft(_request: DraftRequest): Promise<DraftAnswer> {
     throw ApplicationFailure.create({ type: FailureType.DraftRefused, message: 'refused', nonRetryable: true });
+  }
+}
+
+/** The agent does not know: every draft hands off to a person. */
+class HandingOffDrafter implements Drafter {
+  readonly name = 'handing-off-offline';
+  async draft(_request: DraftRequest): Promise<DraftAnswer> {
+    return {
+      reply: 'A colleague will answer you shortly.',
+      citations: [],
+      handoff: { reason: 'no article covers it' },
+    };
+  }
+}
+
+/** A drafted reply with a link to another domain: held for a person (activities/draft/draft-check.ts). */
+class LinkingDrafter implements Drafter {
+  readonly name = 'linking-offline';
+  async draft(_request: DraftRequest): Promise<DraftAnswer> {
+    return { reply: 'You can follow it at https://tracking.elsewhere.example/4411.', citations: [], handoff: null };
   }
 }
 
@@ -107,6 +133,42 @@ export const SCENARIOS: Scenario[] = [
     harness: { approvalInboxes: [APPROVAL_INBOX], approvalTimeoutMs: 1_500 },
     run: approvalPath('approve', { escalate: true }),
   },
+  // A person decides what the agent cannot: a held draft, a hand-off to a ticket or to review.
+  {
+    name: 'held-then-approved',
+    harness: { drafter: new LinkingDrafter() },
+    run: async ({ h, mail }) => {
+      const ref = await mail();
+      await sendVerdict(await waitForStatus(h, ref, 'held', 60_000), 'approve');
+      return ended(h, ref);
+    },
+  },
+  {
+    name: 'handed-off-to-ticket',
+    harness: { drafter: new HandingOffDrafter(), handoff: 'ticket' },
+    run: async ({ h, mail }) => ended(h, await mail()),
+  },
+  {
+    name: 'handed-off-then-approved',
+    harness: { drafter: new HandingOffDrafter(), handoff: 'review' },
+    run: async ({ h, mail }) => {
+      const ref = await mail();
+      await sendVerdict(await waitForStatus(h, ref, 'handed_off', 60_000), 'approve');
+      return ended(h, ref);
+    },
+  },
+  {
+    // Two messages of one thread within the coalescing window: the first is answered by the second's reply.
+    name: 'answered-together',
+    harness: { coalesceMs: 3_000 },
+    run: async ({ h, mail }) => {
+      const thread = randomUUID();
+      const from = `Recorded Customer <${RECORDED_MAIL.senderPrefix}${randomUUID().slice(0, 8)}@${RECORDED_MAIL.senderDomain}>`;
+      const first = await mail({ thread, from });
+      await mail({ inbox: first.inboxId, thread, from });
+      return ended(h, first);
+    },
+  },
   // Failed, one per step whose final failure ends the run.
   {
     name: 'failed-message-not-found',
@@ -131,7 +193,7 @@ export const SCENARIOS: Scenario[] = [
     name: 'failed-approved-send-rejected',
     harness: approval,
     run: async (ctx) =>
-      withFaults(ctx.h, [{ match: { method: 'POST', path: '/send' }, action: 'status', status: 422 }], () =>
+      withFaults(ctx.h, [{ match: { method: 'POST', path: '/reply' }, action: 'status', status: 422 }], () =>
         approvalPath('approve')(ctx),
       ),
   },
