@@ -203,6 +203,7 @@ describe('mTLS between the services, with the certificates of deploy/tls/generat
       api: 'app',
       worker: 'app',
       setup: 'app',
+      desk: 'app',
     };
     for (const [name, definition] of Object.entries(compose.services)) {
       const mounts = tlsMounts(name);
