@@ -97,3 +97,11 @@ export async function authenticateReviewer(db: Db, token: string): Promise<Revie
 /** Whether this reviewer may judge mail of that inbox. */
 export const mayReview = (reviewer: Pick<Reviewer, 'inboxes'>, inboxId: string): boolean =>
   reviewer.inboxes === null || reviewer.inboxes.includes(inboxId.trim().toLowerCase());
+
+/** Whether anybody can review now (a reviewer who is not revoked): where a hand-off goes by default. */
+export async function anyActiveReviewer(db: Db): Promise<boolean> {
+  const { rows } = await db.query<{ any: boolean }>(
+    'SELECT EXISTS (SELECT 1 FROM reviewers WHERE revoked_at IS NULL) AS any',
+  );
+  return rows[0]?.any ?? false;
+}

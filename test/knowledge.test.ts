@@ -25,6 +25,8 @@ import { ModelStandInControl } from '../sandbox/model/control-client';
 import { BUNDLED, runEvaluation } from '../scripts/eval';
 import { inboundWorkflowId } from '../lib/hashing';
 import { reviewUpdate } from '../contract';
+import { handoffRoute } from '../activities/draft/draft-reply';
+import { addReviewer, revokeReviewer } from '../review/reviewers';
 import { testEnv } from './support/env';
 import { Harness } from './support/harness';
 import { eventually } from './support/temporal';
@@ -397,6 +399,21 @@ describe('HANDOFF=review in an inbox that needs no approval (the offline drafter
       [`${noKnowledge}/%`],
     );
     assert.deepEqual(Object.keys(draft.rows[0]!.result).sort(), ['drafter', 'text']);
+  });
+});
+
+describe('where a hand-off goes when HANDOFF is unset', () => {
+  test('HANDOFF decides when set; unset, a hand-off goes to review once a reviewer exists who is not revoked', async () => {
+    assert.equal(await handoffRoute({ db, config: { HANDOFF: 'ticket' } }), 'ticket');
+    assert.equal(await handoffRoute({ db, config: { HANDOFF: 'review' } }), 'review');
+    const { reviewer } = await addReviewer(db, { name: 'Hand-off default' });
+    assert.equal(await handoffRoute({ db, config: {} }), 'review');
+    await revokeReviewer(db, reviewer.id);
+    // Other groups' reviewers may still stand on this shared database: only the SQL's answer is ours to check.
+    const { rows } = await db.query<{ any: boolean }>(
+      'SELECT EXISTS (SELECT 1 FROM reviewers WHERE revoked_at IS NULL) AS any',
+    );
+    assert.equal(await handoffRoute({ db, config: {} }), rows[0]?.any ? 'review' : 'ticket');
   });
 });
 

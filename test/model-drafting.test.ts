@@ -73,6 +73,8 @@ before(async () => {
   });
   h = await Harness.start({
     drafter,
+    // Explicit: unset, a hand-off goes to review once any reviewer exists (other groups add some).
+    handoff: 'ticket',
     knowledgeInboxCollections: Object.fromEntries(Object.values(kb).map((inbox) => [inbox, [collection]])),
     approvalInboxes: [kb.approval, approvalInbox],
   });

@@ -28,6 +28,7 @@ import type { Drafter } from './drafting/drafter';
 import { fetchMessage, fetchThread } from '../agentmail/reads';
 import { runOperation } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
+import { anyActiveReviewer } from '../../review/reviewers';
 
 export interface DraftInput extends MessageRef {
   /** The draft's operation key (…/draft/v1), derived by the workflow. */
@@ -81,7 +82,7 @@ export interface DraftDeps {
 export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<DraftOutcome> {
   const { key, ...ref } = input;
   const done = await deps.store.completed<StoredDraft>(key, OperationKind.draft);
-  if (done !== undefined) return outcomeOf(deps, done, { key, kind: OperationKind.draft, state: 'replayed' });
+  if (done !== undefined) return await outcomeOf(deps, done, { key, kind: OperationKind.draft, state: 'replayed' });
 
   const message = await fetchMessage(deps.agentmail, ref);
   const text = message.extractedText ?? message.text ?? '';
@@ -166,17 +167,29 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
       return { text: valid, drafter: deps.drafter.name, ...knowledgeFields, ...(holds.length > 0 ? { holds } : {}) };
     },
   );
-  return outcomeOf(deps, outcome.result, outcome.operation);
+  return await outcomeOf(deps, outcome.result, outcome.operation);
 }
 
-function outcomeOf(deps: DraftDeps, draft: StoredDraft, operation: OperationReport): DraftOutcome {
+async function outcomeOf(deps: DraftDeps, draft: StoredDraft, operation: OperationReport): Promise<DraftOutcome> {
   return {
     characters: draft.text.length,
     holds: draft.holds ?? [],
     citations: draft.citations ?? [],
-    handoff: draft.handoff ? { kind: draft.handoff.kind, route: deps.config.HANDOFF ?? 'ticket' } : null,
+    handoff: draft.handoff ? { kind: draft.handoff.kind, route: await handoffRoute(deps) } : null,
     operation,
   };
+}
+
+/**
+ * Where a hand-off goes in an inbox that needs no approval: HANDOFF when set; otherwise to review
+ * when somebody can review it (a reviewer who is not revoked), else to a ticket. Decided by this
+ * run (its result is in history); a later run decides again, as with every other setting.
+ */
+export async function handoffRoute(
+  deps: Pick<DraftDeps, 'db'> & { config: Pick<ActivityConfig, 'HANDOFF'> },
+): Promise<'review' | 'ticket'> {
+  if (deps.config.HANDOFF) return deps.config.HANDOFF;
+  return (await anyActiveReviewer(deps.db)) ? 'review' : 'ticket';
 }
 
 /**
