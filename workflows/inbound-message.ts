@@ -26,7 +26,7 @@ import {
   type InboundMessageInput,
   type InboundMessageResult,
   type MessageRef,
-  OperationKind,
+  type OperationKind,
   type OperationReport,
   operationsQuery,
   type OperationView,
