@@ -15,7 +15,7 @@ import {
   type ReplyCommentInput,
   type TicketInput,
 } from './ticket/open-ticket';
-import { releaseTurn, requestTurn, type TurnInput } from './turns/request-turn';
+import { releaseTurn, requestTurn, turnHolderOpen, type TurnInput } from './turns/request-turn';
 import { OperationStore } from './operation-store/store';
 import { OwnAddresses } from './decide/own-addresses';
 import { pruneExpiredRecords } from './upkeep/retention';
@@ -67,6 +67,7 @@ export function createActivities(deps: ActivityDeps) {
     commentReply: (input: ReplyCommentInput) => commentReply(common, input),
     commentDraftNote: (input: DraftNoteInput) => commentDraftNote(common, input),
     requestTurn: (input: TurnInput) => requestTurn(deps, input),
+    turnHolderOpen: (input: { workflowId: string; runId: string }) => turnHolderOpen(input),
     /**
      * After a reply went out: the thread's turn back, the message labelled, the reply commented on
      * the ticket. One local activity, so the tail of a message's run costs Temporal one marker and

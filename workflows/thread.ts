@@ -4,6 +4,7 @@ import {
   continueAsNew,
   getExternalWorkflowHandle,
   log,
+  proxyActivities,
   setCurrentDetails,
   setHandler,
   setWorkflowOptions,
@@ -19,6 +20,12 @@ import {
   turnRequestSignal,
   turnSignal,
 } from '../contract';
+import type { Activities } from '../activities';
+
+const { turnHolderOpen } = proxyActivities<Activities>({
+  startToCloseTimeout: '30 seconds',
+  retry: { initialInterval: '5 seconds', maximumInterval: '1 minute' },
+});
 
 /**
  * A conversation's turn keeper: one per AgentMail thread (its id from inbox_id + thread_id), the
@@ -35,6 +42,8 @@ import {
 const IDLE_MS = 60 * 60 * 1000;
 /** Runs answered lately, kept so that a repeated request (a retried signal) is not answered twice. */
 const ANSWERED_KEPT = 500;
+/** How often a held turn's run is checked for being still open (a timer and a short activity). */
+const HOLDER_CHECK_MS = 15 * 60 * 1000;
 /** Well inside Temporal's limits (50 K events), and cheap to replay. */
 const MAX_HISTORY_EVENTS = 5_000;
 
@@ -49,6 +58,11 @@ export async function threadWorkflow(input: ThreadInput): Promise<void> {
       state.holder?.runId === request.runId ||
       state.waiting.some((w) => w.runId === request.runId);
     if (known) return;
+    // One workflow id has one open run at a time: a request from a new run of a message whose
+    // earlier run holds (or waits for) the turn proves that run has closed (an operator's rerun
+    // after a terminate, a rerun after a failure). Its place goes to the new run.
+    if (state.holder?.workflowId === request.workflowId) state.holder = null;
+    state.waiting = state.waiting.filter((w) => w.workflowId !== request.workflowId);
     state.waiting.push(request);
     arrivals++;
     show();
@@ -63,7 +77,18 @@ export async function threadWorkflow(input: ThreadInput): Promise<void> {
 
   for (;;) {
     if (state.holder !== null) {
-      await condition(() => state.holder === null);
+      // A holder that closed without giving the turn back (terminated by an operator: a stopped run
+      // stays stopped) would wedge the thread: now and then, ask whether it is still open.
+      const holder = state.holder;
+      if (!(await condition(() => state.holder !== holder, HOLDER_CHECK_MS)) && state.holder === holder) {
+        if (!(await turnHolderOpen({ workflowId: holder.workflowId, runId: holder.runId }))) {
+          log.warn('the run holding the turn closed without giving it back: the turn goes on', {
+            workflowId: holder.workflowId,
+          });
+          if (state.holder === holder) state.holder = null;
+          show();
+        }
+      }
       continue;
     }
     if (state.waiting.length === 0) {

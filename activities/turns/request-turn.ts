@@ -75,3 +75,18 @@ export async function releaseTurn(input: { threadWorkflowId: string; runId: stri
     throw error;
   }
 }
+
+/**
+ * Whether the run that holds a thread's turn is still open. The thread's turn keeper asks now and
+ * then while a turn is held: a run an operator terminated (or that timed out) never gives its
+ * turn back, and a stopped run stays stopped, so without this the thread would wait forever.
+ */
+export async function turnHolderOpen(input: { workflowId: string; runId: string }): Promise<boolean> {
+  try {
+    const described = await Context.current().client.workflow.getHandle(input.workflowId, input.runId).describe();
+    return described.status.name === 'RUNNING';
+  } catch (error) {
+    if (error instanceof WorkflowNotFoundError) return false;
+    throw error;
+  }
+}

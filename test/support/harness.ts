@@ -254,12 +254,20 @@ export class Harness {
     ).rows[0];
   }
 
+  /**
+   * The tickets this message opened (its thread's, when it was the thread's first), each with its
+   * note followed by this message's internal notes on it (a skip's reason, a hand-off, a held draft).
+   */
   async ticketsFor(ref: MessageRef): Promise<Array<{ ticket_id: string; note: string }>> {
     return (
-      await this.db.query('SELECT ticket_id, note FROM tickets WHERE inbox_id = $1 AND message_id = $2', [
-        ref.inboxId,
-        ref.messageId,
-      ])
+      await this.db.query(
+        `SELECT t.ticket_id,
+                concat_ws(E'\n', t.note,
+                  (SELECT string_agg(c.note, E'\n' ORDER BY c.created_at) FROM ticket_comments c
+                    WHERE c.ticket_id = t.ticket_id AND c.message_id = $2 AND c.kind = 'note')) AS note
+           FROM tickets t WHERE t.inbox_id = $1 AND t.message_id = $2`,
+        [ref.inboxId, ref.messageId],
+      )
     ).rows;
   }
 
