@@ -268,7 +268,8 @@ describe('a new run decides again what depends on time and configuration (issue 
     // Prepare: the first run (no approval configured) decides to reply, then stops mid-draft.
     let stop = await workerWith({});
     const inboxId = h2.newInbox();
-    await h2.sandbox.setFaults({ match: { method: 'GET', path: '/threads/', count: 1 }, action: 'delay', ms: 5_000 });
+    // Every thread read is held (the turn, the ticket and the draft each may read it): the draft stays in flight.
+    await h2.sandbox.setFaults({ match: { method: 'GET', path: '/threads/', count: 10 }, action: 'delay', ms: 5_000 });
     const inbound = await h2.sandbox.inbound(mail(inboxId));
     const ref = { inboxId, messageId: inbound.message.message_id };
     const workflowId = inboundWorkflowId(ref);
