@@ -179,7 +179,7 @@ test(
     try {
       const ready = await fetch(`${api.url}/readyz`);
       assert.equal(ready.status, 200, 'ready: its Postgres (over TLS) answers');
-      assert.deepEqual(await ready.json(), { status: 'ready', checks: { postgres: 'ok' } });
+      assert.deepEqual(await ready.json(), { status: 'ready', checks: { postgres: 'ok', temporal: 'ok' } });
     } finally {
       await api.stop();
     }

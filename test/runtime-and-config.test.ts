@@ -170,14 +170,16 @@ Module._load = function (request, ...rest) {
 });
 
 describe('npm run dev: ports', () => {
-  test('the defaults; DEV_PORT_BASE moves all four in order; one variable moves one', () => {
-    assert.deepEqual(devPorts({}), { api: 3000, sandbox: 4010, temporal: 7233, temporalUi: 8233 });
+  test('the defaults; DEV_PORT_BASE moves all five in order; one variable moves one', () => {
+    assert.deepEqual(devPorts({}), { api: 3000, sandbox: 4010, temporal: 7233, temporalUi: 8233, desk: 3300 });
     assert.deepEqual(devPorts({ DEV_PORT_BASE: '5100' }), {
       api: 5100,
       sandbox: 5101,
       temporal: 5102,
       temporalUi: 5103,
+      desk: 5104,
     });
+    assert.deepEqual(devPorts({ DEV_DESK_PORT: '3999' }).desk, 3999);
     assert.deepEqual(devPorts({ DEV_PORT_BASE: '5100', DEV_TEMPORAL_UI_PORT: '9999' }).temporalUi, 9999);
     assert.deepEqual(devPorts({ DEV_API_PORT: '3300' }).api, 3300);
   });

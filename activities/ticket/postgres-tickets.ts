@@ -51,7 +51,9 @@ export class PostgresTickets implements TicketProvider {
         request.kind,
         request.public,
         request.messageId,
-        request.kind === 'note' ? request.body : null,
+        // A note whole; a reply's header only (which message went out, the articles it cites): its
+        // text lives in the operation store and at AgentMail.
+        request.kind === 'note' ? request.body : request.kind === 'reply' ? request.body.split('\n\n')[0]! : null,
         request.reopen,
       ],
     );

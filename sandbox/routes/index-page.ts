@@ -17,6 +17,7 @@ export const SANDBOX_CONTROLS = [
   ['POST', '/_sandbox/reset', 'forgets everything'],
   ['GET', '/_sandbox/webhook', 'the webhook endpoint deliveries go to'],
   ['POST', '/_sandbox/webhook', 'changes it: {url?, enabled?}'],
+  ['POST', '/_sandbox/webhooks/others', "adds another webhook of the organisation (a colleague's; never delivered to)"],
   ['GET', '/_sandbox/events', 'every event published, with its delivery state'],
   ['GET', '/_sandbox/events/:event_id', 'one event and its attempts'],
   [

@@ -256,7 +256,8 @@ export class Harness {
 
   /**
    * The tickets this message opened (its thread's, when it was the thread's first), each with its
-   * note followed by this message's internal notes on it (a skip's reason, a hand-off, a held draft).
+   * note followed by this message's notes on it (a skip's reason, a hand-off, a held draft) and our
+   * reply's header (the articles it cites).
    */
   async ticketsFor(ref: MessageRef): Promise<Array<{ ticket_id: string; note: string }>> {
     return (
@@ -264,7 +265,7 @@ export class Harness {
         `SELECT t.ticket_id,
                 concat_ws(E'\n', t.note,
                   (SELECT string_agg(c.note, E'\n' ORDER BY c.created_at) FROM ticket_comments c
-                    WHERE c.ticket_id = t.ticket_id AND c.message_id = $2 AND c.kind = 'note')) AS note
+                    WHERE c.ticket_id = t.ticket_id AND c.message_id = $2 AND c.kind IN ('note', 'reply'))) AS note
            FROM tickets t WHERE t.inbox_id = $1 AND t.message_id = $2`,
         [ref.inboxId, ref.messageId],
       )
