@@ -20,6 +20,7 @@ import {
   type DeploymentStatus,
 } from '../worker/deployment';
 import { runMain, SetupError } from './services/main';
+import { INBOUND_MESSAGE_WORKFLOW } from '../contract';
 
 const USAGE = 'usage: npm run deploy -- status | promote <build> | ramp <build> <percent> | rollback [<build>]';
 
@@ -111,11 +112,14 @@ async function printStatus(client: Client, status: DeploymentStatus): Promise<vo
   }
 }
 
-/** Runs still open on a build (pinned ones wait for its workers): visibility's deployment-version attribute. */
+/**
+ * Message runs still open on a build: they are the pinned ones, which wait for its workers.
+ * (Threads' turn keepers and the schedules' runs auto-upgrade: they move to the current build.)
+ */
 async function openPinnedRuns(client: Client, deploymentName: string, buildId: string): Promise<string> {
   try {
     const { count } = await client.workflow.count(
-      `TemporalWorkerDeploymentVersion = '${deploymentName}:${buildId}' AND ExecutionStatus = 'Running'`,
+      `TemporalWorkerDeploymentVersion = '${deploymentName}:${buildId}' AND ExecutionStatus = 'Running' AND WorkflowType = '${INBOUND_MESSAGE_WORKFLOW}'`,
     );
     return String(count);
   } catch {

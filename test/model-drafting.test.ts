@@ -575,6 +575,7 @@ describe('answers grounded in the knowledge base', () => {
     assert.deepEqual(result, {
       status: 'handed_off',
       ticketId: result.status === 'handed_off' ? result.ticketId : null,
+      covers: [ref.messageId],
     });
     const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
     assert.deepEqual((await handle.describe()).searchAttributes.ReplyStatus, ['handed_off']);

@@ -75,7 +75,7 @@ describe('tracing (OTEL_EXPORTER_OTLP_ENDPOINT set)', () => {
           );
           const spans = start ? receiver.trace(start.traceId) : [];
           return spans.some((s) => s.name === 'RunWorkflow:inboundMessageWorkflow') &&
-            spans.some((s) => s.name === 'RunActivity:labelMessage')
+            spans.some((s) => s.name === 'RunActivity:finishReply')
             ? spans
             : undefined;
         },
@@ -102,7 +102,7 @@ describe('tracing (OTEL_EXPORTER_OTLP_ENDPOINT set)', () => {
       assert.equal(run?.service, 'replyonce-worker');
       assert.equal(run.parentSpanId, start.spanId, 'the workflow run continues the start, across processes');
 
-      for (const activity of ['decideReply', 'draftReply', 'openTicket', 'sendReply', 'labelMessage']) {
+      for (const activity of ['decideReply', 'draftReply', 'openTicket', 'sendReply', 'finishReply']) {
         const runs = named(trace, `RunActivity:${activity}`);
         assert.equal(runs.length, 1, `one RunActivity:${activity}`);
         assert.ok(ancestors(trace, runs[0]!).includes(run), `${activity} runs under the workflow`);
@@ -194,7 +194,7 @@ describe('tracing (OTEL_EXPORTER_OTLP_ENDPOINT set)', () => {
           const start = receiver.spans.find((s) => s.attributes.temporalWorkflowId === workflowId);
           const found = start ? receiver.trace(start.traceId) : [];
           return named(found, 'RunActivity:sendReply').length === 2 &&
-            found.some((s) => s.name === 'RunActivity:labelMessage')
+            found.some((s) => s.name === 'RunActivity:finishReply')
             ? found
             : undefined;
         },

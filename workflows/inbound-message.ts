@@ -319,8 +319,6 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
       // Held: an inbox that needs no approval, a draft that tripped a rule (a hand-off says so itself).
       const held = !decision.approval.required && handoff === null;
       const waiting = handoff !== null ? 'handed_off' : held ? 'held' : 'awaiting_approval';
-      // A verdict recorded by an earlier run of this message (a replay) stands; otherwise the window
-      // opens now, before the status tells a person to judge, so a verdict sent on seeing it is not refused.
       // One notification when the reply starts waiting and one when it is escalated, each under its
       // own key; started, not awaited: a dead webhook never holds up a verdict.
       const notify = (status: ReplyStatus) => {
@@ -337,6 +335,8 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
             log.warn('reviewers were not notified', { event, failure: failureSummary(error) }),
           );
       };
+      // A verdict recorded by an earlier run of this message (a replay) stands; otherwise the window
+      // opens now, before the status tells a person to judge, so a verdict sent on seeing it is not refused.
       const recalled = await quick.recallReview({ key: keys.review });
       if (recalled === null) {
         review.open({ revision: 1, draftKey: keys.versions[1].draft, reason });
