@@ -16,6 +16,7 @@ import {
 } from '../contract';
 import { messageReceivedBody } from '../sandbox/control-client';
 import { Harness } from './support/harness';
+import { sendVerdict, waitForStatus } from './support/review';
 import { historyText } from './support/history';
 import { signedHeaders } from './support/signing';
 
@@ -178,11 +179,15 @@ describe('what the sender controls cannot wedge the message', () => {
     assert.equal(h.drafter.callsFor(ref), 1);
   });
 
-  test('a subject with an angle-bracketed address and link is drafted into the reply as plain text and sent', async () => {
+  test('a subject with an angle-bracketed address and link is drafted into the reply as plain text; held for a person (a foreign link and address), approved, sent', async () => {
     const inboxId = h.newInbox();
     const subject = 'Invoice from <billing@example.com>, see <https://example.com/invoices/42>';
     const inbound = await h.sandbox.inbound(customerMail(inboxId, { subject }));
-    const result = await h.resultOf({ inboxId, messageId: inbound.message.message_id });
+    const ref = { inboxId, messageId: inbound.message.message_id };
+    // The drafted reply quotes a link and an address that are neither ours nor the customer's: it is
+    // held (issue 22), never sent until a person approves.
+    await sendVerdict(await waitForStatus(h, ref, 'held', 30_000), 'approve');
+    const result = await h.resultOf(ref);
     assert.equal(result.status, 'sent');
     const [reply] = await h.sandbox.outbox({ inbox_id: inboxId });
     assert.ok(reply?.message.text?.includes('<billing@example.com>'), 'the offline drafter quotes the subject');
