@@ -46,7 +46,8 @@ async function newMessage(text: string): Promise<MessageRef> {
   const inboxId = h.newInbox();
   const inbound = await h.sandbox.inbound({
     inbox_id: inboxId,
-    from: `notify-${randomUUID().slice(0, 8)}@customer.example`,
+    // Not `notify-…@`: that reads as a robot sender (notifications-style, activities/decide/reply-policy.ts).
+    from: `ada-${randomUUID().slice(0, 8)}@customer.example`,
     subject: 'Private subject line',
     text,
   });
