@@ -99,13 +99,16 @@ describe('review notifications', () => {
       assert.ok(!text.includes('customer.example'), 'no sender address');
     }
 
-    // A replay of the message (a second run, as `npm run replay` or a run after retention would be)
-    // waits again, reaches both notifications' keys, and tells no one again.
-    const replayId = `replay-${randomUUID()}`;
+    // A replay of the message (an operator's rerun: the run is stopped, then started again under its
+    // workflow id, as `npm run replay -- --rerun` does) waits again, reaches both notifications'
+    // keys, and tells no one again. Its thread gives the new run the stopped run's turn.
+    const first = h.client.workflow.getHandle(inboundWorkflowId(ref));
+    await first.terminate('operator: rerun it');
     const replay = await h.client.workflow.start(INBOUND_MESSAGE_WORKFLOW, {
-      workflowId: replayId,
+      workflowId: inboundWorkflowId(ref),
       taskQueue: h.taskQueue,
       args: [ref],
+      workflowIdReusePolicy: 'ALLOW_DUPLICATE',
     });
     await eventually(
       async () => {
