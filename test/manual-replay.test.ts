@@ -242,7 +242,12 @@ describe('a new run decides again what depends on time and configuration (issue 
         agentmail: h2.agentmail,
         drafter: h2.drafter,
         tickets: new PostgresTickets(h2.db),
-        config: activityConfig({ OPERATION_LEASE_MS: 5_000, APPROVAL_TIMEOUT_MS: 60_000, ...overrides }),
+        config: activityConfig({
+          OPERATION_LEASE_MS: 5_000,
+          APPROVAL_TIMEOUT_MS: 60_000,
+          REPLY_COALESCE_MS: 0,
+          ...overrides,
+        }),
       },
     });
     const running = worker.run();
