@@ -242,7 +242,7 @@ describe('the dead letter (point 8)', () => {
       assert.equal((await row(poison!)).attempts, 2, 'the relay no longer tries a dead row');
 
       // Assess: counted by state on the API's /metrics (its task queue is this harness's).
-      const metrics = await (await fetch(`${h.apiUrl}/metrics`)).text();
+      const metrics = await (await fetch(h.metricsUrl)).text();
       assert.match(metrics, /^replyonce_intake_backlog\{state="dead"\} [1-9]\d*$/m);
       assert.match(metrics, /^replyonce_intake_backlog\{state="other_queue"\} [1-9]\d*$/m);
 
