@@ -272,21 +272,19 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     // no approval, that note is the answer and no email goes out; otherwise a person reviews the
     // draft like an approval.
     const handoff = drafted.handoff;
-    if (handoff !== null) {
-      await operations.run(
+    // The message's one internal note on the thread's ticket, about its draft (a hand-off, a hold).
+    const noteOnTicket = (note: string) =>
+      operations.run(
         keys.ticketNote,
         'ticket-note',
-        effects.commentDraftNote({
-          ...ref,
-          key: keys.ticketNote,
-          ticketId,
-          draftKey: keys.versions[1].draft,
-          note:
-            decision.approval.required || handoff.route === 'review'
-              ? 'handed off by the support agent, awaiting review'
-              : 'handed off by the support agent: a person answers',
-        }),
+        effects.commentDraftNote({ ...ref, key: keys.ticketNote, ticketId, draftKey: keys.versions[1].draft, note }),
         (c) => c.commentId,
+      );
+    if (handoff !== null) {
+      await noteOnTicket(
+        decision.approval.required || handoff.route === 'review'
+          ? 'handed off by the support agent, awaiting review'
+          : 'handed off by the support agent: a person answers',
       );
     }
     if (handoff !== null && !decision.approval.required && handoff.route === 'ticket') {
@@ -342,18 +340,7 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
         review.open({ revision: 1, draftKey: keys.versions[1].draft, reason });
         if (held) {
           setStatus('held', [{ key: SearchAttributes.SkipReason, value: `held-${holds.join('-')}` }]);
-          await operations.run(
-            keys.ticketNote,
-            'ticket-note',
-            effects.commentDraftNote({
-              ...ref,
-              key: keys.ticketNote,
-              ticketId,
-              draftKey: keys.versions[1].draft,
-              note: `a drafted reply is held for a person to approve or reject (${reason})`,
-            }),
-            (c) => c.commentId,
-          );
+          await noteOnTicket(`a drafted reply is held for a person to approve or reject (${reason})`);
           notify('held');
         }
       }
