@@ -5,6 +5,35 @@ import prettier from 'eslint-config-prettier';
 import tseslint from 'typescript-eslint';
 import { builtinModules } from 'node:module';
 
+/** The import rule of workflow code for `files`, whose way up to the project root is `up` (a regex). */
+function workflowImports(files, up) {
+  return {
+    files,
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          paths: builtinModules
+            .flatMap((name) => [name, `node:${name}`])
+            .map((name) => ({ name, message: 'Node built-ins are not deterministic: do the work in an activity.' })),
+          patterns: [
+            {
+              regex: '^(?!@temporalio/(workflow|common)(/|$)|\\.{1,2}/)',
+              message: 'Workflow code may import @temporalio/workflow, @temporalio/common and contract/ only.',
+              allowTypeImports: true,
+            },
+            {
+              regex: `^${up}(?!contract(/|$))`,
+              message: 'Workflow code imports contract/ only (activities through proxies: their types only).',
+              allowTypeImports: true,
+            },
+          ],
+        },
+      ],
+    },
+  };
+}
+
 export default tseslint.config(
   { ignores: ['node_modules/', 'dist/', '.data/', 'bench/results/', 'test-artifacts/', '**/*.js', '**/*.cjs'] },
   eslint.configs.recommended,
@@ -41,59 +70,11 @@ export default tseslint.config(
       ],
     },
   },
-  {
-    // Workflow code is replayed: no I/O, no clocks, no randomness but Temporal's. Only the
-    // workflow SDK, @temporalio/common and the pure contract may be imported (types are free).
-    files: ['workflows/*.ts'],
-    rules: {
-      '@typescript-eslint/no-restricted-imports': [
-        'error',
-        {
-          paths: builtinModules
-            .flatMap((name) => [name, `node:${name}`])
-            .map((name) => ({ name, message: 'Node built-ins are not deterministic: do the work in an activity.' })),
-          patterns: [
-            {
-              regex: '^(?!@temporalio/(workflow|common)(/|$)|\\.{1,2}/)',
-              message: 'Workflow code may import @temporalio/workflow, @temporalio/common and contract/ only.',
-              allowTypeImports: true,
-            },
-            {
-              regex: '^\\.\\./(?!contract(/|$))',
-              message: 'Workflow code imports contract/ only (activities through proxies: their types only).',
-              allowTypeImports: true,
-            },
-          ],
-        },
-      ],
-    },
-  },
-  {
-    // workflows/interceptors/: two levels up is the project root.
-    files: ['workflows/interceptors/**/*.ts'],
-    rules: {
-      '@typescript-eslint/no-restricted-imports': [
-        'error',
-        {
-          paths: builtinModules
-            .flatMap((name) => [name, `node:${name}`])
-            .map((name) => ({ name, message: 'Node built-ins are not deterministic: do the work in an activity.' })),
-          patterns: [
-            {
-              regex: '^(?!@temporalio/(workflow|common)(/|$)|\\.{1,2}/)',
-              message: 'Workflow code may import @temporalio/workflow, @temporalio/common and contract/ only.',
-              allowTypeImports: true,
-            },
-            {
-              regex: '^\\.\\./\\.\\./(?!contract(/|$))',
-              message: 'Workflow code imports contract/ only.',
-              allowTypeImports: true,
-            },
-          ],
-        },
-      ],
-    },
-  },
+  // Workflow code is replayed: no I/O, no clocks, no randomness but Temporal's. Only the workflow
+  // SDK, @temporalio/common and the pure contract may be imported (types are free). `up` is the
+  // relative path from the files to the project root (workflows/interceptors/ sits one deeper).
+  workflowImports(['workflows/*.ts'], '\\.\\./'),
+  workflowImports(['workflows/interceptors/**/*.ts'], '\\.\\./\\.\\./'),
   {
     // The contract is the bottom of the graph: pure, deterministic, and free of anything of ours.
     files: ['contract/**/*.ts'],
