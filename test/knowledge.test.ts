@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync, mkdirSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -13,6 +13,7 @@ import {
   embedMissing,
   editDistance,
   liveCollections,
+  parseQuestions,
   readFolder,
   retrieve,
   scoreEvaluation,
@@ -285,6 +286,16 @@ describe('the eval', () => {
     assert.equal(report.scores.citationValidity, 1, 'every offline answer cites what it was given');
     const left = await db.query("SELECT count(*)::int AS n FROM knowledge_collections WHERE name LIKE 'eval-%'");
     assert.equal(left.rows[0]?.n, 0, 'the scratch collection is dropped');
+  });
+
+  test('the held-out set (npm run eval -- --held-out) is well-formed: every expected article exists, some questions expect a hand-off', async () => {
+    const questions = parseQuestions(readFileSync(BUNDLED.heldOut, 'utf8'));
+    assert.ok(questions.length >= 40, `${questions.length} held-out questions`);
+    const { documents } = await readFolder(BUNDLED.knowledge);
+    const sources = new Set(documents.map((d) => d.source));
+    const missing = questions.flatMap((q) => q.expected_sources).filter((s) => !sources.has(s));
+    assert.deepEqual(missing, [], 'expected sources that are not articles of the bundled help centre');
+    assert.ok(questions.some((q) => q.handoff && q.expected_sources.length === 0));
   });
 
   test("a team's own folder and questions, drafted by a model (the stand-in): hand-off precision and recall and citation validity", async () => {
