@@ -14,7 +14,7 @@ import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { execFileSync } from 'node:child_process';
-import { inboundWorkflowId } from '../lib/hashing';
+import { inboundWorkflowId, threadWorkflowId } from '../lib/hashing';
 import { testEnv } from '../test/support/env';
 import { Harness, type HarnessOptions } from '../test/support/harness';
 import { RECORDED_MAIL, SCENARIOS, type ScenarioContext } from '../test/histories/scenarios';
@@ -117,11 +117,12 @@ describe(`recording histories for build ${buildId} into test/histories/${buildId
           return { inboxId, messageId: inbound.message.message_id };
         },
       };
-      const { ref, ended } = await scenario.run(ctx);
-      const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
-      const described = await handle.describe();
-      assert.notEqual(described.status.name, 'RUNNING', `${scenario.name} ended (${ended})`);
-      const history = historyJson(handle.workflowId);
+      const { ref, ended, thread } = await scenario.run(ctx);
+      const message = h.client.workflow.getHandle(inboundWorkflowId(ref));
+      assert.notEqual((await message.describe()).status.name, 'RUNNING', `${scenario.name} ended (${ended})`);
+      // A thread scenario records the thread's turn keeper, which idles after its last turn.
+      const workflowId = thread === undefined ? message.workflowId : threadWorkflowId(ref.inboxId, thread);
+      const history = historyJson(workflowId);
       redactEdits(history);
       writeFileSync(path.join(folder, `${scenario.name}.json`), `${JSON.stringify(history, null, 2)}\n`);
       console.error(`[record] ${scenario.name}: ${ended}, ${history.events.length} events`);

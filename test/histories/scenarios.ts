@@ -44,8 +44,16 @@ export interface Scenario {
   name: string;
   /** The harness this scenario needs; scenarios with equal options share one. */
   harness?: HarnessOptions;
-  /** Drives the path to its end and returns the message and how its run ended. */
-  run(ctx: ScenarioContext): Promise<{ ref: MessageRef; ended: InboundMessageResult['status'] | 'failed' }>;
+  /**
+   * Drives the path to its end and returns the message and how its run ended. With `thread`, the
+   * history recorded is that thread's turn keeper (workflows/thread.ts), which idles on after its
+   * last turn: its history is recorded open, as a worker would replay it.
+   */
+  run(ctx: ScenarioContext): Promise<{
+    ref: MessageRef;
+    ended: InboundMessageResult['status'] | 'failed';
+    thread?: string;
+  }>;
 }
 
 /** An inbox the harness is told to need approval for, before it starts. */
@@ -167,6 +175,21 @@ export const SCENARIOS: Scenario[] = [
       const first = await mail({ thread, from });
       await mail({ inbox: first.inboxId, thread, from });
       return ended(h, first);
+    },
+  },
+  {
+    // The thread's turn keeper itself: a message answered alone, then a burst of two answered
+    // together (the turn handed out, covered, given back, handed out again).
+    name: 'thread-turns',
+    harness: { coalesceMs: 3_000 },
+    run: async ({ h, mail }) => {
+      const thread = randomUUID();
+      const from = `Recorded Customer <${RECORDED_MAIL.senderPrefix}${randomUUID().slice(0, 8)}@${RECORDED_MAIL.senderDomain}>`;
+      const first = await mail({ thread, from });
+      await ended(h, first);
+      await mail({ inbox: first.inboxId, thread, from });
+      const last = await mail({ inbox: first.inboxId, thread, from });
+      return { ...(await ended(h, last)), thread };
     },
   },
   // Failed, one per step whose final failure ends the run.
