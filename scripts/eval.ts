@@ -138,7 +138,9 @@ async function main(): Promise<number> {
   if ((values.knowledge === undefined) !== (values.questions === undefined))
     throw new SetupError('give both --knowledge <dir> and --questions <file.jsonl>, or neither (the bundled set)');
   if (values['held-out'] && values.knowledge !== undefined)
-    throw new SetupError('--held-out is the bundled help centre with its held-out questions: give it alone, or --knowledge and --questions');
+    throw new SetupError(
+      '--held-out is the bundled help centre with its held-out questions: give it alone, or --knowledge and --questions',
+    );
   const env = { ...process.env };
   if (values.dev) env.DATABASE_URL ||= DEFAULT_DEV_DATABASE_URL;
   let config;
