@@ -96,6 +96,12 @@ const ended = async (h: Harness, ref: MessageRef) => {
   }
 };
 
+/** A new thread and its customer: the follow-ups of a conversation come from the same sender. */
+const newConversation = () => ({
+  thread: randomUUID(),
+  from: `Recorded Customer <${RECORDED_MAIL.senderPrefix}${randomUUID().slice(0, 8)}@${RECORDED_MAIL.senderDomain}>`,
+});
+
 /** Sandbox faults for one scenario, cleared after it. */
 async function withFaults<T>(h: Harness, faults: FaultSpec[], run: () => Promise<T>): Promise<T> {
   await h.sandbox.setFaults(faults);
@@ -170,8 +176,7 @@ export const SCENARIOS: Scenario[] = [
     name: 'answered-together',
     harness: { coalesceMs: 3_000 },
     run: async ({ h, mail }) => {
-      const thread = randomUUID();
-      const from = `Recorded Customer <${RECORDED_MAIL.senderPrefix}${randomUUID().slice(0, 8)}@${RECORDED_MAIL.senderDomain}>`;
+      const { thread, from } = newConversation();
       const first = await mail({ thread, from });
       await mail({ inbox: first.inboxId, thread, from });
       return ended(h, first);
@@ -183,8 +188,7 @@ export const SCENARIOS: Scenario[] = [
     name: 'thread-turns',
     harness: { coalesceMs: 3_000 },
     run: async ({ h, mail }) => {
-      const thread = randomUUID();
-      const from = `Recorded Customer <${RECORDED_MAIL.senderPrefix}${randomUUID().slice(0, 8)}@${RECORDED_MAIL.senderDomain}>`;
+      const { thread, from } = newConversation();
       const first = await mail({ thread, from });
       await ended(h, first);
       await mail({ inbox: first.inboxId, thread, from });
