@@ -12,6 +12,7 @@ import { activityConfig } from '../lib/config';
 import { connectTemporalWorker } from '../lib/temporal-connection';
 import { createReplyonceWorker } from '../worker/create-worker';
 import { testEnv } from './support/env';
+import { runReplayCli } from './support/replay-cli';
 import { Harness } from './support/harness';
 import { eventually } from './support/temporal';
 import { promoteWhenPolling, workerBuildId } from '../worker/deployment';
@@ -126,24 +127,6 @@ describe('manual replays (README, "Finding a message")', () => {
   });
 });
 
-/** `npm run replay -- …` as a person types it, against the suite's Temporal and this harness. */
-function runReplay(args: string[]) {
-  const run = spawnSync(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'scripts', 'replay.ts'), ...args], {
-    cwd: repoRoot,
-    encoding: 'utf8',
-    env: {
-      ...process.env,
-      TEMPORAL_ADDRESS: testEnv.temporalAddress,
-      TEMPORAL_NAMESPACE: testEnv.namespace,
-      TEMPORAL_TASK_QUEUE: h.taskQueue,
-      DATABASE_URL: testEnv.databaseUrl,
-      AGENTMAIL_API_KEY: h.apiKey,
-      AGENTMAIL_BASE_URL: h.sandboxUrl,
-    },
-  });
-  return { code: run.status, output: `${run.stdout}${run.stderr}` };
-}
-
 describe('a run a person stopped stays stopped (issue 18, point 1)', () => {
   test('terminated while waiting: the catch-up leaves it out ("stopped by an operator"), the relay does not start it, /admin/replay neither; `npm run replay -- --rerun` does, on purpose', async () => {
     // Prepare: a message whose run is held at its first AgentMail read, terminated there by a
@@ -182,7 +165,7 @@ describe('a run a person stopped stays stopped (issue 18, point 1)', () => {
     assert.equal((await h.sandbox.outbox({ inbox_id: inboxId })).length, 0, 'nothing sent');
 
     // Act 3: the operator's explicit rerun of this one message.
-    const rerun = runReplay(['--rerun', inboxId, ref.messageId]);
+    const rerun = runReplayCli(h, ['--rerun', inboxId, ref.messageId]);
     assert.equal(rerun.code, 0, rerun.output);
     assert.match(rerun.output, /rerun started: .*the last run terminated/);
     const result = await h.client.workflow.getHandle(workflowId).result();
@@ -207,7 +190,7 @@ describe('a replay needs nothing but the store (issue 18, point 3)', () => {
       message: '{"name":"NotFoundError","message":"Message not found"}',
     });
     try {
-      const rerun = runReplay(['--rerun', inboxId, ref.messageId]);
+      const rerun = runReplayCli(h, ['--rerun', inboxId, ref.messageId]);
       assert.equal(rerun.code, 0, rerun.output);
       const runId = /, run ([0-9a-f-]+)/.exec(rerun.output)?.[1];
       assert.ok(runId, rerun.output);

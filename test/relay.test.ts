@@ -1,7 +1,5 @@
 import assert from 'node:assert/strict';
-import { spawnSync } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { Client, Connection } from '@temporalio/client';
 import pino from 'pino';
@@ -12,6 +10,7 @@ import { inboundWorkflowId } from '../lib/hashing';
 import type { MessageRef } from '../contract';
 import type { Logger } from '../lib/logger';
 import { testEnv } from './support/env';
+import { runReplayCli } from './support/replay-cli';
 import { Harness } from './support/harness';
 import { TcpProxy } from './support/tcp-proxy';
 import { eventually } from './support/temporal';
@@ -25,8 +24,6 @@ before(async () => {
   h = await Harness.start({ relay: false });
 });
 after(() => h.close());
-
-const repoRoot = path.resolve(__dirname, '..');
 
 function capturingLogger(): { logger: Logger; lines: Array<Record<string, unknown>> } {
   const lines: Array<Record<string, unknown>> = [];
@@ -246,15 +243,15 @@ describe('the dead letter (point 8)', () => {
       assert.match(metrics, /^replyonce_intake_backlog\{state="dead"\} [1-9]\d*$/m);
       assert.match(metrics, /^replyonce_intake_backlog\{state="other_queue"\} [1-9]\d*$/m);
 
-      const stuck = replay(['--stuck']);
+      const stuck = runReplayCli(h, ['--stuck']);
       assert.equal(stuck.code, 0, stuck.output);
       assert.match(stuck.output, new RegExp(`${inboundWorkflowId(poison!)}.*dead.*INVALID_ARGUMENT`));
       assert.doesNotMatch(stuck.output, /€/, 'ids and an error class only');
       assert.match(stuck.output, /belong to another TEMPORAL_TASK_QUEUE/);
-      const all = replay(['--stuck', '--all-queues']);
+      const all = runReplayCli(h, ['--stuck', '--all-queues']);
       assert.match(all.output, new RegExp(`${inboundWorkflowId(orphan!)}.*task queue ${otherQueue}`));
 
-      const retried = replay(['--retry-stuck']);
+      const retried = runReplayCli(h, ['--retry-stuck']);
       assert.equal(retried.code, 0, retried.output);
       assert.match(retried.output, /1 row\(s\) given back/);
       const back = await row(poison!);
@@ -270,20 +267,3 @@ describe('the dead letter (point 8)', () => {
     }
   });
 });
-
-function replay(args: string[]) {
-  const run = spawnSync(process.execPath, ['--import', 'tsx', path.join(repoRoot, 'scripts', 'replay.ts'), ...args], {
-    cwd: repoRoot,
-    encoding: 'utf8',
-    env: {
-      ...process.env,
-      TEMPORAL_ADDRESS: testEnv.temporalAddress,
-      TEMPORAL_NAMESPACE: testEnv.namespace,
-      TEMPORAL_TASK_QUEUE: h.taskQueue,
-      DATABASE_URL: testEnv.databaseUrl,
-      AGENTMAIL_API_KEY: h.apiKey,
-      AGENTMAIL_BASE_URL: h.sandboxUrl,
-    },
-  });
-  return { code: run.status, output: `${run.stdout}${run.stderr}` };
-}
