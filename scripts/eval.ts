@@ -30,10 +30,9 @@ import {
   type EvalScores,
   type QuestionOutcome,
 } from '../knowledge';
-import { ConfigError, loadKnowledgeConfig } from '../lib/config';
 import { createDb, type Db } from '../lib/db';
 import { messageOf, runMain, SetupError } from './services/main';
-import { DEFAULT_DEV_DATABASE_URL } from './services/postgres';
+import { knowledgeConfigFor } from './services/knowledge-config';
 
 const ROOT = path.resolve(__dirname, '..');
 export const BUNDLED = {
@@ -141,15 +140,7 @@ async function main(): Promise<number> {
     throw new SetupError(
       '--held-out is the bundled help centre with its held-out questions: give it alone, or --knowledge and --questions',
     );
-  const env = { ...process.env };
-  if (values.dev) env.DATABASE_URL ||= DEFAULT_DEV_DATABASE_URL;
-  let config;
-  try {
-    config = loadKnowledgeConfig(env);
-  } catch (error) {
-    if (error instanceof ConfigError) throw new SetupError(error.message);
-    throw error;
-  }
+  const config = knowledgeConfigFor({ dev: values.dev === true });
   const drafter = createDrafter(config);
   const db = createDb(config.DATABASE_URL, { queryTimeoutMs: 120_000 });
   try {

@@ -9,22 +9,13 @@
 // docs/knowledge.md has the variables.
 import { parseArgs } from 'node:util';
 import { configuredCollections, createEmbedder, syncConfigured } from '../knowledge';
-import { ConfigError, loadKnowledgeConfig } from '../lib/config';
 import { createDb } from '../lib/db';
 import { runMain, SetupError } from './services/main';
-import { DEFAULT_DEV_DATABASE_URL } from './services/postgres';
+import { knowledgeConfigFor } from './services/knowledge-config';
 
 async function main(): Promise<number> {
   const { values } = parseArgs({ options: { dev: { type: 'boolean', default: false } } });
-  const env = { ...process.env };
-  if (values.dev) env.DATABASE_URL ||= DEFAULT_DEV_DATABASE_URL;
-  let config;
-  try {
-    config = loadKnowledgeConfig(env);
-  } catch (error) {
-    if (error instanceof ConfigError) throw new SetupError(error.message);
-    throw error;
-  }
+  const config = knowledgeConfigFor({ dev: values.dev === true });
   if (configuredCollections(config).length === 0)
     throw new SetupError('nothing to sync: set KNOWLEDGE_DIR (a folder of articles) and/or KNOWLEDGE_URLS (pages)');
   const db = createDb(config.DATABASE_URL, { queryTimeoutMs: 120_000 });
