@@ -130,16 +130,7 @@ async function search(
   const terms = searchTerms(query.text);
   if (terms.length === 0 || query.collections.length === 0 || query.limit <= 0) return [];
   const corrections = await spellingCorrections(db, query.collections, terms);
-  const rows = await db.query<{
-    id: string;
-    collection: string;
-    source: string;
-    title: string;
-    heading: string | null;
-    body: string;
-    content_hash: string;
-    rank: number;
-  }>(
+  const rows = await db.query<RetrievedSection>(
     // Candidates: the live sections that match the query (the GIN index), one row per query lexeme
     // they hold. Each lexeme's document frequency is counted over the candidates, which are exactly
     // the sections that hold it; a section scores BM25-like: idf × where it stands (title 3,
@@ -175,7 +166,8 @@ async function search(
      best AS (
        SELECT DISTINCT ON (collection, source) id, rank FROM scored ORDER BY collection, source, rank DESC, position
      )
-     SELECT s.id, s.collection, s.source, s.title, s.heading, s.body, s.content_hash, best.rank::float8 AS rank
+     SELECT s.id, s.collection, s.source, s.title, s.heading, s.body, s.content_hash AS "contentHash",
+            best.rank::float8 AS rank
        FROM best JOIN knowledge_sections s USING (id)
       ORDER BY best.rank DESC, s.id
       LIMIT $5`,
@@ -187,16 +179,7 @@ async function search(
       query.limit,
     ],
   );
-  return rows.rows.map((row) => ({
-    id: row.id,
-    collection: row.collection,
-    source: row.source,
-    title: row.title,
-    heading: row.heading,
-    body: row.body,
-    contentHash: row.content_hash,
-    rank: row.rank,
-  }));
+  return rows.rows;
 }
 
 /**
