@@ -1,5 +1,5 @@
 import type { Client } from '@temporalio/client';
-import { checkOut, type Db } from '../lib/db';
+import { inTransaction, type Db } from '../lib/db';
 import type { Logger } from '../lib/logger';
 import * as metrics from '../lib/metrics';
 import { IntakeStore, startErrorClass, type IntakeJob } from './intake-store';
@@ -136,9 +136,7 @@ export class IntakeRelay {
   /** One pass: claims, starts and marks up to a batch. Returns the rows it claimed. */
   async pass(): Promise<number> {
     const { db, temporal, taskQueue, logger } = this.deps;
-    const client = await checkOut(db);
-    try {
-      await client.query('BEGIN');
+    const { claimed, started, failed, dead } = await inTransaction(db, async (client) => {
       // This transaction holds its claimed rows while it waits on Temporal's starts (bounded by
       // startTimeoutMs each): the pools' 30 s idle-in-transaction limit (lib/db.ts) is for sessions
       // that went silent, not for this wait, so the relay's own transaction gets a longer one.
@@ -184,21 +182,16 @@ export class IntakeRelay {
       await Promise.all(Array.from({ length: Math.min(this.options.concurrency, jobs.length) }, lane));
       await this.store.markStarted(started, client);
       const dead = await this.store.markFailed(failed, client);
-      await client.query('COMMIT');
-      for (const workflowId of dead)
-        logger.warn(
-          { workflowId, errorClass: startErrorClass(failed.find((f) => f.workflowId === workflowId)?.error).name },
-          'intake relay: row moved to the dead letter (npm run replay -- --stuck lists it; --retry-stuck retries it)',
-        );
-      for (const failure of failed) this.startFailed(failure.error);
-      if (failed.length === 0 && started.length > 0) await this.temporalAnswered();
-      return failed.length > 0 ? 0 : claimed;
-    } catch (error) {
-      await client.query('ROLLBACK').catch(() => undefined);
-      throw error;
-    } finally {
-      client.release();
-    }
+      return { claimed, started, failed, dead };
+    });
+    for (const workflowId of dead)
+      logger.warn(
+        { workflowId, errorClass: startErrorClass(failed.find((f) => f.workflowId === workflowId)?.error).name },
+        'intake relay: row moved to the dead letter (npm run replay -- --stuck lists it; --retry-stuck retries it)',
+      );
+    for (const failure of failed) this.startFailed(failure.error);
+    if (failed.length === 0 && started.length > 0) await this.temporalAnswered();
+    return failed.length > 0 ? 0 : claimed;
   }
 
   private async run(): Promise<void> {

@@ -1,4 +1,4 @@
-import { checkOut, type Db } from '../lib/db';
+import { inTransaction, type Db } from '../lib/db';
 import { sha256Hex } from '../lib/hashing';
 import { parseArticle } from './sections';
 import type { SourceDocument } from './sources';
@@ -48,9 +48,7 @@ export async function syncCollection(db: Db, plan: CollectionPlan): Promise<Sync
     sections: 0,
     reindexed: false,
   };
-  const client = await checkOut(db);
-  try {
-    await client.query('BEGIN');
+  return inTransaction(db, async (client) => {
     await client.query("SELECT pg_advisory_xact_lock(hashtext('knowledge:' || $1))", [plan.collection]);
     const language = (
       await client.query<{ cfg: string }>('SELECT cfgname AS cfg FROM pg_ts_config WHERE cfgname = $1', [plan.language])
@@ -144,14 +142,8 @@ export async function syncCollection(db: Db, plan: CollectionPlan): Promise<Sync
     }
     if (stats.added + stats.changed + stats.retired > 0 || stats.reindexed || !previous.rows[0])
       await client.query('UPDATE knowledge_collections SET synced_at = now() WHERE name = $1', [plan.collection]);
-    await client.query('COMMIT');
     return stats;
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 /** The article's title weighs most, then the section's heading, then its text. */

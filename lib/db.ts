@@ -50,6 +50,27 @@ export async function checkOut(db: Db): Promise<pg.PoolClient> {
   return client;
 }
 
+/**
+ * Runs `work` in one transaction on a checked-out client: COMMIT when it returns, ROLLBACK when it
+ * throws (a rollback that fails too, on a connection already gone, leaves the first error to the
+ * caller), and the client back to the pool either way. What must happen only once the work is
+ * durable (a metric, a log line, a call out) goes after this returns, not inside `work`.
+ */
+export async function inTransaction<T>(db: Db, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  const client = await checkOut(db);
+  try {
+    await client.query('BEGIN');
+    const result = await work(client);
+    await client.query('COMMIT');
+    return result;
+  } catch (error) {
+    await client.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    client.release();
+  }
+}
+
 /** host:port/database of a DATABASE_URL, for messages: never the user or the password. */
 export function describeDatabaseUrl(url: string): string {
   try {

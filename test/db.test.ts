@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { checkOut, createDb } from '../lib/db';
+import { checkOut, createDb, inTransaction } from '../lib/db';
 import { testEnv } from './support/env';
 
 test('a session that stops talking inside a transaction is ended by Postgres, and the locks it held are free again', async () => {
@@ -48,5 +48,39 @@ test('a checked-out client whose connection dies mid-transaction fails its state
   } finally {
     client.release();
     await Promise.all([db.end(), admin.end()]);
+  }
+});
+
+test('inTransaction commits what its work returns, rolls back what it throws, and gives the client back either way', async () => {
+  // Prepare: a pool of one client, so a client not given back would hang the next call.
+  const db = createDb(testEnv.databaseUrl, { max: 1 });
+  const table = `tx_probe_${process.pid}_${Date.now()}`;
+  try {
+    await db.query(`CREATE TABLE ${table} (n int)`);
+
+    // Act
+    const returned = await inTransaction(db, async (client) => {
+      await client.query(`INSERT INTO ${table} VALUES (1)`);
+      return 'kept';
+    });
+    await assert.rejects(
+      inTransaction(db, async (client) => {
+        await client.query(`INSERT INTO ${table} VALUES (2)`);
+        throw new Error('the work failed');
+      }),
+      /the work failed/,
+    );
+
+    // Assess
+    assert.equal(returned, 'kept');
+    const { rows } = await db.query<{ n: number }>(`SELECT n FROM ${table} ORDER BY n`);
+    assert.deepEqual(
+      rows.map((r) => r.n),
+      [1],
+      'the first insert committed, the second rolled back',
+    );
+  } finally {
+    await db.query(`DROP TABLE IF EXISTS ${table}`);
+    await db.end();
   }
 });

@@ -1,4 +1,4 @@
-import { checkOut, type Db } from '../../lib/db';
+import { inTransaction, type Db } from '../../lib/db';
 import { addressHash } from '../../lib/hashing';
 import { mailboxOf } from '../agentmail/mailbox';
 
@@ -71,9 +71,7 @@ export async function reserveReply(db: Db, request: ReservationRequest, limits: 
     ...[...new Set(involved.map(lockKey))].map((key) => ({ lockClass: ADDRESS_LOCK_CLASS, key })),
     { lockClass: INBOX_LOCK_CLASS, key: lockKey(addressHash(request.inboxId.trim().toLowerCase())) },
   ].sort((a, b) => a.lockClass - b.lockClass || a.key - b.key);
-  const client = await checkOut(db);
-  try {
-    await client.query('BEGIN');
+  return inTransaction(db, async (client) => {
     for (const { lockClass, key } of locks) {
       await client.query('SELECT pg_advisory_xact_lock($1, $2)', [lockClass, key]);
     }
@@ -100,14 +98,8 @@ export async function reserveReply(db: Db, request: ReservationRequest, limits: 
       );
       outcome = { granted: true, replayed: false };
     }
-    await client.query('COMMIT');
     return outcome;
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
+  });
 }
 
 /** An address hash's advisory-lock key: its first 32 bits, as Postgres's signed int4. */

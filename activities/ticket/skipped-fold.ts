@@ -1,4 +1,4 @@
-import { checkOut, type Db } from '../../lib/db';
+import { inTransaction, type Db } from '../../lib/db';
 import * as metrics from '../../lib/metrics';
 
 /**
@@ -34,9 +34,7 @@ export async function foldSkippedTicket(
   message: { ticketKey: string; inboxId: string; reason: string },
   limits: FoldLimits,
 ): Promise<FoldOutcome> {
-  const client = await checkOut(db);
-  try {
-    await client.query('BEGIN');
+  const { outcome, wrote } = await inTransaction(db, async (client) => {
     await client.query("SELECT pg_advisory_xact_lock($1, hashtext('skipped-tickets:' || $2))", [
       LOCK_CLASS,
       message.inboxId,
@@ -75,16 +73,11 @@ export async function foldSkippedTicket(
         outcome = { folded: true, into: newest, count: await countOn(client, newest) };
       }
     }
-    await client.query('COMMIT');
-    // Counted once per message, when its row is written (not when a retry finds it).
-    if (!earlier && outcome.folded) metrics.skippedTicketsFolded.inc({ reason: message.reason });
-    return outcome;
-  } catch (error) {
-    await client.query('ROLLBACK').catch(() => undefined);
-    throw error;
-  } finally {
-    client.release();
-  }
+    return { outcome, wrote: earlier === undefined };
+  });
+  // Counted once per message, when its row is written (not when a retry finds it), and committed.
+  if (wrote && outcome.folded) metrics.skippedTicketsFolded.inc({ reason: message.reason });
+  return outcome;
 }
 
 async function countOn(client: { query: Db['query'] }, into: string): Promise<number> {
