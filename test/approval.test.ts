@@ -38,6 +38,7 @@ import { listReviewAudit } from '../review/audit';
 import { temporalCliPath } from '../scripts/services/temporal-dev-server';
 import { testEnv } from './support/env';
 import { Harness } from './support/harness';
+import { replyStatusOf } from './support/review';
 import { historyText } from './support/history';
 import { eventually } from './support/temporal';
 
@@ -85,13 +86,7 @@ async function awaitingApproval(): Promise<MessageRef> {
   return ref;
 }
 
-async function status(ref: MessageRef): Promise<string | undefined> {
-  const description = await h.client.workflow
-    .getHandle(inboundWorkflowId(ref))
-    .describe()
-    .catch(() => undefined);
-  return description?.searchAttributes.ReplyStatus?.[0] as string | undefined;
-}
+const status = (ref: MessageRef) => replyStatusOf(h, ref);
 
 async function waitForStatus(ref: MessageRef, ...wanted: ReplyStatus[]): Promise<void> {
   await eventually(

@@ -9,6 +9,7 @@ import { addReviewer, revokeReviewer } from '../review/reviewers';
 import { listReviewAudit } from '../review/audit';
 import { axeViolations, seriousOrWorse, signIn, startDesk } from './support/desk';
 import { Harness } from './support/harness';
+import { replyStatusOf } from './support/review';
 import { eventually } from './support/temporal';
 import { CHROMIUM, keepScreenshot, launchChromium } from './support/web-ui';
 
@@ -42,13 +43,7 @@ after(async () => {
   await h?.close();
 });
 
-async function status(ref: MessageRef): Promise<string | undefined> {
-  const description = await h.client.workflow
-    .getHandle(inboundWorkflowId(ref))
-    .describe()
-    .catch(() => undefined);
-  return description?.searchAttributes.ReplyStatus?.[0] as string | undefined;
-}
+const status = (ref: MessageRef) => replyStatusOf(h, ref);
 
 async function waiting(subject: string, text: string, inboxId = h.newInbox()): Promise<MessageRef> {
   const inbound = await h.sandbox.inbound({

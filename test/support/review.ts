@@ -28,6 +28,15 @@ export async function sendVerdict(
   await handle.executeUpdate(reviewUpdate, { args: [input] });
 }
 
+/** The message's ReplyStatus search attribute now, or undefined while its run is not there. */
+export async function replyStatusOf(h: Harness, ref: MessageRef): Promise<ReplyStatus | undefined> {
+  const described = await h.client.workflow
+    .getHandle(inboundWorkflowId(ref))
+    .describe()
+    .catch(() => undefined);
+  return described?.typedSearchAttributes.get(SearchAttributes.ReplyStatus) as ReplyStatus | undefined;
+}
+
 /** Waits until the message's run shows `status` (its ReplyStatus search attribute), and returns its handle. */
 export async function waitForStatus(
   h: Harness,
@@ -35,14 +44,10 @@ export async function waitForStatus(
   status: ReplyStatus,
   timeoutMs = 30_000,
 ): Promise<WorkflowHandle> {
-  const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
   await eventually(
-    async () => {
-      const described = await handle.describe().catch(() => undefined);
-      return described?.typedSearchAttributes.get(SearchAttributes.ReplyStatus) === status ? true : undefined;
-    },
+    async () => ((await replyStatusOf(h, ref)) === status ? true : undefined),
     `${ref.messageId} to be ${status}`,
     timeoutMs,
   );
-  return handle;
+  return h.client.workflow.getHandle(inboundWorkflowId(ref));
 }
