@@ -1,7 +1,7 @@
 import type { AgentMailClient } from 'agentmail';
 import type { ActivityConfig } from '../lib/config';
 import type { Db } from '../lib/db';
-import type { MessageRef, ReviewInput } from '../contract';
+import type { MessageRef, ReviewInput, TurnKeeperRef } from '../contract';
 import { withFailureBoundary } from './failures/boundary';
 import { decideReply, releaseReplyBudget, type DecideInput } from './decide/decide-reply';
 import { draftReply, type DraftInput } from './draft/draft-reply';
@@ -16,6 +16,7 @@ import {
   type TicketInput,
 } from './ticket/open-ticket';
 import { releaseTurn, requestTurn, turnHolderOpen, type TurnInput } from './turns/request-turn';
+import { closedRuns, giveTurnBack, takeTurn } from './turns/take-turn';
 import { OperationStore } from './operation-store/store';
 import { OwnAddresses } from './decide/own-addresses';
 import { pruneExpiredRecords } from './upkeep/retention';
@@ -66,6 +67,10 @@ export function createActivities(deps: ActivityDeps) {
     openTicket: (input: TicketInput) => openTicket(common, input),
     commentReply: (input: ReplyCommentInput) => commentReply(common, input),
     commentDraftNote: (input: DraftNoteInput) => commentDraftNote(common, input),
+    takeTurn: (input: TurnInput) => takeTurn(deps, input),
+    giveTurnBack: (input: TurnKeeperRef & { runId: string }) => giveTurnBack(input),
+    closedRuns: (input: { runs: { workflowId: string; runId: string }[] }) => closedRuns(input),
+    // The per-thread keeper's (workflows/thread.ts), for the runs of builds before the shared keepers.
     requestTurn: (input: TurnInput) => requestTurn(deps, input),
     turnHolderOpen: (input: { workflowId: string; runId: string }) => turnHolderOpen(input),
     /**
@@ -73,8 +78,11 @@ export function createActivities(deps: ActivityDeps) {
      * the ticket. One local activity, so the tail of a message's run costs Temporal one marker and
      * no extra workflow task (each part is idempotent: a retry repeats it harmlessly).
      */
-    finishReply: async (input: ReplyCommentInput & { threadWorkflowId: string; runId: string }) => {
-      await releaseTurn(input);
+    finishReply: async (
+      input: ReplyCommentInput & { runId: string } & ({ threadWorkflowId: string } | TurnKeeperRef),
+    ) => {
+      // A run of a build before the shared keepers names its thread's own keeper (threadWorkflowId).
+      await ('threadWorkflowId' in input ? releaseTurn(input) : giveTurnBack(input));
       await labelMessage(deps.agentmail, input);
       return commentReply(common, input);
     },

@@ -196,3 +196,68 @@ export const turnSignal = defineSignal<[TurnGrant]>('turn');
 /** Sent by the holder when its reply is done (sent, rejected, or failed): the next turn may go. */
 export const releaseTurnSignal = defineSignal<[{ runId: string }]>('releaseTurn');
 export const threadStateQuery = defineQuery<ThreadState>('threadState');
+
+/**
+ * The turn keepers shared by many threads (workflows/turn-keeper.ts): a thread is hashed onto one of TURN_KEEPERS workflows (`inbound-turns-<n>`, see
+ * lib/hashing.ts), which hands out its turns. A message whose thread is free learns so from the
+ * result of the `takeTurn` Update its local activity sends (update-with-start), with no signal back;
+ * one that must wait is queued and answered by the `turn` signal, as the per-thread keeper does.
+ * The count is part of every thread's address: changing it re-homes threads, so it is fixed.
+ */
+export const TURN_KEEPER_WORKFLOW = 'turnKeeperWorkflow';
+export const TURN_KEEPERS = 8;
+/** The message workflow's patch (patched()) that moved it from the per-thread keeper to the shared ones. */
+export const SHARED_TURN_KEEPERS_PATCH = 'shared-turn-keepers';
+
+/** What a shared keeper asks of one thread's request: the thread's key and ids travel with it. */
+export interface ThreadTurnRequest extends TurnRequest {
+  /** The thread's key (a hash of inbox_id + thread_id): the keeper's index. */
+  threadKey: string;
+  /** For the Web UI's Current details: which conversation it is (ids, not text). */
+  inboxId: string;
+  threadId: string;
+}
+
+/** Where a message's turn was asked for: a shared keeper (with the thread's key) or, during a hand-over, the thread's own. */
+export interface TurnKeeperRef {
+  keeperWorkflowId: string;
+  /** The thread's key at a shared keeper; null: the per-thread keeper of an older build (workflows/thread.ts). */
+  threadKey: string | null;
+}
+
+/** The Update's answer: a turn given at once (`go` or `covered`), or `queued`: a `turn` signal follows. */
+export type TakeTurnAnswer = TurnGrant | { kind: 'queued' };
+
+/** One thread at a shared keeper: who holds its turn, who waits. */
+export interface ThreadTurns {
+  inboxId: string;
+  threadId: string;
+  waiting: ThreadTurnRequest[];
+  holder: { workflowId: string; runId: string; messageId: string; covers: string[] } | null;
+  /** When the waiting messages' burst window ends and the turn may go (ms since the epoch). */
+  readyAtMs?: number;
+  /** When the holder is next asked whether it is still open (someone waits behind it), ms since the epoch. */
+  checkAtMs?: number;
+  /** The wait before that check, doubled each time (a turn behind an approval may be held for days). */
+  checkEveryMs?: number;
+}
+
+export interface TurnKeeperInput {
+  /** Which of the TURN_KEEPERS this is. */
+  index: number;
+  /** Carried over by continue-as-new. */
+  state?: TurnKeeperState;
+}
+
+export interface TurnKeeperState {
+  /** By thread key. A thread with no holder and nobody waiting is not kept. */
+  threads: Record<string, ThreadTurns>;
+  /** Answers given lately, by run id, so a repeated request (a retried Update) is answered alike. */
+  answered: Record<string, TurnGrant>;
+}
+
+export const takeTurnUpdate = defineUpdate<TakeTurnAnswer, [ThreadTurnRequest]>('takeTurn');
+/** Sent by the holder when its reply is done, only when someone waits (the query says so). */
+export const threadTurnDoneSignal = defineSignal<[{ threadKey: string; runId: string }]>('threadTurnDone');
+/** One thread's turns at its keeper, or null when nothing of it is kept (nobody holds or waits). */
+export const threadTurnsQuery = defineQuery<ThreadTurns | null, [string]>('threadTurns');

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import type { MessageRef } from '../contract';
+import { type MessageRef, TURN_KEEPERS } from '../contract';
 
 /** Hashing lives apart from contract/keys.ts because workflow code may not import node:crypto. */
 
@@ -46,3 +46,19 @@ export const addressHash = (address: string): string => sha256Hex(address.trim()
 export function threadWorkflowId(inboxId: string, threadId: string): string {
   return `inbound-thread-${sha256Hex(JSON.stringify([inboxId, threadId])).slice(0, 40)}`;
 }
+
+/**
+ * A thread's place at the shared turn keepers (workflows/turn-keeper.ts): its key (inbox + thread,
+ * hashed) and the keeper it belongs to, `inbound-turns-<n>`, n from the key. Stable across builds:
+ * a thread asked for its turn on one build finds the same keeper on the next.
+ */
+export function threadTurnKeeper(
+  inboxId: string,
+  threadId: string,
+): { workflowId: string; index: number; threadKey: string } {
+  const threadKey = sha256Hex(JSON.stringify([inboxId, threadId])).slice(0, 40);
+  const index = Number.parseInt(threadKey.slice(0, 8), 16) % TURN_KEEPERS;
+  return { workflowId: turnKeeperWorkflowId(index), index, threadKey };
+}
+
+export const turnKeeperWorkflowId = (index: number): string => `inbound-turns-${index}`;

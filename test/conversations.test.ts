@@ -8,12 +8,12 @@ import { catchUpInbox } from '../intake/catch-up';
 import { InboxCursors } from '../intake/inbox-cursors';
 import { IntakeStore } from '../intake/intake-store';
 import type { Failpoint } from '../lib/failpoints';
-import { inboundWorkflowId, threadWorkflowId } from '../lib/hashing';
+import { inboundWorkflowId, threadTurnKeeper } from '../lib/hashing';
 import {
   type InboundMessageResult,
   type MessageRef,
   reviewUpdate,
-  threadStateQuery,
+  threadTurnsQuery,
   threadTicketKey,
 } from '../contract';
 import type { WorkflowHandle } from '@temporalio/client';
@@ -205,10 +205,8 @@ describe('a burst is answered once', () => {
     const newest = refs[2]!;
     const last = results.get(newest.messageId);
     assert.equal(last?.status, 'sent');
-    assert.deepEqual(
-      last.status === 'sent' && last.covers,
-      refs.map((r) => r.messageId),
-    );
+    const covered = refs.map((r) => r.messageId);
+    assert.deepEqual(last.status === 'sent' && last.covers, covered);
     for (const ref of refs.slice(0, 2)) {
       const result = results.get(ref.messageId);
       assert.deepEqual(result, {
@@ -233,14 +231,19 @@ describe('a burst is answered once', () => {
       'inbound:true',
       'reply:true',
     ]);
-    // The thread's workflow, between turns: nobody holds one
-    const thread = h.client.workflow.getHandle(threadWorkflowId(c.inboxId, c.threadId));
-    await eventually(
-      async () => ((await thread.query(threadStateQuery)).holder === null ? true : undefined),
-      'the turn released',
+    // The thread's turn keeper after the reply: nobody waited behind the newest, so it did not say it
+    // was done (the keeper asks when someone next waits); its Current details show whose turn it was.
+    const { workflowId: keeperId, threadKey } = threadTurnKeeper(c.inboxId, c.threadId);
+    const keeper = h.client.workflow.getHandle(keeperId);
+    const kept = await keeper.query(threadTurnsQuery, threadKey);
+    assert.equal(kept?.waiting.length, 0, 'nobody waits');
+    assert.equal(kept.holder?.messageId, newest.messageId, 'the holder: the newest message');
+    assert.deepEqual(kept.holder.covers, covered);
+    const metadata = await keeper.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
+    assert.ok(
+      metadata.currentDetails?.includes(`| \`${c.inboxId}\` \`${c.threadId}\` | \`${newest.messageId}\` (answering 3) |  |`),
+      metadata.currentDetails,
     );
-    const metadata = await thread.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
-    assert.match(metadata.currentDetails ?? '', /\*\*Turn\*\*: nobody/);
   });
 
   test('delivered three times and out of order: every message covered exactly once', async () => {

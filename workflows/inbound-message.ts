@@ -5,6 +5,7 @@ import {
   condition,
   getExternalWorkflowHandle,
   log,
+  patched,
   proxyActivities,
   proxyLocalActivities,
   setCurrentDetails,
@@ -43,11 +44,13 @@ import {
   reviewUpdate,
   type ReviewVerdict,
   SearchAttributes,
+  SHARED_TURN_KEEPERS_PATCH,
   threadTicketKey,
   ticketKey,
   ticketNoteKey,
   ticketReplyKey,
   type TurnGrant,
+  type TurnKeeperRef,
   turnSignal,
 } from '../contract';
 
@@ -238,9 +241,19 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     // ticket must not count as an unhandled rejection, which would fail workflow tasks, not the run.
     void ticketing.catch(() => undefined);
     // A thread is answered in order, one message at a time: wait for this message's turn. A later
-    // message of a burst may take it instead, and then its reply answers this one too.
-    setStatus('waiting_turn', thread);
-    const grant = await turn.take({ ...ref, threadId: decision.threadId });
+    // message of a burst may take it instead, and then its reply answers this one too. Runs started
+    // before the shared keepers (recorded histories, runs moved by hand) replay the per-thread keeper.
+    // ThreadId goes with the first status set after the decision (each upsert is a history event).
+    let threadPending = thread;
+    const withThread = (more: SearchAttributeUpdatePair[] = []) => {
+      const pairs = [...threadPending, ...more];
+      threadPending = [];
+      return pairs;
+    };
+    const input = { ...ref, threadId: decision.threadId };
+    const grant = patched(SHARED_TURN_KEEPERS_PATCH)
+      ? await turn.take(input, () => setStatus('waiting_turn', withThread()))
+      : (setStatus('waiting_turn', withThread()), await turn.takeFromThread(input));
     if (grant.kind === 'covered') {
       const [, ticketId] = await bothSettled(
         local.releaseReplyBudget({ budgetKey: keys.versions[1].reply }),
@@ -248,12 +261,12 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
       );
       reserved = false;
       operations.skip(keys.versions[1].reply, 'reply', `answered together with ${grant.by}`);
-      setStatus('answered-together', [{ key: SearchAttributes.CoveredBy, value: grant.by }]);
+      setStatus('answered-together', withThread([{ key: SearchAttributes.CoveredBy, value: grant.by }]));
       return { status: 'answered-together', coveredBy: grant.by, ticketId };
     }
     const covers = grant.covers;
 
-    setStatus('drafting');
+    setStatus('drafting', withThread());
     const drafting = operations.run(
       keys.versions[1].draft,
       'draft',
@@ -426,7 +439,7 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
       ).catch(() => undefined);
     }
     // The thread's next message must not wait on a run that failed.
-    await CancellationScope.nonCancellable(() => turn.release()).catch(() => undefined);
+    await CancellationScope.nonCancellable(() => turn.release({ bounded: true })).catch(() => undefined);
     setStatus('failed');
     operations.failPending(failureSummary(error));
     throw error;
@@ -434,35 +447,61 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
 }
 
 /**
- * This message's turn in its thread (workflows/thread.ts): asked for by a local activity that
- * signals-with-start the thread's workflow, answered by a `turn` signal, released by a signal
- * when the reply is done (sent, rejected, or the run failed) so the thread's next turn may go.
+ * This message's turn in its thread. Since the shared keepers (workflows/turn-keeper.ts): asked for
+ * by a local activity that sends the thread's keeper an Update; a free thread's turn is its result,
+ * a queued one comes by a `turn` signal; given back by a local activity that tells the keeper only
+ * when someone waits. Before them (workflows/thread.ts, replayed for older runs): asked for by
+ * signal-with-start, always answered by signal, given back by a signal.
  */
 function threadTurn() {
   let grant: TurnGrant | undefined;
-  let holding: string | null = null;
+  let holding: TurnKeeperRef | null = null;
+  let sharedKeeper = false;
   setHandler(turnSignal, (answer) => {
     grant ??= answer; // the first answer counts; a repeat changes nothing
   });
   return {
-    async take(input: MessageRef & { threadId: string }): Promise<TurnGrant> {
+    /** The shared keepers: `onQueued` runs when the turn is not given at once (the run shows it waits). */
+    async take(input: MessageRef & { threadId: string }, onQueued: () => void): Promise<TurnGrant> {
+      sharedKeeper = true;
+      const { workflowId, runId } = workflowInfo();
+      const taken = await local.takeTurn({ ...input, workflowId, runId });
+      if (taken.answer.kind === 'queued') {
+        onQueued();
+        await condition(() => grant !== undefined);
+      } else {
+        grant ??= taken.answer;
+      }
+      if (grant!.kind === 'go') holding = { keeperWorkflowId: taken.keeperWorkflowId, threadKey: taken.threadKey };
+      return grant!;
+    },
+    /** The per-thread keeper of the builds before (histories recorded then replay this). */
+    async takeFromThread(input: MessageRef & { threadId: string }): Promise<TurnGrant> {
       const { workflowId, runId } = workflowInfo();
       const { threadWorkflowId } = await local.requestTurn({ ...input, workflowId, runId });
       await condition(() => grant !== undefined);
-      if (grant!.kind === 'go') holding = threadWorkflowId;
+      if (grant!.kind === 'go') holding = { keeperWorkflowId: threadWorkflowId, threadKey: null };
       return grant!;
     },
     /** What the activity that gives the turn back needs; the turn counts as given back from here on. */
-    handBack(): { threadWorkflowId: string; runId: string } {
-      const threadWorkflowId = holding ?? '';
+    handBack(): { runId: string } & ({ threadWorkflowId: string } | TurnKeeperRef) {
+      const held = holding;
       holding = null;
-      return { threadWorkflowId, runId: workflowInfo().runId };
+      const runId = workflowInfo().runId;
+      if (sharedKeeper) return { runId, ...(held ?? { keeperWorkflowId: '', threadKey: null }) };
+      return { runId, threadWorkflowId: held?.keeperWorkflowId ?? '' };
     },
-    async release(): Promise<void> {
+    /** Gives the turn back before the end of the reply (rejected, handed off, failed). `bounded`: on the way out of a failure. */
+    async release(options: { bounded?: boolean } = {}): Promise<void> {
       if (holding === null) return;
-      const threadWorkflowId = holding;
+      const held = holding;
       holding = null;
-      await getExternalWorkflowHandle(threadWorkflowId).signal(releaseTurnSignal, { runId: workflowInfo().runId });
+      const runId = workflowInfo().runId;
+      if (sharedKeeper) {
+        await (options.bounded ? release : local).giveTurnBack({ ...held, runId });
+        return;
+      }
+      await getExternalWorkflowHandle(held.keeperWorkflowId).signal(releaseTurnSignal, { runId });
     },
   };
 }

@@ -1,0 +1,312 @@
+import {
+  allHandlersFinished,
+  condition,
+  continueAsNew,
+  getExternalWorkflowHandle,
+  log,
+  proxyLocalActivities,
+  setCurrentDetails,
+  setHandler,
+  setWorkflowOptions,
+  workflowInfo,
+} from '@temporalio/workflow';
+import {
+  type TakeTurnAnswer,
+  takeTurnUpdate,
+  type ThreadTurnRequest,
+  type ThreadTurns,
+  threadTurnDoneSignal,
+  threadTurnsQuery,
+  type TurnGrant,
+  type TurnKeeperInput,
+  type TurnKeeperState,
+  turnSignal,
+} from '../contract';
+import type { Activities } from '../activities';
+
+/**
+ * The turn keeper shared by many threads: every AgentMail thread is hashed onto one of
+ * TURN_KEEPERS of these (lib/hashing.ts threadTurnKeeper), and each hands out its threads' turns
+ * one at a time, in the order of the messages' timestamps, like the per-thread keeper before it
+ * (workflows/thread.ts, kept for the runs of older builds).
+ *
+ * What it saves: most threads are one message long. A message whose thread is free (nobody holds
+ * its turn, nobody waits, its burst window has passed) gets its turn as the *result* of the
+ * `takeTurn` Update its local activity sends: two events here, sharing a workflow task with other
+ * threads' requests, and nothing in the message's history but the local activity's marker. And the
+ * holder gives its turn back only when someone waits behind it (its last local activity asks this
+ * keeper by query, which costs no event). So the keeper does not learn when a lone thread's reply is
+ * done: it records the holder, and asks whether that run is still open only when it matters — when
+ * another message of the thread asks, and now and then for the threads it keeps (a sweep).
+ *
+ * A burst is answered once, as before: a message that must wait is queued, and when the thread's
+ * turn is free and REPLY_COALESCE_MS has passed since the newest waiting message, the newest is
+ * signalled `go` covering all of them and the others `covered`. Ids and times only, never text.
+ */
+
+/** Answers given lately, kept so that a repeated request is answered alike (Update ids dedupe within a run only). */
+const ANSWERED_KEPT = 1_000;
+/** Behind a holder that may have closed without saying so: the first look after this, then twice as long each time. */
+const FIRST_HOLDER_CHECK_MS = 1_000;
+/** …up to this (a turn behind a reply awaiting approval may be held for days). */
+const MAX_HOLDER_CHECK_MS = 15 * 60 * 1000;
+/** Threads kept with a holder and nobody waiting: past this many, ask which holders closed and forget them. */
+const SWEEP_AT = 256;
+/** With nothing to do for this long the keeper sweeps, and ends once it keeps nothing; the next request starts it again. */
+const IDLE_MS = 60 * 60 * 1000;
+/** Well inside Temporal's limits (50 K events), and cheap to replay. */
+const MAX_HISTORY_EVENTS = 5_000;
+
+const { closedRuns } = proxyLocalActivities<Activities>({
+  startToCloseTimeout: '1 minute',
+  retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
+});
+
+export async function turnKeeperWorkflow(input: TurnKeeperInput): Promise<void> {
+  const state: TurnKeeperState = input.state ?? { threads: {}, answered: {} };
+  let changes = 0;
+  let sweepAt = SWEEP_AT;
+  const changed = () => {
+    changes++;
+    setCurrentDetails(turnKeeperDetails(state));
+  };
+  const threadOf = (request: ThreadTurnRequest): ThreadTurns =>
+    (state.threads[request.threadKey] ??= {
+      inboxId: request.inboxId,
+      threadId: request.threadId,
+      waiting: [],
+      holder: null,
+    });
+
+  setHandler(
+    takeTurnUpdate,
+    async (request): Promise<TakeTurnAnswer> => {
+      const known = knownAnswer(state, request);
+      if (known !== null) return known;
+      let thread = threadOf(request);
+      // One workflow id has one open run at a time: a request from a new run of a message whose
+      // earlier run holds (or waits for) the turn proves that run has closed (an operator's rerun).
+      if (thread.holder?.workflowId === request.workflowId) thread.holder = null;
+      thread.waiting = thread.waiting.filter((w) => w.workflowId !== request.workflowId);
+      // The holder tells this keeper it is done only when someone waits: the first to wait behind
+      // it asks whether it is still open (a reply sent yesterday has long closed).
+      const holder = thread.holder;
+      if (holder !== null && thread.waiting.length === 0) {
+        const [closed] = await closedRuns({ runs: [holder] });
+        thread = threadOf(request); // the loop forgets a thread with nobody in it while this waited
+        if (closed === true && thread.holder === holder) thread.holder = null;
+      }
+      if (
+        thread.holder === null &&
+        thread.waiting.length === 0 &&
+        request.timestampMs + request.coalesceMs <= Date.now()
+      ) {
+        const grant: TurnGrant = { kind: 'go', covers: [request.messageId] };
+        thread.holder = {
+          workflowId: request.workflowId,
+          runId: request.runId,
+          messageId: request.messageId,
+          covers: grant.covers,
+        };
+        remember(state, request.runId, grant);
+        changed();
+        return grant;
+      }
+      thread.waiting.push(request);
+      // The burst may still be going on: the turn waits until the newest message is REPLY_COALESCE_MS
+      // old (by its own timestamp, so a catch-up of old mail waits for nothing; capped from now, so a
+      // message dated in the future cannot hold its thread).
+      const newest = Math.max(...thread.waiting.map((w) => w.timestampMs));
+      const coalesceMs = Math.max(...thread.waiting.map((w) => w.coalesceMs));
+      thread.readyAtMs = Math.min(newest + coalesceMs, Date.now() + coalesceMs);
+      if (thread.holder !== null && thread.checkAtMs === undefined) {
+        thread.checkEveryMs = FIRST_HOLDER_CHECK_MS;
+        thread.checkAtMs = Date.now() + FIRST_HOLDER_CHECK_MS;
+      }
+      changed();
+      return { kind: 'queued' };
+    },
+    { validator: validateRequest },
+  );
+  setHandler(threadTurnDoneSignal, ({ threadKey, runId }) => {
+    const thread = state.threads[threadKey];
+    if (thread?.holder?.runId !== runId) return;
+    thread.holder = null;
+    changed();
+  });
+  setHandler(threadTurnsQuery, (threadKey) => state.threads[threadKey] ?? null);
+  setCurrentDetails(turnKeeperDetails(state));
+
+  for (;;) {
+    const now = Date.now();
+    const entries = Object.entries(state.threads);
+    // Free turns whose burst window has passed go out, every such thread at once.
+    const due = entries.filter(([, t]) => t.holder === null && t.waiting.length > 0 && (t.readyAtMs ?? 0) <= now);
+    if (due.length > 0) {
+      await Promise.all(due.map(([, thread]) => handOut(state, thread)));
+      changed();
+      continue;
+    }
+    // Holders someone waits behind, not heard from: still open?
+    const toCheck = entries.filter(
+      ([, t]) => t.holder !== null && t.waiting.length > 0 && (t.checkAtMs ?? Infinity) <= now,
+    );
+    if (toCheck.length > 0) {
+      await checkHolders(toCheck.map(([, t]) => t));
+      changed();
+      continue;
+    }
+    for (const [key, t] of entries) if (t.holder === null && t.waiting.length === 0) delete state.threads[key];
+    const lone = Object.values(state.threads).filter((t) => t.holder !== null && t.waiting.length === 0);
+    if (lone.length >= sweepAt) {
+      await forgetClosed(state);
+      sweepAt = Math.max(SWEEP_AT, 2 * Object.keys(state.threads).length);
+      changed();
+      continue;
+    }
+    if (historyIsLong()) {
+      await condition(allHandlersFinished);
+      return continueAsNew<typeof turnKeeperWorkflow>({ ...input, state });
+    }
+    const wakes = Object.values(state.threads).flatMap((t) =>
+      t.waiting.length === 0 ? [] : [t.holder === null ? (t.readyAtMs ?? now) : (t.checkAtMs ?? Infinity)],
+    );
+    const wakeMs = Math.min(IDLE_MS, ...wakes.map((at) => at - now));
+    const seen = changes;
+    if (!(await condition(() => changes !== seen, Math.max(wakeMs, 1))) && wakes.length === 0) {
+      // An idle hour: forget the holders that closed; with nothing left, end (the next request starts a new run).
+      await forgetClosed(state);
+      await condition(allHandlersFinished);
+      if (Object.keys(state.threads).length === 0 && changes === seen) return;
+      changed();
+    }
+  }
+}
+
+/**
+ * The keeper follows the current build (it outlives any one build, and every build's message runs
+ * ask it): a change to this file is guarded with patched() (docs/changing-the-workflow.md).
+ */
+setWorkflowOptions({ versioningBehavior: 'AUTO_UPGRADE' }, turnKeeperWorkflow);
+
+function knownAnswer(state: TurnKeeperState, request: ThreadTurnRequest): TakeTurnAnswer | null {
+  const thread = state.threads[request.threadKey];
+  if (thread?.holder?.runId === request.runId) return { kind: 'go', covers: thread.holder.covers };
+  if (thread?.waiting.some((w) => w.runId === request.runId)) return { kind: 'queued' };
+  return state.answered[request.runId] ?? null;
+}
+
+function remember(state: TurnKeeperState, runId: string, grant: TurnGrant): void {
+  state.answered[runId] = grant;
+  const runs = Object.keys(state.answered);
+  for (const old of runs.slice(0, Math.max(0, runs.length - ANSWERED_KEPT))) delete state.answered[old];
+}
+
+/** The newest waiting message gets the turn and answers them all; the others are covered by it. */
+async function handOut(state: TurnKeeperState, thread: ThreadTurns): Promise<void> {
+  const batch = [...thread.waiting].sort(
+    (a, b) => a.timestampMs - b.timestampMs || (a.messageId < b.messageId ? -1 : a.messageId > b.messageId ? 1 : 0),
+  );
+  thread.waiting = [];
+  delete thread.readyAtMs;
+  delete thread.checkAtMs;
+  delete thread.checkEveryMs;
+  const holder = batch[batch.length - 1]!;
+  const covers = batch.map((r) => r.messageId);
+  thread.holder = { workflowId: holder.workflowId, runId: holder.runId, messageId: holder.messageId, covers };
+  remember(state, holder.runId, { kind: 'go', covers });
+  for (const r of batch.slice(0, -1)) remember(state, r.runId, { kind: 'covered', by: holder.messageId });
+  const tell = async (request: ThreadTurnRequest, grant: TurnGrant) => {
+    try {
+      await getExternalWorkflowHandle(request.workflowId, request.runId).signal(turnSignal, grant);
+      return true;
+    } catch (error) {
+      // The run is gone (terminated by an operator): nothing waits for this answer.
+      log.warn('a message workflow that asked for its turn is gone', {
+        workflowId: request.workflowId,
+        error: String(error),
+      });
+      return false;
+    }
+  };
+  const [given] = await Promise.all([
+    tell(holder, { kind: 'go', covers }),
+    ...batch.slice(0, -1).map((r) => tell(r, { kind: 'covered', by: holder.messageId })),
+  ]);
+  if (!given && thread.holder?.runId === holder.runId) thread.holder = null;
+}
+
+/** Asks whether the holders that others wait behind are still open; a closed one's turn goes on. */
+async function checkHolders(threads: ThreadTurns[]): Promise<void> {
+  const holders = threads.map((t) => t.holder!);
+  const closed = await closedRuns({ runs: holders });
+  threads.forEach((thread, i) => {
+    if (closed[i] === true && thread.holder === holders[i]) {
+      log.warn('the run holding a turn closed without giving it back: the turn goes on', {
+        workflowId: holders[i].workflowId,
+      });
+      thread.holder = null;
+      return;
+    }
+    thread.checkEveryMs = Math.min(2 * (thread.checkEveryMs ?? FIRST_HOLDER_CHECK_MS), MAX_HOLDER_CHECK_MS);
+    thread.checkAtMs = Date.now() + thread.checkEveryMs;
+  });
+}
+
+/** Forgets the threads whose holder has closed and nobody waits: all a finished lone thread leaves behind. */
+async function forgetClosed(state: TurnKeeperState): Promise<void> {
+  const lone = Object.entries(state.threads).filter(([, t]) => t.holder !== null && t.waiting.length === 0);
+  if (lone.length === 0) return;
+  const holders = lone.map(([, t]) => t.holder!);
+  const closed = await closedRuns({ runs: holders });
+  lone.forEach(([key, thread], i) => {
+    if (closed[i] === true && thread.holder === holders[i] && thread.waiting.length === 0) delete state.threads[key];
+  });
+}
+
+function validateRequest(request: ThreadTurnRequest): void {
+  const strings = [
+    request.threadKey,
+    request.inboxId,
+    request.threadId,
+    request.workflowId,
+    request.runId,
+    request.messageId,
+  ];
+  if (!strings.every((s) => typeof s === 'string' && s.length > 0 && s.length <= 1_000))
+    throw new Error('a turn request names its thread, inbox, workflow, run and message');
+  if (!Number.isFinite(request.timestampMs) || !Number.isFinite(request.coalesceMs) || request.coalesceMs < 0)
+    throw new Error('a turn request carries its message timestamp and burst window in ms');
+}
+
+function historyIsLong(): boolean {
+  const info = workflowInfo();
+  return info.continueAsNewSuggested || info.historyLength > MAX_HISTORY_EVENTS;
+}
+
+/** Threads listed in the Web UI's Current details, at most. */
+const DETAILS_THREADS = 30;
+
+/** The Web UI's "Current details": for each thread with a turn held or waited for, whose turn it is. Ids only. */
+export function turnKeeperDetails(state: TurnKeeperState): string {
+  const id = (text: string) => `\`${text.replace(/[`\r\n|]/g, ' ')}\``;
+  const threads = Object.values(state.threads);
+  const waited = threads.filter((t) => t.waiting.length > 0);
+  const lines = [
+    `**Threads**: ${threads.length} kept, ${waited.length} with messages waiting for their turn`,
+    '',
+    '| thread | turn | waiting |',
+    '|---|---|---|',
+  ];
+  // Threads someone waits in first: those are the ones a person looks for.
+  for (const t of [...waited, ...threads.filter((t) => t.waiting.length === 0)].slice(0, DETAILS_THREADS)) {
+    const turn = t.holder
+      ? id(t.holder.messageId) + (t.holder.covers.length > 1 ? ` (answering ${t.holder.covers.length})` : '')
+      : 'nobody';
+    const waiting = [...t.waiting].sort((a, b) => a.timestampMs - b.timestampMs).map((w) => id(w.messageId));
+    lines.push(`| ${id(t.inboxId)} ${id(t.threadId)} | ${turn} | ${waiting.join(', ')} |`);
+  }
+  if (threads.length > DETAILS_THREADS)
+    lines.push('', `…and ${threads.length - DETAILS_THREADS} more (query \`threadTurns\` with a thread's key)`);
+  return lines.join('\n');
+}
