@@ -198,7 +198,8 @@ export const releaseTurnSignal = defineSignal<[{ runId: string }]>('releaseTurn'
 export const threadStateQuery = defineQuery<ThreadState>('threadState');
 
 /**
- * The turn keepers shared by many threads (workflows/turn-keeper.ts): a thread is hashed onto one of TURN_KEEPERS workflows (`inbound-turns-<n>`, see
+ * The turn keepers shared by many threads (workflows/turn-keeper.ts): a thread is hashed onto
+ * one of TURN_KEEPERS workflows per task queue (`inbound-turns-<task queue>-<n>`, see
  * lib/hashing.ts), which hands out its turns. A message whose thread is free learns so from the
  * result of the `takeTurn` Update its local activity sends (update-with-start), with no signal back;
  * one that must wait is queued and answered by the `turn` signal, as the per-thread keeper does.

@@ -49,16 +49,19 @@ export function threadWorkflowId(inboxId: string, threadId: string): string {
 
 /**
  * A thread's place at the shared turn keepers (workflows/turn-keeper.ts): its key (inbox + thread,
- * hashed) and the keeper it belongs to, `inbound-turns-<n>`, n from the key. Stable across builds:
- * a thread asked for its turn on one build finds the same keeper on the next.
+ * hashed) and the keeper it belongs to, `inbound-turns-<task queue>-<n>`, n from the key. Stable
+ * across builds: a thread asked for its turn on one build finds the same keeper on the next. The
+ * task queue is in the id because the keeper runs on it: two deployments sharing a namespace (or two
+ * test harnesses) each keep their own threads' turns.
  */
 export function threadTurnKeeper(
   inboxId: string,
   threadId: string,
+  taskQueue: string,
 ): { workflowId: string; index: number; threadKey: string } {
   const threadKey = sha256Hex(JSON.stringify([inboxId, threadId])).slice(0, 40);
   const index = Number.parseInt(threadKey.slice(0, 8), 16) % TURN_KEEPERS;
-  return { workflowId: turnKeeperWorkflowId(index), index, threadKey };
+  return { workflowId: turnKeeperWorkflowId(taskQueue, index), index, threadKey };
 }
 
-export const turnKeeperWorkflowId = (index: number): string => `inbound-turns-${index}`;
+export const turnKeeperWorkflowId = (taskQueue: string, index: number): string => `inbound-turns-${taskQueue}-${index}`;

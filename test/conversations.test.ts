@@ -22,7 +22,7 @@ import { Harness } from './support/harness';
 import { eventually } from './support/temporal';
 import { replyStatus, within } from './support/workflow-watch';
 
-// Conversations: a thread's messages take turns (a per-thread workflow hands them out), a burst is
+// Conversations: a thread's messages take turns (a turn keeper shared by many threads hands them out), a burst is
 // answered once, one ticket per thread. Counted where the effects land: emails in the sandbox's
 // outbox, tickets and comments in Postgres, drafter calls, the workflows' results.
 
@@ -233,7 +233,7 @@ describe('a burst is answered once', () => {
     ]);
     // The thread's turn keeper after the reply: nobody waited behind the newest, so it did not say it
     // was done (the keeper asks when someone next waits); its Current details show whose turn it was.
-    const { workflowId: keeperId, threadKey } = threadTurnKeeper(c.inboxId, c.threadId);
+    const { workflowId: keeperId, threadKey } = threadTurnKeeper(c.inboxId, c.threadId, h.taskQueue);
     const keeper = h.client.workflow.getHandle(keeperId);
     const kept = await keeper.query(threadTurnsQuery, threadKey);
     assert.equal(kept?.waiting.length, 0, 'nobody waits');

@@ -40,7 +40,11 @@ export async function takeTurn(deps: TurnDeps, input: TurnInput): Promise<TakeTu
     return { keeperWorkflowId: older, threadKey: null, answer: { kind: 'queued' } };
   }
   const message = await fetchMessage(deps.agentmail, input);
-  const { workflowId, threadKey, index } = threadTurnKeeper(input.inboxId, input.threadId);
+  const { workflowId, threadKey, index } = threadTurnKeeper(
+    input.inboxId,
+    input.threadId,
+    Context.current().info.taskQueue,
+  );
   const request: ThreadTurnRequest = {
     threadKey,
     inboxId: input.inboxId,

@@ -1,0 +1,227 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import {
+  WithStartWorkflowOperation,
+  WorkflowUpdateFailedError,
+  type WorkflowHandleWithFirstExecutionRunId,
+} from '@temporalio/client';
+import {
+  type MessageRef,
+  takeTurnUpdate,
+  THREAD_WORKFLOW,
+  type ThreadInput,
+  type ThreadTurnRequest,
+  threadTurnsQuery,
+  TURN_KEEPER_WORKFLOW,
+  type TurnKeeperInput,
+} from '../contract';
+import { inboundWorkflowId, threadTurnKeeper, threadWorkflowId } from '../lib/hashing';
+import { Harness } from './support/harness';
+import { eventually } from './support/temporal';
+import { replyStatus, within } from './support/workflow-watch';
+
+// The turn keepers shared by many threads (workflows/turn-keeper.ts), with the burst window off
+// (REPLY_COALESCE_MS=0, the harness's default): what makes a thread of one message cheap — its turn
+// comes back as the Update's result, no signal — and what keeps a thread from wedging when the
+// holder never says it is done (it says so only when someone waits), or closed without saying.
+
+let h: Harness;
+before(async () => {
+  h = await Harness.start();
+});
+after(() => h.close());
+
+function conversation() {
+  const inboxId = h.newInbox();
+  const threadId = randomUUID();
+  const from = `Ada <ada-${randomUUID().slice(0, 8)}@customer.example>`;
+  const keeper = threadTurnKeeper(inboxId, threadId, h.taskQueue);
+  return {
+    inboxId,
+    threadId,
+    keeper,
+    async write(text: string): Promise<MessageRef> {
+      const inbound = await h.sandbox.inbound({
+        inbox_id: inboxId,
+        thread_id: threadId,
+        from,
+        subject: 'My order',
+        text,
+      });
+      return { inboxId, messageId: inbound.message.message_id };
+    },
+    kept: () => h.client.workflow.getHandle(keeper.workflowId).query(threadTurnsQuery, keeper.threadKey),
+  };
+}
+
+/** The message workflow's history, as the signals it received and its length. */
+async function historyOf(ref: MessageRef): Promise<{ length: number; signals: string[]; types: string[] }> {
+  const events = (await h.client.workflow.getHandle(inboundWorkflowId(ref)).fetchHistory()).events ?? [];
+  const signals = events.flatMap((e) => e.workflowExecutionSignaledEventAttributes?.signalName ?? []);
+  return { length: events.length, signals, types: events.map((e) => String(e.eventType)) };
+}
+
+/** A run that stays open until the test ends it: it stands in for a message workflow holding a turn. */
+async function standInRun(): Promise<WorkflowHandleWithFirstExecutionRunId> {
+  const args: [ThreadInput] = [{ inboxId: 'stand-in', threadId: randomUUID() }];
+  return h.client.workflow.start(THREAD_WORKFLOW, {
+    workflowId: `stand-in-${randomUUID()}`,
+    taskQueue: h.taskQueue,
+    args,
+  });
+}
+
+/** Asks the thread's keeper for a turn the way activities/turns/take-turn.ts does. */
+async function ask(
+  c: ReturnType<typeof conversation>,
+  holder: { workflowId: string; runId: string },
+  messageId: string,
+) {
+  const request: ThreadTurnRequest = {
+    threadKey: c.keeper.threadKey,
+    inboxId: c.inboxId,
+    threadId: c.threadId,
+    workflowId: holder.workflowId,
+    runId: holder.runId,
+    messageId,
+    timestampMs: Date.now() - 1_000,
+    coalesceMs: 0,
+  };
+  const args: [TurnKeeperInput] = [{ index: c.keeper.index }];
+  return h.client.workflow.executeUpdateWithStart(takeTurnUpdate, {
+    args: [request],
+    startWorkflowOperation: new WithStartWorkflowOperation(TURN_KEEPER_WORKFLOW, {
+      workflowId: c.keeper.workflowId,
+      taskQueue: h.taskQueue,
+      args,
+      workflowIdConflictPolicy: 'USE_EXISTING',
+    }),
+  });
+}
+
+describe('a thread of one message is cheap', () => {
+  test("a free thread's turn is the Update's result: no signal in the message's history, no waiting_turn", async () => {
+    // Prepare
+    const c = conversation();
+    // Act
+    const ref = await c.write('Where is my order?');
+    const result = await h.workflowResult(ref, 30_000);
+    // Assess
+    assert.equal(result.status, 'sent');
+    const history = await historyOf(ref);
+    assert.deepEqual(history.signals, [], 'no signal');
+    // 28 events before conversations; three more: the turn's local activity marker, and the patch's
+    // marker and its TemporalChangeVersion upsert (the SDK's, for runs of builds after the patch).
+    assert.ok(history.length <= 31, `${history.length} events: ${history.types.join(' ')}`);
+    // The keeper still has the holder: it said nothing, as nobody waited
+    const kept = await c.kept();
+    assert.equal(kept?.holder?.messageId, ref.messageId);
+    assert.deepEqual(kept.waiting, []);
+  });
+
+  test('a follow-up after that reply finds the holder closed and takes its turn at once, also without a signal', async () => {
+    // Prepare
+    const c = conversation();
+    const first = await c.write('Where is my order?');
+    assert.equal((await h.workflowResult(first, 30_000)).status, 'sent');
+    // Act
+    const second = await c.write('Thanks. Can I change the address too?');
+    const result = await h.workflowResult(second, 30_000);
+    // Assess
+    assert.equal(result.status, 'sent');
+    assert.equal(result.status === 'sent' && result.covers.join(), second.messageId, 'its own reply');
+    assert.deepEqual((await historyOf(second)).signals, []);
+    assert.equal((await c.kept())?.holder?.messageId, second.messageId);
+  });
+});
+
+describe('a holder that never says it is done does not wedge its thread', () => {
+  test('a message queued behind a holder that then closes without giving the turn back gets its turn', async () => {
+    // Prepare: a run holds the thread's turn, and stays open
+    const c = conversation();
+    const holder = await standInRun();
+    const holderRun = { workflowId: holder.workflowId, runId: holder.firstExecutionRunId };
+    assert.deepEqual(await ask(c, holderRun, 'stand-in-message'), { kind: 'go', covers: ['stand-in-message'] });
+    // Act: a customer writes; it must wait
+    const ref = await c.write('Hello?');
+    const message = h.client.workflow.getHandle(inboundWorkflowId(ref));
+    await eventually(
+      async () =>
+        ((await replyStatus(message).catch(() => undefined)) as string[] | undefined)?.[0] === 'waiting_turn' ||
+        undefined,
+      'the message waiting for its turn',
+    );
+    const waiting = await c.kept();
+    assert.deepEqual(
+      waiting?.waiting.map((w) => w.messageId),
+      [ref.messageId],
+    );
+    // …and the holder closes without a word (an operator terminated it)
+    await holder.terminate('a stand-in holder, closed without giving its turn back');
+    // Assess: the keeper looks again (1 s, then twice as long each time) and the turn goes on
+    const result = await within(30_000, h.workflowResult(ref, 30_000), 'the reply after the holder closed');
+    assert.equal(result.status, 'sent');
+    assert.equal((await c.kept())?.holder?.messageId, ref.messageId);
+  });
+
+  test('a repeated request from one run is answered alike; a malformed one is refused without touching the keeper', async () => {
+    // Prepare
+    const c = conversation();
+    const holder = await standInRun();
+    const run = { workflowId: holder.workflowId, runId: holder.firstExecutionRunId };
+    try {
+      // Act
+      const first = await ask(c, run, 'm-1');
+      const again = await ask(c, run, 'm-1');
+      const other = await standInRun();
+      const behind = await ask(c, { workflowId: other.workflowId, runId: other.firstExecutionRunId }, 'm-2');
+      await other.terminate('stand-in');
+      const refused = await ask(c, { workflowId: '', runId: '' }, 'm-3').catch((error: unknown) => error);
+      // Assess
+      assert.deepEqual(first, { kind: 'go', covers: ['m-1'] });
+      assert.deepEqual(again, first);
+      assert.deepEqual(behind, { kind: 'queued' });
+      assert.ok(refused instanceof WorkflowUpdateFailedError, String(refused));
+      assert.deepEqual(
+        (await c.kept())?.waiting.map((w) => w.messageId),
+        ['m-2'],
+      );
+    } finally {
+      await holder.terminate('stand-in');
+    }
+  });
+});
+
+describe('the hand-over from builds with a keeper per thread', () => {
+  test("a thread whose own keeper still runs (an older build's) keeps asking it, and the shared keeper never sees it", async () => {
+    // Prepare: the thread's per-thread keeper, as an older build's message would have started it
+    const c = conversation();
+    const args: [ThreadInput] = [{ inboxId: c.inboxId, threadId: c.threadId }];
+    const older = await h.client.workflow.start(THREAD_WORKFLOW, {
+      workflowId: threadWorkflowId(c.inboxId, c.threadId),
+      taskQueue: h.taskQueue,
+      args,
+    });
+    try {
+      // Act
+      const ref = await c.write('Where is my order?');
+      const result = await h.workflowResult(ref, 30_000);
+      // Assess: answered through the older keeper (its turn by signal, given back by signal)
+      assert.equal(result.status, 'sent');
+      const history = await older.fetchHistory();
+      const signals = (history.events ?? [])
+        .map((e) => e.workflowExecutionSignaledEventAttributes?.signalName)
+        .filter((name): name is string => typeof name === 'string');
+      assert.deepEqual(signals, ['requestTurn', 'releaseTurn']);
+      assert.deepEqual((await historyOf(ref)).signals, ['turn'], 'its turn came by signal');
+      const shared = await h.client.workflow
+        .getHandle(c.keeper.workflowId)
+        .query(threadTurnsQuery, c.keeper.threadKey)
+        .catch(() => null);
+      assert.equal(shared, null);
+    } finally {
+      await older.terminate('test over');
+    }
+  });
+});
