@@ -753,7 +753,7 @@ function threadsSection(t: ThreadsFigures | undefined): string[] {
       `**${t.uncovered} uncovered, ${t.coveredTwice} covered twice**${t.timedOut ? ' (did not drain in time)' : ''}. ` +
       `A thread's last message → its reply p50 / p99 **${msText(t.lastMessageToReply.p50)} / ${msText(t.lastMessageToReply.p99)}** ` +
       `(the burst window included). Temporal history events: ${f1(t.historyEvents.sent)} per message workflow that sent a reply, ` +
-      `${f1(t.historyEvents.answeredTogether)} per one answered together, ${f1(t.historyEvents.threadPerMessage)} per message in the thread workflows.`,
+      `${f1(t.historyEvents.answeredTogether)} per one answered together, ${f1(t.historyEvents.turnKeepersPerMessage)} per message in the turn keepers.`,
     '',
   ];
 }
@@ -834,7 +834,7 @@ export function consoleTable(summary: Summary, intake?: IntakeFigures, threads?:
       `threads ${threads.threads}×${threads.messagesPerThread}: replies, uncovered/twice, last msg→reply p50/p99`,
       `${threads.replies}, ${threads.uncovered}/${threads.coveredTwice}`,
       `${msText(threads.lastMessageToReply.p50)} / ${msText(threads.lastMessageToReply.p99)}`,
-      `events ${f1(threads.historyEvents.sent)}+${f1(threads.historyEvents.threadPerMessage)}`,
+      `events ${f1(threads.historyEvents.sent)}+${f1(threads.historyEvents.turnKeepersPerMessage)}`,
     ]);
   const tables = [];
   if (rows.length) tables.push(textTable(['figure (median)', 'ours', 'baseline', 'ratio (≥1: ours as fast)'], rows));

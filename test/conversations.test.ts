@@ -241,7 +241,9 @@ describe('a burst is answered once', () => {
     assert.deepEqual(kept.holder.covers, covered);
     const metadata = await keeper.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
     assert.ok(
-      metadata.currentDetails?.includes(`| \`${c.inboxId}\` \`${c.threadId}\` | \`${newest.messageId}\` (answering 3) |  |`),
+      metadata.currentDetails?.includes(
+        `| \`${c.inboxId}\` \`${c.threadId}\` | \`${newest.messageId}\` (answering 3) |  |`,
+      ),
       metadata.currentDetails,
     );
   });

@@ -1,4 +1,7 @@
+import { Client, Connection } from '@temporalio/client';
 import type { BenchContext } from '../support/context';
+import { NAMESPACE } from '../support/environment';
+import { meanMessageHistory, turnKeeperEvents } from '../support/history-cost';
 import { CpuMeter, cpuPer, loadAverage, othersBusy, sleep } from '../support/context';
 import { seedMessages, seededRandom, type SeededMessage } from '../support/deliveries';
 import { failures, runOpenLoop, type Delivery } from '../support/load';
@@ -34,6 +37,8 @@ export interface EndToEndFigures {
   /** Share of the machine busy with processes outside the bench (a noisy neighbour). */
   othersBusy: number;
   loadAverage: [number, number, number];
+  /** Temporal's cost per message: a sample of message workflows, and the turn keepers' events shared out. */
+  historyEvents: { message: number; turnKeepers: number };
   timedOut: boolean;
 }
 
@@ -88,6 +93,7 @@ export async function oneLoad(
   repeat: number,
   load: string,
   count: number,
+  client: Client,
 ): Promise<EndToEndFigures> {
   const { drainTimeoutMs, windowSeconds, maxDelayMs } = context.options.e2e;
   await resetSandbox(context);
@@ -95,6 +101,7 @@ export async function oneLoad(
     context.log(`    seeded ${done}/${count} messages`),
   );
   const { deliveries, scheduleMs, messageOf } = plan(context, messages, repeat * 1_000 + count);
+  const keeperEventsBefore = await turnKeeperEvents(client, side.stack.taskQueue);
   const meter = CpuMeter.forRun(context, side.servers);
   const startedAt = Date.now();
 
@@ -151,6 +158,10 @@ export async function oneLoad(
     if (n === 0) missingReplies += 1;
     if (n > 1) duplicateEmails += n - 1;
   }
+  const historyEvents = {
+    message: await meanMessageHistory(client, messages.slice(0, 20)),
+    turnKeepers: ((await turnKeeperEvents(client, side.stack.taskQueue)) - keeperEventsBefore) / count,
+  };
   const firstDelivery = Math.min(...firstSent.filter(Number.isFinite));
   const drainSeconds = (lastReply - firstDelivery) / 1000;
   const figures: EndToEndFigures = {
@@ -170,12 +181,15 @@ export async function oneLoad(
     machineBusy: usage.machineBusy,
     othersBusy: othersBusy(usage),
     loadAverage: loadAverage(),
+    historyEvents,
     timedOut,
   };
   context.log(
     `  ${load} (${count} messages, ${deliveries.length} deliveries): drained in ${drainSeconds.toFixed(1)} s, ` +
       `webhook→reply p50 ${figures.latency.p50.toFixed(0)} ms p99 ${figures.latency.p99.toFixed(0)} ms, ` +
-      `replies ${entries.length}/${count}, duplicates ${duplicateEmails}${figures.ackFailures ? `, ack failures ${figures.ackFailures}` : ''}${timedOut ? ', TIMED OUT' : ''}`,
+      `replies ${entries.length}/${count}, duplicates ${duplicateEmails}, ` +
+      `history events ${historyEvents.message.toFixed(1)} per message + ${historyEvents.turnKeepers.toFixed(1)} in the turn keepers` +
+      `${figures.ackFailures ? `, ack failures ${figures.ackFailures}` : ''}${timedOut ? ', TIMED OUT' : ''}`,
   );
   return figures;
 }
@@ -192,14 +206,17 @@ export async function runEndToEnd(context: BenchContext): Promise<EndToEndFigure
     // A clean Temporal server and one stack per repeat: each load drains completely before the next.
     await context.env.freshTemporal();
     const side = await startOurSide(context);
+    const connection = await Connection.connect({ address: context.env.temporalAddress });
+    const client = new Client({ connection, namespace: NAMESPACE });
     try {
       // Warm the path (JIT, connections, the workflow bundle) with a few messages, not counted.
       await warmUpEndToEnd(context, side);
       for (const [load, count] of loads) {
         context.log(`end to end repeat ${repeat + 1}/${context.options.e2eRepeats}: ${load}, ${count} messages`);
-        results.push(await oneLoad(context, side, repeat, load, count));
+        results.push(await oneLoad(context, side, repeat, load, count, client));
       }
     } finally {
+      await connection.close();
       await side.stop();
     }
   }

@@ -1,5 +1,6 @@
+import { Client, Connection } from '@temporalio/client';
 import type { BenchContext } from '../support/context';
-import type { Environment } from '../support/environment';
+import { NAMESPACE, type Environment } from '../support/environment';
 import { startOurSide, startStartOnlySide } from '../support/sides';
 import { oneLoad, warmUpEndToEnd, type EndToEndFigures } from './end-to-end';
 import { search, warmUp, type SearchFigures } from './ingress';
@@ -70,12 +71,15 @@ export async function runTemporalServers(
 
       const endToEnd: EndToEndFigures[] = [];
       const side = await startOurSide(on);
+      const connection = await Connection.connect({ address: on.env.temporalAddress });
+      const client = new Client({ connection, namespace: NAMESPACE });
       try {
         await warmUpEndToEnd(on, side);
-        endToEnd.push(await oneLoad(on, side, repeat, '1×', oneX));
-        endToEnd.push(await oneLoad(on, side, repeat, '4×', fourX));
-        endToEnd.push(await oneLoad(on, side, repeat, '16×', sixteenX));
+        endToEnd.push(await oneLoad(on, side, repeat, '1×', oneX, client));
+        endToEnd.push(await oneLoad(on, side, repeat, '4×', fourX, client));
+        endToEnd.push(await oneLoad(on, side, repeat, '16×', sixteenX, client));
       } finally {
+        await connection.close();
         await side.stop();
       }
       results.push({ server, repeat, startOnly, ours, endToEnd });

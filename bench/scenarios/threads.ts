@@ -1,7 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { Client, Connection } from '@temporalio/client';
 import type { InboundMessageResult } from '../../contract';
-import { inboundWorkflowId, threadWorkflowId } from '../../lib/hashing';
+import { inboundWorkflowId } from '../../lib/hashing';
+import { meanMessageHistory, turnKeeperEvents } from '../support/history-cost';
 import { messageReceivedBody, type InboundResult } from '../../sandbox/control-client';
 import type { BenchContext } from '../support/context';
 import { CpuMeter, cpuPer, sleep } from '../support/context';
@@ -17,7 +18,7 @@ import { summarize, type LatencySummary } from '../support/stats';
  * burst should be answered once. Checked: every message covered by exactly one reply or skip
  * (answered-together messages name a reply that lists them), one email per reply. Measured: from
  * a thread's last message (its timestamp) to the email that answers it, p50/p99, and Temporal's
- * history events per message (message workflows, and the thread workflows' share).
+ * history events per message (message workflows, and the turn keepers' share).
  */
 
 export interface ThreadsFigures {
@@ -32,8 +33,8 @@ export interface ThreadsFigures {
   answeredTogether: number;
   /** A thread's last message → the email that covers it. */
   lastMessageToReply: LatencySummary;
-  /** Mean history events of a message workflow that sent a reply, of one answered together, and the thread workflows' per message. */
-  historyEvents: { sent: number; answeredTogether: number; threadPerMessage: number };
+  /** Mean history events of a message workflow that sent a reply, of one answered together, and the turn keepers' per message. */
+  historyEvents: { sent: number; answeredTogether: number; turnKeepersPerMessage: number };
   cpuMsPerMessage: Record<string, number>;
   seconds: number;
   timedOut: boolean;
@@ -173,24 +174,12 @@ export async function runThreads(context: BenchContext): Promise<ThreadsFigures>
       if (at) latencies.push(Date.parse(at) - last.timestampMs);
     }
 
-    // Temporal's cost: history events per message, from a sample of runs.
-    const sample = <T>(items: T[], n: number) => items.slice(0, n);
-    const lengthOf = async (workflowId: string) =>
-      ((await client.workflow.getHandle(workflowId).fetchHistory()).events ?? []).length;
-    const mean = (values: number[]) => (values.length ? values.reduce((a, b) => a + b, 0) / values.length : 0);
+    // Temporal's cost: history events per message, from a sample of runs, and the turn keepers' share.
     const byStatus = (status: string) =>
-      messages.filter((m) => results.get(`${m.inboxId}\n${m.messageId}`)?.status === status);
-    const sentLengths = await Promise.all(sample(byStatus('sent'), 20).map((m) => lengthOf(inboundWorkflowId(m))));
-    const togetherLengths = await Promise.all(
-      sample(byStatus('answered-together'), 20).map((m) => lengthOf(inboundWorkflowId(m))),
-    );
-    const sampledThreads = [...new Set(messages.map((m) => `${m.inboxId}\n${m.threadId}`))].slice(0, 10);
-    const threadLengths = await Promise.all(
-      sampledThreads.map((k) => {
-        const [inboxId, threadId] = k.split('\n') as [string, string];
-        return lengthOf(threadWorkflowId(inboxId, threadId));
-      }),
-    );
+      messages.filter((m) => results.get(`${m.inboxId}\n${m.messageId}`)?.status === status).slice(0, 20);
+    const sentEvents = await meanMessageHistory(client, byStatus('sent'));
+    const togetherEvents = await meanMessageHistory(client, byStatus('answered-together'));
+    const keeperEvents = await turnKeeperEvents(client, side.stack.taskQueue);
     const figures: ThreadsFigures = {
       threads,
       messagesPerThread,
@@ -203,9 +192,9 @@ export async function runThreads(context: BenchContext): Promise<ThreadsFigures>
       answeredTogether,
       lastMessageToReply: summarize(latencies),
       historyEvents: {
-        sent: mean(sentLengths),
-        answeredTogether: mean(togetherLengths),
-        threadPerMessage: mean(threadLengths) / messagesPerThread,
+        sent: sentEvents,
+        answeredTogether: togetherEvents,
+        turnKeepersPerMessage: keeperEvents / messages.length,
       },
       cpuMsPerMessage: cpuPer(usage, messages.length),
       seconds,
@@ -216,7 +205,7 @@ export async function runThreads(context: BenchContext): Promise<ThreadsFigures>
         `${answeredTogether} answered together, uncovered ${uncovered}, covered twice ${coveredTwice}; ` +
         `last message → reply p50 ${figures.lastMessageToReply.p50.toFixed(0)} ms p99 ${figures.lastMessageToReply.p99.toFixed(0)} ms; ` +
         `history events: sent ${figures.historyEvents.sent.toFixed(1)}, together ${figures.historyEvents.answeredTogether.toFixed(1)}, ` +
-        `thread ${figures.historyEvents.threadPerMessage.toFixed(1)} per message${timedOut ? ', TIMED OUT' : ''}`,
+        `turn keepers ${figures.historyEvents.turnKeepersPerMessage.toFixed(1)} per message${timedOut ? ', TIMED OUT' : ''}`,
     );
     return figures;
   } finally {

@@ -46,8 +46,9 @@ export interface Scenario {
   harness?: HarnessOptions;
   /**
    * Drives the path to its end and returns the message and how its run ended. With `thread`, the
-   * history recorded is that thread's turn keeper (workflows/thread.ts), which idles on after its
-   * last turn: its history is recorded open, as a worker would replay it.
+   * history recorded is that thread's turn keeper (workflows/turn-keeper.ts, shared with other
+   * threads; the sets up to 0.1.0-574d6c49abb8 recorded the keeper per thread, workflows/thread.ts),
+   * which runs on after its last turn: its history is recorded open, as a worker would replay it.
    */
   run(ctx: ScenarioContext): Promise<{
     ref: MessageRef;
