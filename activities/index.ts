@@ -1,7 +1,7 @@
 import type { AgentMailClient } from 'agentmail';
 import type { ActivityConfig } from '../lib/config';
 import type { Db } from '../lib/db';
-import type { MessageRef, ReviewInput, TurnKeeperRef } from '../contract';
+import type { MessageRef, ReviewInput, TurnHandBack } from '../contract';
 import { withFailureBoundary } from './failures/boundary';
 import { decideReply, releaseReplyBudget, type DecideInput } from './decide/decide-reply';
 import { draftReply, type DraftInput } from './draft/draft-reply';
@@ -68,7 +68,7 @@ export function createActivities(deps: ActivityDeps) {
     commentReply: (input: ReplyCommentInput) => commentReply(common, input),
     commentDraftNote: (input: DraftNoteInput) => commentDraftNote(common, input),
     takeTurn: (input: TurnInput) => takeTurn(deps, input),
-    giveTurnBack: (input: TurnKeeperRef & { runId: string }) => giveTurnBack(input),
+    giveTurnBack: (input: TurnHandBack) => giveTurnBack(input),
     closedRuns: (input: { runs: { workflowId: string; runId: string }[] }) => closedRuns(input),
     // The per-thread keeper's (workflows/thread.ts), for the runs of builds before the shared keepers.
     requestTurn: (input: TurnInput) => requestTurn(deps, input),
@@ -78,9 +78,7 @@ export function createActivities(deps: ActivityDeps) {
      * the ticket. One local activity, so the tail of a message's run costs Temporal one marker and
      * no extra workflow task (each part is idempotent: a retry repeats it harmlessly).
      */
-    finishReply: async (
-      input: ReplyCommentInput & { runId: string } & ({ threadWorkflowId: string } | TurnKeeperRef),
-    ) => {
+    finishReply: async (input: ReplyCommentInput & ({ runId: string; threadWorkflowId: string } | TurnHandBack)) => {
       // A run of a build before the shared keepers names its thread's own keeper (threadWorkflowId).
       await ('threadWorkflowId' in input ? releaseTurn(input) : giveTurnBack(input));
       await labelMessage(deps.agentmail, input);

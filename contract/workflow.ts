@@ -206,7 +206,13 @@ export const threadStateQuery = defineQuery<ThreadState>('threadState');
  * The count is part of every thread's address: changing it re-homes threads, so it is fixed.
  */
 export const TURN_KEEPER_WORKFLOW = 'turnKeeperWorkflow';
-export const TURN_KEEPERS = 8;
+/**
+ * The keepers run on a task queue of their own beside the main one, polled by the same worker
+ * process (worker/create-worker.ts): a message waiting for its keeper's answer holds a workflow-task
+ * slot of the main queue, and the keeper must never wait for one of those.
+ */
+export const turnKeeperTaskQueue = (taskQueue: string): string => `${taskQueue}-turns`;
+export const TURN_KEEPERS = 32;
 /** The message workflow's patch (patched()) that moved it from the per-thread keeper to the shared ones. */
 export const SHARED_TURN_KEEPERS_PATCH = 'shared-turn-keepers';
 
@@ -217,6 +223,11 @@ export interface ThreadTurnRequest extends TurnRequest {
   /** For the Web UI's Current details: which conversation it is (ids, not text). */
   inboxId: string;
   threadId: string;
+  /**
+   * A run the asker found closed (Temporal said so): the holder the keeper named in its `queued`
+   * answer. A closed run stays closed, so the keeper may take this at its word and let the turn go on.
+   */
+  closedHolderRunId?: string;
 }
 
 /** Where a message's turn was asked for: a shared keeper (with the thread's key) or, during a hand-over, the thread's own. */
@@ -226,8 +237,15 @@ export interface TurnKeeperRef {
   threadKey: string | null;
 }
 
-/** The Update's answer: a turn given at once (`go` or `covered`), or `queued`: a `turn` signal follows. */
-export type TakeTurnAnswer = TurnGrant | { kind: 'queued' };
+/** What the activity that gives a turn back needs: the keeper, the run, and whether a shared keeper wants to hear. */
+export type TurnHandBack = TurnKeeperRef & { runId: string; someoneWaits: boolean };
+
+/**
+ * The Update's answer: a turn given at once (`go` or `covered`), or `queued`: a `turn` signal
+ * follows. `behind`: the run that holds the thread's turn, which the keeper has not heard from
+ * (the asker may look whether it has closed, and ask again saying so).
+ */
+export type TakeTurnAnswer = TurnGrant | { kind: 'queued'; behind?: { workflowId: string; runId: string } };
 
 /** One thread at a shared keeper: who holds its turn, who waits. */
 export interface ThreadTurns {
@@ -241,6 +259,8 @@ export interface ThreadTurns {
   checkAtMs?: number;
   /** The wait before that check, doubled each time (a turn behind an approval may be held for days). */
   checkEveryMs?: number;
+  /** The holder was told that someone waits (`turnWanted`), so it will say when it is done. */
+  holderTold?: boolean;
 }
 
 export interface TurnKeeperInput {
@@ -258,7 +278,9 @@ export interface TurnKeeperState {
 }
 
 export const takeTurnUpdate = defineUpdate<TakeTurnAnswer, [ThreadTurnRequest]>('takeTurn');
-/** Sent by the holder when its reply is done, only when someone waits (the query says so). */
+/** Sent by the holder when its reply is done, only when its keeper told it that someone waits. */
 export const threadTurnDoneSignal = defineSignal<[{ threadKey: string; runId: string }]>('threadTurnDone');
+/** Sent by a shared keeper to the run holding a thread's turn when another message of the thread waits. */
+export const turnWantedSignal = defineSignal<[]>('turnWanted');
 /** One thread's turns at its keeper, or null when nothing of it is kept (nobody holds or waits). */
 export const threadTurnsQuery = defineQuery<ThreadTurns | null, [string]>('threadTurns');

@@ -14,6 +14,7 @@ import {
   type ThreadTurnRequest,
   threadTurnsQuery,
   TURN_KEEPER_WORKFLOW,
+  turnKeeperTaskQueue,
   type TurnKeeperInput,
 } from '../contract';
 import { inboundWorkflowId, threadTurnKeeper, threadWorkflowId } from '../lib/hashing';
@@ -93,7 +94,7 @@ async function ask(
     args: [request],
     startWorkflowOperation: new WithStartWorkflowOperation(TURN_KEEPER_WORKFLOW, {
       workflowId: c.keeper.workflowId,
-      taskQueue: h.taskQueue,
+      taskQueue: turnKeeperTaskQueue(h.taskQueue),
       args,
       workflowIdConflictPolicy: 'USE_EXISTING',
     }),
@@ -181,7 +182,7 @@ describe('a holder that never says it is done does not wedge its thread', () => 
       // Assess
       assert.deepEqual(first, { kind: 'go', covers: ['m-1'] });
       assert.deepEqual(again, first);
-      assert.deepEqual(behind, { kind: 'queued' });
+      assert.deepEqual(behind, { kind: 'queued', behind: run }, 'told whom it waits behind');
       assert.ok(refused instanceof WorkflowUpdateFailedError, String(refused));
       assert.deepEqual(
         (await c.kept())?.waiting.map((w) => w.messageId),

@@ -12,6 +12,7 @@ import {
 } from '@temporalio/worker';
 import type { WorkerDeploymentVersion } from '@temporalio/common';
 import { createActivities, type ActivityDeps } from '../activities';
+import { turnKeeperTaskQueue } from '../contract';
 import { workflowOutcomes } from '../lib/metrics';
 import { activeTracing, annotateActiveSpan, type Tracing } from '../lib/tracing';
 import type { EndedStatus } from '../workflows/interceptors/outcomes';
@@ -31,8 +32,22 @@ export interface ReplyonceWorkerOptions {
   deployment: WorkerDeploymentVersion;
 }
 
+/**
+ * The worker: two Temporal Workers of one build in one process. The main one polls the task queue
+ * (message runs, their activities, the schedules); the other polls the turn keepers' own queue
+ * (`<task queue>-turns`, contract/workflow.ts). A message's local activity waits for its keeper's
+ * answer while holding a workflow-task slot of the main Worker, so a keeper that shared those slots
+ * would wait behind the very messages waiting for it: with its own queue and slots it never does.
+ */
+export interface ReplyonceWorker {
+  run(): Promise<void>;
+  shutdown(): void;
+  /** RUNNING once both poll; otherwise the state of the one that does not. */
+  getState(): ReturnType<Worker['getState']>;
+}
+
 /** Builds the worker: the same wiring for `npm run start:worker`, `npm run dev` and the tests. */
-export async function createReplyonceWorker(options: ReplyonceWorkerOptions): Promise<Worker> {
+export async function createReplyonceWorker(options: ReplyonceWorkerOptions): Promise<ReplyonceWorker> {
   const active = activeTracing();
   const tracing = active && tracedWorkerOptions(active);
   // A bundle holds the workflow interceptor modules it was built with (a prebuilt one, e.g. the
@@ -45,17 +60,16 @@ export async function createReplyonceWorker(options: ReplyonceWorkerOptions): Pr
           ...(tracing ? TRACING_WORKFLOW_MODULES : []),
         ]),
       };
-  return Worker.create({
+  const activities = createActivities(options.deps);
+  const common = {
     connection: options.connection,
     namespace: options.namespace,
-    taskQueue: options.taskQueue,
-    activities: createActivities(options.deps),
-    maxConcurrentActivityTaskExecutions: options.maxConcurrentActivityTaskExecutions ?? 50,
+    activities,
     workerDeploymentOptions: {
       useWorkerVersioning: true,
       version: options.deployment,
       // A workflow type that names no behaviour of its own stays on the build it started on.
-      defaultVersioningBehavior: 'PINNED',
+      defaultVersioningBehavior: 'PINNED' as const,
     },
     ...workflows,
     interceptors: { ...tracing?.interceptors },
@@ -63,7 +77,38 @@ export async function createReplyonceWorker(options: ReplyonceWorkerOptions): Pr
       outcomes: { ended: { fn: (_info, status: EndedStatus) => workflowOutcomes.inc({ status }) } },
       ...tracing?.sinks,
     },
+  } satisfies Partial<WorkerOptions>;
+  const main = await Worker.create({
+    ...common,
+    taskQueue: options.taskQueue,
+    maxConcurrentActivityTaskExecutions: options.maxConcurrentActivityTaskExecutions ?? 50,
   });
+  // The keepers' queue runs only keepers and their one local activity (which runs asks about a few runs).
+  const turns = await Worker.create({
+    ...common,
+    taskQueue: turnKeeperTaskQueue(options.taskQueue),
+    maxConcurrentActivityTaskExecutions: 4,
+  });
+  const workers = [main, turns];
+  return {
+    async run() {
+      // One stopping (a fatal error, or shutdown) stops the other: the process runs both or neither.
+      await Promise.all(
+        workers.map((worker) =>
+          worker.run().finally(() => {
+            for (const other of workers) if (other.getState() === 'RUNNING') other.shutdown();
+          }),
+        ),
+      );
+    },
+    shutdown() {
+      for (const worker of workers)
+        if (worker.getState() === 'RUNNING' || worker.getState() === 'INITIALIZED') worker.shutdown();
+    },
+    getState() {
+      return workers.map((worker) => worker.getState()).find((state) => state !== 'RUNNING') ?? 'RUNNING';
+    },
+  };
 }
 
 /**

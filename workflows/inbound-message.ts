@@ -50,8 +50,10 @@ import {
   ticketNoteKey,
   ticketReplyKey,
   type TurnGrant,
+  type TurnHandBack,
   type TurnKeeperRef,
   turnSignal,
+  turnWantedSignal,
 } from '../contract';
 
 /**
@@ -450,15 +452,21 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
  * This message's turn in its thread. Since the shared keepers (workflows/turn-keeper.ts): asked for
  * by a local activity that sends the thread's keeper an Update; a free thread's turn is its result,
  * a queued one comes by a `turn` signal; given back by a local activity that tells the keeper only
- * when someone waits. Before them (workflows/thread.ts, replayed for older runs): asked for by
+ * when the keeper said someone waits (`turnWanted`). Before them (workflows/thread.ts, replayed for older runs): asked for by
  * signal-with-start, always answered by signal, given back by a signal.
  */
 function threadTurn() {
   let grant: TurnGrant | undefined;
   let holding: TurnKeeperRef | null = null;
   let sharedKeeper = false;
+  // A shared keeper says so when another message of the thread waits behind this one's turn: only
+  // then is it told when the turn is done (a lone thread's keeper hears nothing more).
+  let someoneWaits = false;
   setHandler(turnSignal, (answer) => {
     grant ??= answer; // the first answer counts; a repeat changes nothing
+  });
+  setHandler(turnWantedSignal, () => {
+    someoneWaits = true;
   });
   return {
     /** The shared keepers: `onQueued` runs when the turn is not given at once (the run shows it waits). */
@@ -484,11 +492,11 @@ function threadTurn() {
       return grant!;
     },
     /** What the activity that gives the turn back needs; the turn counts as given back from here on. */
-    handBack(): { runId: string } & ({ threadWorkflowId: string } | TurnKeeperRef) {
+    handBack(): TurnHandBack | { runId: string; threadWorkflowId: string } {
       const held = holding;
       holding = null;
       const runId = workflowInfo().runId;
-      if (sharedKeeper) return { runId, ...(held ?? { keeperWorkflowId: '', threadKey: null }) };
+      if (sharedKeeper) return { runId, someoneWaits, ...(held ?? { keeperWorkflowId: '', threadKey: null }) };
       return { runId, threadWorkflowId: held?.keeperWorkflowId ?? '' };
     },
     /** Gives the turn back before the end of the reply (rejected, handed off, failed). `bounded`: on the way out of a failure. */
@@ -498,7 +506,7 @@ function threadTurn() {
       holding = null;
       const runId = workflowInfo().runId;
       if (sharedKeeper) {
-        await (options.bounded ? release : local).giveTurnBack({ ...held, runId });
+        await (options.bounded ? release : local).giveTurnBack({ ...held, runId, someoneWaits });
         return;
       }
       await getExternalWorkflowHandle(held.keeperWorkflowId).signal(releaseTurnSignal, { runId });

@@ -21,6 +21,7 @@ import {
   type TurnKeeperInput,
   type TurnKeeperState,
   turnSignal,
+  turnWantedSignal,
 } from '../contract';
 import type { Activities } from '../activities';
 
@@ -34,10 +35,12 @@ import type { Activities } from '../activities';
  * its turn, nobody waits, its burst window has passed) gets its turn as the *result* of the
  * `takeTurn` Update its local activity sends: two events here, sharing a workflow task with other
  * threads' requests, and nothing in the message's history but the local activity's marker. And the
- * holder gives its turn back only when someone waits behind it (its last local activity asks this
- * keeper by query, which costs no event). So the keeper does not learn when a lone thread's reply is
- * done: it records the holder, and asks whether that run is still open only when it matters — when
- * another message of the thread asks, and now and then for the threads it keeps (a sweep).
+ * holder gives its turn back only when someone waits behind it: the keeper tells it so (a
+ * `turnWanted` signal), and only then does it signal `threadTurnDone`. So the keeper does not learn
+ * when a lone thread's reply is done: it records the holder, and whether that run is still open
+ * matters only when another message of the thread asks. That asker is told whom it waits behind and
+ * looks (activities/turns/take-turn.ts); the keeper looks too, now and then, for the holders someone
+ * waits behind and for the threads it keeps (a sweep).
  *
  * A burst is answered once, as before: a message that must wait is queued, and when the thread's
  * turn is free and REPLY_COALESCE_MS has passed since the newest waiting message, the newest is
@@ -78,24 +81,25 @@ export async function turnKeeperWorkflow(input: TurnKeeperInput): Promise<void> 
       holder: null,
     });
 
+  // Synchronous: an Update is in flight until it completes, and Temporal bounds the Updates in
+  // flight per workflow (10 by default), so the keeper answers each in the workflow task it arrives in.
   setHandler(
     takeTurnUpdate,
-    async (request): Promise<TakeTurnAnswer> => {
+    (request): TakeTurnAnswer => {
+      const thread = threadOf(request);
+      // The asker looked: the holder we named has closed (a closed run stays closed). The turn goes on.
+      if (request.closedHolderRunId !== undefined && thread.holder?.runId === request.closedHolderRunId) {
+        thread.holder = null;
+        thread.holderTold = false;
+        thread.waiting = thread.waiting.filter((w) => w.runId !== request.runId);
+        changed();
+      }
       const known = knownAnswer(state, request);
       if (known !== null) return known;
-      let thread = threadOf(request);
       // One workflow id has one open run at a time: a request from a new run of a message whose
       // earlier run holds (or waits for) the turn proves that run has closed (an operator's rerun).
       if (thread.holder?.workflowId === request.workflowId) thread.holder = null;
       thread.waiting = thread.waiting.filter((w) => w.workflowId !== request.workflowId);
-      // The holder tells this keeper it is done only when someone waits: the first to wait behind
-      // it asks whether it is still open (a reply sent yesterday has long closed).
-      const holder = thread.holder;
-      if (holder !== null && thread.waiting.length === 0) {
-        const [closed] = await closedRuns({ runs: [holder] });
-        thread = threadOf(request); // the loop forgets a thread with nobody in it while this waited
-        if (closed === true && thread.holder === holder) thread.holder = null;
-      }
       if (
         thread.holder === null &&
         thread.waiting.length === 0 &&
@@ -108,6 +112,7 @@ export async function turnKeeperWorkflow(input: TurnKeeperInput): Promise<void> 
           messageId: request.messageId,
           covers: grant.covers,
         };
+        thread.holderTold = false;
         remember(state, request.runId, grant);
         changed();
         return grant;
@@ -119,12 +124,16 @@ export async function turnKeeperWorkflow(input: TurnKeeperInput): Promise<void> 
       const newest = Math.max(...thread.waiting.map((w) => w.timestampMs));
       const coalesceMs = Math.max(...thread.waiting.map((w) => w.coalesceMs));
       thread.readyAtMs = Math.min(newest + coalesceMs, Date.now() + coalesceMs);
+      // Behind a holder: it is told that someone waits (by the loop), and looked at now and then in
+      // case it closed without a word; the asker is told whom it waits behind, and may look itself.
       if (thread.holder !== null && thread.checkAtMs === undefined) {
         thread.checkEveryMs = FIRST_HOLDER_CHECK_MS;
         thread.checkAtMs = Date.now() + FIRST_HOLDER_CHECK_MS;
       }
       changed();
-      return { kind: 'queued' };
+      return thread.holder === null
+        ? { kind: 'queued' }
+        : { kind: 'queued', behind: { workflowId: thread.holder.workflowId, runId: thread.holder.runId } };
     },
     { validator: validateRequest },
   );
@@ -214,6 +223,7 @@ async function handOut(state: TurnKeeperState, thread: ThreadTurns): Promise<voi
   const holder = batch[batch.length - 1]!;
   const covers = batch.map((r) => r.messageId);
   thread.holder = { workflowId: holder.workflowId, runId: holder.runId, messageId: holder.messageId, covers };
+  thread.holderTold = false;
   remember(state, holder.runId, { kind: 'go', covers });
   for (const r of batch.slice(0, -1)) remember(state, r.runId, { kind: 'covered', by: holder.messageId });
   const tell = async (request: ThreadTurnRequest, grant: TurnGrant) => {
@@ -229,6 +239,7 @@ async function handOut(state: TurnKeeperState, thread: ThreadTurns): Promise<voi
       return false;
     }
   };
+  // In one batch with the others, so the check of a holder that is gone starts from its own answer.
   const [given] = await Promise.all([
     tell(holder, { kind: 'go', covers }),
     ...batch.slice(0, -1).map((r) => tell(r, { kind: 'covered', by: holder.messageId })),
@@ -236,21 +247,42 @@ async function handOut(state: TurnKeeperState, thread: ThreadTurns): Promise<voi
   if (!given && thread.holder?.runId === holder.runId) thread.holder = null;
 }
 
-/** Asks whether the holders that others wait behind are still open; a closed one's turn goes on. */
+/**
+ * Asks whether the holders that others wait behind are still open: a closed one's turn goes on; an
+ * open one is told that someone waits (once), so it says when it is done. Not at once when someone
+ * queues: the asker looks first (activities/turns/take-turn.ts), and a follow-up to a reply sent
+ * long ago is answered by its own Update, with no signal either way.
+ */
 async function checkHolders(threads: ThreadTurns[]): Promise<void> {
   const holders = threads.map((t) => t.holder!);
   const closed = await closedRuns({ runs: holders });
+  const tell: Array<Promise<void>> = [];
   threads.forEach((thread, i) => {
-    if (closed[i] === true && thread.holder === holders[i]) {
+    const holder = holders[i]!;
+    if (thread.holder !== holder) return;
+    if (closed[i] === true) {
       log.warn('the run holding a turn closed without giving it back: the turn goes on', {
-        workflowId: holders[i].workflowId,
+        holderWorkflowId: holder.workflowId,
       });
       thread.holder = null;
+      thread.holderTold = false;
       return;
     }
     thread.checkEveryMs = Math.min(2 * (thread.checkEveryMs ?? FIRST_HOLDER_CHECK_MS), MAX_HOLDER_CHECK_MS);
     thread.checkAtMs = Date.now() + thread.checkEveryMs;
+    if (thread.holderTold !== true) {
+      thread.holderTold = true;
+      tell.push(
+        getExternalWorkflowHandle(holder.workflowId, holder.runId)
+          .signal(turnWantedSignal)
+          .catch(() => {
+            // It closed in between: the next look, soon, finds it so.
+            if (thread.holder === holder) thread.checkAtMs = Date.now() + FIRST_HOLDER_CHECK_MS;
+          }),
+      );
+    }
   });
+  await Promise.all(tell);
 }
 
 /** Forgets the threads whose holder has closed and nobody waits: all a finished lone thread leaves behind. */

@@ -4,10 +4,11 @@ import {
   type TakeTurnAnswer,
   takeTurnUpdate,
   threadTurnDoneSignal,
-  threadTurnsQuery,
   TURN_KEEPER_WORKFLOW,
+  turnKeeperTaskQueue,
   type ThreadTurnRequest,
   type TurnKeeperInput,
+  type TurnHandBack,
   type TurnKeeperRef,
 } from '../../contract';
 import { fetchMessage } from '../agentmail/reads';
@@ -56,34 +57,46 @@ export async function takeTurn(deps: TurnDeps, input: TurnInput): Promise<TakeTu
     coalesceMs: deps.config.REPLY_COALESCE_MS,
   };
   const args: [TurnKeeperInput] = [{ index }];
-  const answer = await client.workflow.executeUpdateWithStart(takeTurnUpdate, {
-    args: [request],
-    updateId: `turn-${input.runId}`,
-    startWorkflowOperation: new WithStartWorkflowOperation(TURN_KEEPER_WORKFLOW, {
-      workflowId,
-      taskQueue: Context.current().info.taskQueue,
-      args,
-      workflowIdConflictPolicy: 'USE_EXISTING',
-    }),
-  });
+  const ask = (req: ThreadTurnRequest, updateId: string) =>
+    client.workflow.executeUpdateWithStart(takeTurnUpdate, {
+      args: [req],
+      updateId,
+      startWorkflowOperation: new WithStartWorkflowOperation(TURN_KEEPER_WORKFLOW, {
+        workflowId,
+        taskQueue: turnKeeperTaskQueue(Context.current().info.taskQueue),
+        args,
+        workflowIdConflictPolicy: 'USE_EXISTING',
+      }),
+    });
+  let answer = await ask(request, `turn-${input.runId}`);
+  // Queued behind a holder the keeper has not heard from (it is told only when someone waits): the
+  // reply to a thread's last message has usually gone long since. If Temporal says that run has
+  // closed, ask again saying so, and the turn is this message's at once.
+  if (answer.kind === 'queued' && answer.behind !== undefined) {
+    const [closed] = await closedRuns({ runs: [answer.behind] });
+    if (closed === true)
+      answer = await ask(
+        { ...request, closedHolderRunId: answer.behind.runId },
+        `turn-${input.runId}-after-${answer.behind.runId}`,
+      );
+  }
   failpoint('turn.after-request');
   return { keeperWorkflowId: workflowId, threadKey, answer };
 }
 
 /**
- * Gives a shared keeper's turn back, but only when someone waits behind it: the keeper is asked by
- * query (no history event), and told by signal only then. A lone thread's keeper learns that the
- * holder closed when it next matters (workflows/turn-keeper.ts). The per-thread keeper of an older
- * build is always told, as it expects.
+ * Gives a shared keeper's turn back, but only when the keeper said someone waits (`turnWanted`):
+ * a lone thread's keeper learns that the holder closed when it next matters
+ * (workflows/turn-keeper.ts). The per-thread keeper of an older build is always told, as it expects.
  */
-export async function giveTurnBack(input: TurnKeeperRef & { runId: string }): Promise<void> {
+export async function giveTurnBack(input: TurnHandBack): Promise<void> {
   if (input.keeperWorkflowId === '') return; // no turn held
   if (input.threadKey === null) return releaseTurn({ threadWorkflowId: input.keeperWorkflowId, runId: input.runId });
-  const keeper = Context.current().client.workflow.getHandle(input.keeperWorkflowId);
+  if (!input.someoneWaits) return;
   try {
-    const thread = await keeper.query(threadTurnsQuery, input.threadKey);
-    if (thread?.holder?.runId !== input.runId || thread.waiting.length === 0) return;
-    await keeper.signal(threadTurnDoneSignal, { threadKey: input.threadKey, runId: input.runId });
+    await Context.current()
+      .client.workflow.getHandle(input.keeperWorkflowId)
+      .signal(threadTurnDoneSignal, { threadKey: input.threadKey, runId: input.runId });
   } catch (error) {
     if (error instanceof WorkflowNotFoundError) return; // a keeper that ended holds no turn
     throw error;

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import type { Client } from '@temporalio/client';
-import { DefaultLogger, Runtime, type Worker } from '@temporalio/worker';
+import { DefaultLogger, Runtime } from '@temporalio/worker';
 import type { FastifyInstance } from 'fastify';
 import type { DraftAnswer, Drafter, DraftOptions, DraftRequest } from '../../activities/draft/drafting/drafter';
 import { OfflineDrafter } from '../../activities/draft/drafting/offline-drafter';
@@ -177,7 +177,7 @@ export class Harness {
       );
     if (options.worker === false) return harness();
     const workerConnection = await connectTemporalWorker(testEnv.temporal);
-    const worker: Worker = await createReplyonceWorker({
+    const worker = await createReplyonceWorker({
       connection: workerConnection,
       namespace: testEnv.namespace,
       taskQueue,
