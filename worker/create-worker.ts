@@ -82,6 +82,11 @@ export async function createReplyonceWorker(options: ReplyonceWorkerOptions): Pr
     ...common,
     taskQueue: options.taskQueue,
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivityTaskExecutions ?? 50,
+    // A message's workflow task stays open while its local activities run, and the one that asks for
+    // its turn waits for the keeper's answer: so the slots are many (they wait, they do not compute),
+    // or a burst of new mail fills them and every later message waits behind it (the threads bench).
+    maxConcurrentWorkflowTaskExecutions: 200,
+    maxConcurrentLocalActivityExecutions: 200,
   });
   // The keepers' queue runs only keepers and their one local activity (which runs asks about a few runs).
   const turns = await Worker.create({

@@ -36,11 +36,12 @@ export interface TakeTurnResult extends TurnKeeperRef {
 export async function takeTurn(deps: TurnDeps, input: TurnInput): Promise<TakeTurnResult> {
   const client = Context.current().client;
   const older = threadWorkflowId(input.inboxId, input.threadId);
-  if (await isRunning(older)) {
+  // Both at once: this activity holds its workflow's task (and a worker slot) until it returns.
+  const [olderRuns, message] = await Promise.all([isRunning(older), fetchMessage(deps.agentmail, input)]);
+  if (olderRuns) {
     await requestTurn(deps, input);
     return { keeperWorkflowId: older, threadKey: null, answer: { kind: 'queued' } };
   }
-  const message = await fetchMessage(deps.agentmail, input);
   const { workflowId, threadKey, index } = threadTurnKeeper(
     input.inboxId,
     input.threadId,
