@@ -278,6 +278,12 @@ export interface TurnKeeperState {
 }
 
 export const takeTurnUpdate = defineUpdate<TakeTurnAnswer, [ThreadTurnRequest]>('takeTurn');
+/**
+ * The same request when no answer can come at once: a message still inside its burst window always
+ * waits, so it is sent by signal-with-start (its local activity returns without waiting for the
+ * keeper) and the turn comes by the `turn` signal.
+ */
+export const queueTurnSignal = defineSignal<[ThreadTurnRequest]>('queueTurn');
 /** Sent by the holder when its reply is done, only when its keeper told it that someone waits. */
 export const threadTurnDoneSignal = defineSignal<[{ threadKey: string; runId: string }]>('threadTurnDone');
 /** Sent by a shared keeper to the run holding a thread's turn when another message of the thread waits. */

@@ -166,6 +166,14 @@ describe('a thread is answered in order', () => {
       `the second draft sees our reply to the first: ${b.thread.map((m) => m.direction).join(', ')}`,
     );
     assert.equal(drafter.of(second.ref).length, 1);
+    // Its turn came by signal (a fresh message waits out its burst window), and the keeper told the
+    // drafting holder that someone waits (it says when it is done only then)
+    const signals = async (ref: MessageRef) =>
+      ((await h.client.workflow.getHandle(inboundWorkflowId(ref)).fetchHistory()).events ?? []).flatMap(
+        (e) => e.workflowExecutionSignaledEventAttributes?.signalName ?? [],
+      );
+    assert.deepEqual(await signals(first.ref), ['turn', 'turnWanted']);
+    assert.deepEqual(await signals(second.ref), ['turn']);
   });
 
   test('different threads do not wait on each other', async () => {

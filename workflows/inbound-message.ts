@@ -452,8 +452,8 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
  * This message's turn in its thread. Since the shared keepers (workflows/turn-keeper.ts): asked for
  * by a local activity that sends the thread's keeper an Update; a free thread's turn is its result,
  * a queued one comes by a `turn` signal; given back by a local activity that tells the keeper only
- * when the keeper said someone waits (`turnWanted`). Before them (workflows/thread.ts, replayed for older runs): asked for by
- * signal-with-start, always answered by signal, given back by a signal.
+ * when the keeper said someone waits (`turnWanted`). Before them (workflows/thread.ts, replayed for
+ * older runs): asked for by signal-with-start, always answered by signal, given back by a signal.
  */
 function threadTurn() {
   let grant: TurnGrant | undefined;
@@ -499,7 +499,7 @@ function threadTurn() {
       if (sharedKeeper) return { runId, someoneWaits, ...(held ?? { keeperWorkflowId: '', threadKey: null }) };
       return { runId, threadWorkflowId: held?.keeperWorkflowId ?? '' };
     },
-    /** Gives the turn back before the end of the reply (rejected, handed off, failed). `bounded`: on the way out of a failure. */
+    /** Gives the turn back before the reply's end (rejected, handed off, failed); `bounded` on the way out of a failure. */
     async release(options: { bounded?: boolean } = {}): Promise<void> {
       if (holding === null) return;
       const held = holding;

@@ -12,6 +12,7 @@ import {
 } from '@temporalio/workflow';
 import {
   type TakeTurnAnswer,
+  queueTurnSignal,
   takeTurnUpdate,
   type ThreadTurnRequest,
   type ThreadTurns,
@@ -96,10 +97,7 @@ export async function turnKeeperWorkflow(input: TurnKeeperInput): Promise<void> 
       }
       const known = knownAnswer(state, request);
       if (known !== null) return known;
-      // One workflow id has one open run at a time: a request from a new run of a message whose
-      // earlier run holds (or waits for) the turn proves that run has closed (an operator's rerun).
-      if (thread.holder?.workflowId === request.workflowId) thread.holder = null;
-      thread.waiting = thread.waiting.filter((w) => w.workflowId !== request.workflowId);
+      forgetEarlierRun(thread, request);
       if (
         thread.holder === null &&
         thread.waiting.length === 0 &&
@@ -117,19 +115,7 @@ export async function turnKeeperWorkflow(input: TurnKeeperInput): Promise<void> 
         changed();
         return grant;
       }
-      thread.waiting.push(request);
-      // The burst may still be going on: the turn waits until the newest message is REPLY_COALESCE_MS
-      // old (by its own timestamp, so a catch-up of old mail waits for nothing; capped from now, so a
-      // message dated in the future cannot hold its thread).
-      const newest = Math.max(...thread.waiting.map((w) => w.timestampMs));
-      const coalesceMs = Math.max(...thread.waiting.map((w) => w.coalesceMs));
-      thread.readyAtMs = Math.min(newest + coalesceMs, Date.now() + coalesceMs);
-      // Behind a holder: it is told that someone waits (by the loop), and looked at now and then in
-      // case it closed without a word; the asker is told whom it waits behind, and may look itself.
-      if (thread.holder !== null && thread.checkAtMs === undefined) {
-        thread.checkEveryMs = FIRST_HOLDER_CHECK_MS;
-        thread.checkAtMs = Date.now() + FIRST_HOLDER_CHECK_MS;
-      }
+      enqueue(thread, request);
       changed();
       return thread.holder === null
         ? { kind: 'queued' }
@@ -137,6 +123,21 @@ export async function turnKeeperWorkflow(input: TurnKeeperInput): Promise<void> 
     },
     { validator: validateRequest },
   );
+  // A message inside its burst window: queued without an answer (the loop signals its turn). A
+  // repeated one (its activity retried) changes nothing: its answer, if any, has been signalled.
+  setHandler(queueTurnSignal, (request) => {
+    try {
+      validateRequest(request);
+    } catch (error) {
+      log.warn('a malformed turn request was ignored', { error: String(error) });
+      return;
+    }
+    if (knownAnswer(state, request) !== null) return;
+    const thread = threadOf(request);
+    forgetEarlierRun(thread, request);
+    enqueue(thread, request);
+    changed();
+  });
   setHandler(threadTurnDoneSignal, ({ threadKey, runId }) => {
     const thread = state.threads[threadKey];
     if (thread?.holder?.runId !== runId) return;
@@ -197,6 +198,32 @@ export async function turnKeeperWorkflow(input: TurnKeeperInput): Promise<void> 
  * ask it): a change to this file is guarded with patched() (docs/changing-the-workflow.md).
  */
 setWorkflowOptions({ versioningBehavior: 'AUTO_UPGRADE' }, turnKeeperWorkflow);
+
+/**
+ * One workflow id has one open run at a time: a request from a new run of a message whose earlier
+ * run holds (or waits for) the turn proves that run has closed (an operator's rerun).
+ */
+function forgetEarlierRun(thread: ThreadTurns, request: ThreadTurnRequest): void {
+  if (thread.holder?.workflowId === request.workflowId) thread.holder = null;
+  thread.waiting = thread.waiting.filter((w) => w.workflowId !== request.workflowId);
+}
+
+/** Queues a request for the loop to hand out once the thread's turn is free and its burst has ended. */
+function enqueue(thread: ThreadTurns, request: ThreadTurnRequest): void {
+  thread.waiting.push(request);
+  // The burst may still be going on: the turn waits until the newest message is REPLY_COALESCE_MS
+  // old (by its own timestamp, so a catch-up of old mail waits for nothing; capped from now, so a
+  // message dated in the future cannot hold its thread).
+  const newest = Math.max(...thread.waiting.map((w) => w.timestampMs));
+  const coalesceMs = Math.max(...thread.waiting.map((w) => w.coalesceMs));
+  thread.readyAtMs = Math.min(newest + coalesceMs, Date.now() + coalesceMs);
+  // Behind a holder: it is told that someone waits (by the loop's look), and looked at now and then
+  // in case it closed without a word.
+  if (thread.holder !== null && thread.checkAtMs === undefined) {
+    thread.checkEveryMs = FIRST_HOLDER_CHECK_MS;
+    thread.checkAtMs = Date.now() + FIRST_HOLDER_CHECK_MS;
+  }
+}
 
 function knownAnswer(state: TurnKeeperState, request: ThreadTurnRequest): TakeTurnAnswer | null {
   const thread = state.threads[request.threadKey];

@@ -1,6 +1,7 @@
 import { Context } from '@temporalio/activity';
 import { WithStartWorkflowOperation, WorkflowNotFoundError } from '@temporalio/client';
 import {
+  queueTurnSignal,
   type TakeTurnAnswer,
   takeTurnUpdate,
   threadTurnDoneSignal,
@@ -24,7 +25,8 @@ export interface TakeTurnResult extends TurnKeeperRef {
  * Asks the thread's shared turn keeper for this message's turn (workflows/turn-keeper.ts) by
  * update-with-start: the first request to a keeper starts it, every later one finds it. A free
  * thread's turn is the Update's result; otherwise the answer is `queued` and a `turn` signal
- * follows. The Update's id is the run's, so a retried request (this activity retried after a lost
+ * follows. A message still inside its burst window (REPLY_COALESCE_MS) is always queued, so it
+ * asks by signal-with-start and does not wait for an answer. The Update's id is the run's, so a retried request (this activity retried after a lost
  * response) attaches to the first one, and the keeper answers a known run alike after that.
  *
  * The hand-over from builds that kept a workflow per thread: while such a keeper of this thread
@@ -58,13 +60,27 @@ export async function takeTurn(deps: TurnDeps, input: TurnInput): Promise<TakeTu
     coalesceMs: deps.config.REPLY_COALESCE_MS,
   };
   const args: [TurnKeeperInput] = [{ index }];
+  const taskQueue = turnKeeperTaskQueue(Context.current().info.taskQueue);
+  // Inside its burst window the answer can only be "wait": sent by signal-with-start, so this
+  // activity (and the workflow task it holds) does not wait for the keeper; the turn comes by signal.
+  if (request.timestampMs + request.coalesceMs > Date.now()) {
+    await client.workflow.signalWithStart(TURN_KEEPER_WORKFLOW, {
+      workflowId,
+      taskQueue,
+      args,
+      signal: queueTurnSignal,
+      signalArgs: [request],
+    });
+    failpoint('turn.after-request');
+    return { keeperWorkflowId: workflowId, threadKey, answer: { kind: 'queued' } };
+  }
   const ask = (req: ThreadTurnRequest, updateId: string) =>
     client.workflow.executeUpdateWithStart(takeTurnUpdate, {
       args: [req],
       updateId,
       startWorkflowOperation: new WithStartWorkflowOperation(TURN_KEEPER_WORKFLOW, {
         workflowId,
-        taskQueue: turnKeeperTaskQueue(Context.current().info.taskQueue),
+        taskQueue,
         args,
         workflowIdConflictPolicy: 'USE_EXISTING',
       }),
