@@ -26,8 +26,9 @@ export interface TakeTurnResult extends TurnKeeperRef {
  * update-with-start: the first request to a keeper starts it, every later one finds it. A free
  * thread's turn is the Update's result; otherwise the answer is `queued` and a `turn` signal
  * follows. A message still inside its burst window (REPLY_COALESCE_MS) is always queued, so it
- * asks by signal-with-start and does not wait for an answer. The Update's id is the run's, so a retried request (this activity retried after a lost
- * response) attaches to the first one, and the keeper answers a known run alike after that.
+ * asks by signal-with-start and does not wait for an answer. The Update's id is the run's, so a
+ * retried request (this activity retried after a lost response) attaches to the first one, and the
+ * keeper answers a known run alike after that.
  *
  * The hand-over from builds that kept a workflow per thread: while such a keeper of this thread
  * still runs (a message of an older build holds or waits for the turn, or it idles out its hour),
