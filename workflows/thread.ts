@@ -16,7 +16,6 @@ import {
   type ThreadState,
   threadStateQuery,
   type TurnGrant,
-  type TurnRequest,
   turnRequestSignal,
   turnSignal,
 } from '../contract';
@@ -127,24 +126,29 @@ async function handOut(state: ThreadState): Promise<void> {
   const covers = batch.map((r) => r.messageId);
   state.holder = { workflowId: holder.workflowId, runId: holder.runId, messageId: holder.messageId, covers };
   state.answered = [...state.answered, ...batch.map((r) => r.runId)].slice(-ANSWERED_KEPT);
-  const tell = async (request: TurnRequest, grant: TurnGrant) => {
-    try {
-      await getExternalWorkflowHandle(request.workflowId, request.runId).signal(turnSignal, grant);
-      return true;
-    } catch (error) {
-      // The run is gone (terminated by an operator): nothing waits for this answer.
-      log.warn('a message workflow that asked for its turn is gone', {
-        workflowId: request.workflowId,
-        error: String(error),
-      });
-      return false;
-    }
-  };
   const [given] = await Promise.all([
     tell(holder, { kind: 'go', covers }),
     ...batch.slice(0, -1).map((r) => tell(r, { kind: 'covered', by: holder.messageId })),
   ]);
   if (!given && state.holder?.runId === holder.runId) state.holder = null;
+}
+
+/**
+ * Tells a message workflow its turn (`go` or `covered`); false when the run is gone. Both keepers
+ * use it (workflows/turn-keeper.ts too): the same command, so their recorded histories stay alike.
+ */
+export async function tell(request: { workflowId: string; runId: string }, grant: TurnGrant): Promise<boolean> {
+  try {
+    await getExternalWorkflowHandle(request.workflowId, request.runId).signal(turnSignal, grant);
+    return true;
+  } catch (error) {
+    // The run is gone (terminated by an operator): nothing waits for this answer.
+    log.warn('a message workflow that asked for its turn is gone', {
+      workflowId: request.workflowId,
+      error: String(error),
+    });
+    return false;
+  }
 }
 
 /**

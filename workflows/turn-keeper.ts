@@ -21,10 +21,10 @@ import {
   type TurnGrant,
   type TurnKeeperInput,
   type TurnKeeperState,
-  turnSignal,
   turnWantedSignal,
 } from '../contract';
 import type { Activities } from '../activities';
+import { tell } from './thread';
 
 /**
  * The turn keeper shared by many threads: every AgentMail thread is hashed onto one of
@@ -253,19 +253,6 @@ async function handOut(state: TurnKeeperState, thread: ThreadTurns): Promise<voi
   thread.holderTold = false;
   remember(state, holder.runId, { kind: 'go', covers });
   for (const r of batch.slice(0, -1)) remember(state, r.runId, { kind: 'covered', by: holder.messageId });
-  const tell = async (request: ThreadTurnRequest, grant: TurnGrant) => {
-    try {
-      await getExternalWorkflowHandle(request.workflowId, request.runId).signal(turnSignal, grant);
-      return true;
-    } catch (error) {
-      // The run is gone (terminated by an operator): nothing waits for this answer.
-      log.warn('a message workflow that asked for its turn is gone', {
-        workflowId: request.workflowId,
-        error: String(error),
-      });
-      return false;
-    }
-  };
   // In one batch with the others, so the check of a holder that is gone starts from its own answer.
   const [given] = await Promise.all([
     tell(holder, { kind: 'go', covers }),
