@@ -17,6 +17,7 @@ import {
 } from './ticket/open-ticket';
 import { releaseTurn, requestTurn, turnHolderOpen, type TurnInput } from './turns/request-turn';
 import { closedRuns, giveTurnBack, takeTurn } from './turns/take-turn';
+import { abortable } from './turns/abortable';
 import { OperationStore } from './operation-store/store';
 import { OwnAddresses } from './decide/own-addresses';
 import { pruneExpiredRecords } from './upkeep/retention';
@@ -51,7 +52,11 @@ export interface ActivityDeps {
  * takes its operation key from the workflow (contract/keys.ts, derived there once) and reports its
  * operation back; every failure leaves through one boundary (failures/boundary.ts).
  */
-export function createActivities(deps: ActivityDeps) {
+export function createActivities(
+  deps: ActivityDeps,
+  /** Aborted when the worker starts to stop (worker/create-worker.ts). */
+  workerStopping: AbortSignal = new AbortController().signal,
+) {
   const store = new OperationStore(deps.db);
   // Optional (KNOWLEDGE_EMBEDDINGS_*): null means full-text search alone.
   const embedder = createEmbedder(deps.config);
@@ -60,6 +65,8 @@ export function createActivities(deps: ActivityDeps) {
     ...common,
     own: new OwnAddresses(deps.agentmail, deps.config.REPLYONCE_OWN_ADDRESSES, deps.ownInboxesRefreshMs),
   };
+  const stoppable = <A extends unknown[], R>(activity: (...args: A) => Promise<R>) =>
+    abortable(activity, workerStopping);
   return withFailureBoundary({
     decideReply: (input: DecideInput) => decideReply(decide, input),
     releaseReplyBudget: (input: { budgetKey: string }) => releaseReplyBudget(deps, input),
@@ -67,23 +74,26 @@ export function createActivities(deps: ActivityDeps) {
     openTicket: (input: TicketInput) => openTicket(common, input),
     commentReply: (input: ReplyCommentInput) => commentReply(common, input),
     commentDraftNote: (input: DraftNoteInput) => commentDraftNote(common, input),
-    takeTurn: (input: TurnInput) => takeTurn(deps, input),
-    giveTurnBack: (input: TurnHandBack) => giveTurnBack(input),
-    closedRuns: (input: { runs: { workflowId: string; runId: string }[] }) => closedRuns(input),
+    // The turn activities wait on other workflows: those calls end with the activity or the worker.
+    takeTurn: stoppable((input: TurnInput) => takeTurn(deps, input)),
+    giveTurnBack: stoppable((input: TurnHandBack) => giveTurnBack(input)),
+    closedRuns: stoppable((input: { runs: { workflowId: string; runId: string }[] }) => closedRuns(input)),
     // The per-thread keeper's (workflows/thread.ts), for the runs of builds before the shared keepers.
-    requestTurn: (input: TurnInput) => requestTurn(deps, input),
-    turnHolderOpen: (input: { workflowId: string; runId: string }) => turnHolderOpen(input),
+    requestTurn: stoppable((input: TurnInput) => requestTurn(deps, input)),
+    turnHolderOpen: stoppable((input: { workflowId: string; runId: string }) => turnHolderOpen(input)),
     /**
      * After a reply went out: the thread's turn back, the message labelled, the reply commented on
      * the ticket. One local activity, so the tail of a message's run costs Temporal one marker and
      * no extra workflow task (each part is idempotent: a retry repeats it harmlessly).
      */
-    finishReply: async (input: ReplyCommentInput & ({ runId: string; threadWorkflowId: string } | TurnHandBack)) => {
-      // A run of a build before the shared keepers names its thread's own keeper (threadWorkflowId).
-      await ('threadWorkflowId' in input ? releaseTurn(input) : giveTurnBack(input));
-      await labelMessage(deps.agentmail, input);
-      return commentReply(common, input);
-    },
+    finishReply: stoppable(
+      async (input: ReplyCommentInput & ({ runId: string; threadWorkflowId: string } | TurnHandBack)) => {
+        // A run of a build before the shared keepers names its thread's own keeper (threadWorkflowId).
+        await ('threadWorkflowId' in input ? releaseTurn(input) : giveTurnBack(input));
+        await labelMessage(deps.agentmail, input);
+        return commentReply(common, input);
+      },
+    ),
     sendReply: (input: SendInput) => sendReply(common, input),
     labelMessage: (ref: MessageRef) => labelMessage(deps.agentmail, ref),
     recallReview: (input: { key: string }) => recallReview(common, input),

@@ -418,6 +418,9 @@ describe('SIGKILLed workers', () => {
   };
 
   async function burstAcrossACrash(failpoint: 'turn.after-request' | 'reply.after-effect') {
+    // Only the crashing worker may take the burst: the one an earlier test started after its crash
+    // would otherwise answer it, and the failpoint would never be reached.
+    await Promise.all(workers.splice(0).map((worker) => worker.stop()));
     const crashing = await startWorker([failpoint]);
     const inboxId = hc.newInbox();
     const threadId = randomUUID();

@@ -7,15 +7,11 @@ import { createCatchUp } from '../intake/intake';
 import { IntakeStore } from '../intake/intake-store';
 import { inboundWorkflowId } from '../lib/hashing';
 import { decisionKey, draftKey, type InboundMessageResult, type MessageRef, replyKey } from '../contract';
-import { PostgresTickets } from '../activities/ticket/postgres-tickets';
-import { activityConfig } from '../lib/config';
-import { connectTemporalWorker } from '../lib/temporal-connection';
-import { createReplyonceWorker } from '../worker/create-worker';
 import { testEnv } from './support/env';
 import { runReplayCli } from './support/replay-cli';
 import { Harness } from './support/harness';
+import { startWorker } from './support/worker';
 import { eventually } from './support/temporal';
-import { promoteWhenPolling, workerBuildId } from '../worker/deployment';
 
 // The README's two manual replays, typed as a person would (`npm run temporal -- workflow start …`,
 // the cached Temporal CLI through scripts/temporal), against the suite's Temporal: a start of an
@@ -212,35 +208,7 @@ describe('a new run decides again what depends on time and configuration (issue 
   after(() => h2.close());
 
   /** A worker on the harness's task queue with this configuration (as after a redeploy with new settings). */
-  async function workerWith(overrides: Parameters<typeof activityConfig>[0]) {
-    const connection = await connectTemporalWorker(testEnv.temporal);
-    const worker = await createReplyonceWorker({
-      connection,
-      namespace: testEnv.namespace,
-      taskQueue: h2.taskQueue,
-      workflowBundlePath: testEnv.workflowBundle,
-      deployment: { deploymentName: h2.deploymentName, buildId: workerBuildId() },
-      deps: {
-        db: h2.db,
-        agentmail: h2.agentmail,
-        drafter: h2.drafter,
-        tickets: new PostgresTickets(h2.db),
-        config: activityConfig({
-          OPERATION_LEASE_MS: 5_000,
-          APPROVAL_TIMEOUT_MS: 60_000,
-          REPLY_COALESCE_MS: 0,
-          ...overrides,
-        }),
-      },
-    });
-    const running = worker.run();
-    await promoteWhenPolling(h2.client, { deploymentName: h2.deploymentName, buildId: workerBuildId() });
-    return async () => {
-      worker.shutdown();
-      await running;
-      await connection.close();
-    };
-  }
+  const workerWith = (overrides: Parameters<typeof startWorker>[1]) => startWorker(h2, overrides);
 
   const status = async (workflowId: string) =>
     (await h2.client.workflow.getHandle(workflowId).describe()).searchAttributes.ReplyStatus?.[0];

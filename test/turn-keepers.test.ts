@@ -18,7 +18,9 @@ import {
   type TurnKeeperInput,
 } from '../contract';
 import { inboundWorkflowId, threadTurnKeeper, threadWorkflowId } from '../lib/hashing';
+import { temporal } from '@temporalio/proto';
 import { Harness } from './support/harness';
+import { startWorker } from './support/worker';
 import { eventually } from './support/temporal';
 import { replyStatus, within } from './support/workflow-watch';
 
@@ -226,3 +228,86 @@ describe('the hand-over from builds with a keeper per thread', () => {
     }
   });
 });
+
+describe('a worker that stops while a message waits for its turn', () => {
+  test("stops at once: the turn's local activity gives up its wait, and the next worker answers the message", async () => {
+    // Prepare: a worker of its own, and a thread whose keeper cannot answer yet: its run is on a
+    // task queue nobody polls, as when a worker's two queues stop together (the keeper's first)
+    const own = await Harness.start({ worker: false });
+    let stop: (() => Promise<void>) | undefined = await startWorker(own);
+    try {
+      const inboxId = own.newInbox();
+      const threadId = randomUUID();
+      const keeper = threadTurnKeeper(inboxId, threadId, own.taskQueue);
+      const args: [TurnKeeperInput] = [{ index: keeper.index }];
+      const stuck = await own.client.workflow.start(TURN_KEEPER_WORKFLOW, {
+        workflowId: keeper.workflowId,
+        taskQueue: `nobody-polls-${randomUUID()}`,
+        args,
+      });
+      const inbound = await own.sandbox.inbound({
+        inbox_id: inboxId,
+        thread_id: threadId,
+        from: `Ada <ada-${randomUUID().slice(0, 8)}@customer.example>`,
+        subject: 'My order',
+        text: 'Where is my order?',
+      });
+      const ref = { inboxId, messageId: inbound.message.message_id };
+      const message = own.client.workflow.getHandle(inboundWorkflowId(ref));
+      const runId = await eventually(
+        async () => (await message.describe().catch(() => undefined))?.runId,
+        'the message workflow to start',
+      );
+      await eventually(
+        () => updateAdmitted(own, keeper.workflowId, `turn-${runId}`),
+        'the turn request to reach the keeper',
+      );
+
+      // Act: stop the worker (as SIGTERM does) with the request in flight
+      const stopping = stop();
+      stop = undefined;
+
+      // Assess: it stops (it used to wait for the keeper's answer forever), and the message is open
+      await within(20_000, stopping, 'the worker to stop while a turn request is in flight');
+      assert.equal((await message.describe()).status.name, 'RUNNING');
+      // …until the next worker takes it up, and the keeper (back on its queue) answers it
+      await stuck.terminate('its queue is polled again');
+      stop = await startWorker(own);
+      const result = await within(60_000, message.result(), 'the next worker to answer the message');
+      assert.equal(result.status, 'sent');
+      assert.equal(
+        (await own.sandbox.outbox({ inbox_id: inboxId, in_reply_to: ref.messageId })).length,
+        1,
+        'one reply',
+      );
+      const events = (await message.fetchHistory()).events ?? [];
+      assert.ok(
+        events.some((e) => e.timerStartedEventAttributes),
+        'the stopped step waited out its retry delay as a durable timer, not inside the workflow task',
+      );
+    } finally {
+      await stop?.();
+      await own.close();
+    }
+  });
+});
+
+/** Whether the Update has reached the workflow (admitted): NOT_FOUND until it has. */
+function updateAdmitted(harness: Harness, workflowId: string, updateId: string): Promise<true | undefined> {
+  return harness.client
+    .withDeadline(Date.now() + 2_000, () =>
+      harness.client.workflowService.pollWorkflowExecutionUpdate({
+        namespace: harness.client.options.namespace,
+        updateRef: { workflowExecution: { workflowId }, updateId },
+        waitPolicy: {
+          lifecycleStage:
+            temporal.api.enums.v1.UpdateWorkflowExecutionLifecycleStage
+              .UPDATE_WORKFLOW_EXECUTION_LIFECYCLE_STAGE_ADMITTED,
+        },
+      }),
+    )
+    .then(
+      () => true as const,
+      () => undefined,
+    );
+}

@@ -60,7 +60,10 @@ export async function createReplyonceWorker(options: ReplyonceWorkerOptions): Pr
           ...(tracing ? TRACING_WORKFLOW_MODULES : []),
         ]),
       };
-  const activities = createActivities(options.deps);
+  // Temporal waits for a local activity when its worker stops, and never cancels it: the turn
+  // activities are told by this instead, so a stop is never held open by a keeper's answer.
+  const stopping = new AbortController();
+  const activities = createActivities(options.deps, stopping.signal);
   const common = {
     connection: options.connection,
     namespace: options.namespace,
@@ -101,12 +104,14 @@ export async function createReplyonceWorker(options: ReplyonceWorkerOptions): Pr
       await Promise.all(
         workers.map((worker) =>
           worker.run().finally(() => {
+            stopping.abort();
             for (const other of workers) if (other.getState() === 'RUNNING') other.shutdown();
           }),
         ),
       );
     },
     shutdown() {
+      stopping.abort();
       for (const worker of workers)
         if (worker.getState() === 'RUNNING' || worker.getState() === 'INITIALIZED') worker.shutdown();
     },

@@ -26,6 +26,7 @@ import {
   type HoldRule,
   type InboundMessageInput,
   type InboundMessageResult,
+  LOCAL_RETRY_THRESHOLD_MS,
   type MessageRef,
   type OperationKind,
   type OperationReport,
@@ -116,7 +117,7 @@ const quick = proxyActivities<Activities>({
 const local = proxyLocalActivities<Activities>({
   startToCloseTimeout: '30 seconds',
   scheduleToCloseTimeout: RETRY_FOR,
-  localRetryThreshold: '10 seconds',
+  localRetryThreshold: LOCAL_RETRY_THRESHOLD_MS,
   retry,
 });
 
@@ -126,6 +127,7 @@ const local = proxyLocalActivities<Activities>({
  */
 const release = proxyLocalActivities<Activities>({
   startToCloseTimeout: '10 seconds',
+  localRetryThreshold: LOCAL_RETRY_THRESHOLD_MS,
   retry: { ...retry, maximumAttempts: 5 },
 });
 

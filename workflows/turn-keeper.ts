@@ -11,6 +11,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import {
+  LOCAL_RETRY_THRESHOLD_MS,
   type TakeTurnAnswer,
   queueTurnSignal,
   takeTurnUpdate,
@@ -63,6 +64,7 @@ const MAX_HISTORY_EVENTS = 5_000;
 
 const { closedRuns } = proxyLocalActivities<Activities>({
   startToCloseTimeout: '1 minute',
+  localRetryThreshold: LOCAL_RETRY_THRESHOLD_MS,
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
 });
 
