@@ -215,6 +215,8 @@ export const turnKeeperTaskQueue = (taskQueue: string): string => `${taskQueue}-
 export const TURN_KEEPERS = 32;
 /** The message workflow's patch (patched()) that moved it from the per-thread keeper to the shared ones. */
 export const SHARED_TURN_KEEPERS_PATCH = 'shared-turn-keepers';
+/** The keeper's patch (patched()) that continues it as new at KEEPER_RUN_EVENTS instead of 5,000 events. */
+export const KEEPER_SHORT_RUNS_PATCH = 'keeper-short-runs';
 
 /** What a shared keeper asks of one thread's request: the thread's key and ids travel with it. */
 export interface ThreadTurnRequest extends TurnRequest {

@@ -196,6 +196,55 @@ describe('a holder that never says it is done does not wedge its thread', () => 
   });
 });
 
+describe('a busy keeper stays cheap to replay', () => {
+  test('it continues as new in short runs, and the next run keeps who holds and who waits', async () => {
+    // Prepare: a thread with a holder and a message queued behind it
+    const c = conversation();
+    const holder = await standInRun();
+    const behind = await standInRun();
+    const holderRun = { workflowId: holder.workflowId, runId: holder.firstExecutionRunId };
+    try {
+      assert.deepEqual(await ask(c, holderRun, 'held'), { kind: 'go', covers: ['held'] });
+      const queued = await ask(c, { workflowId: behind.workflowId, runId: behind.firstExecutionRunId }, 'queued');
+      assert.equal(queued.kind, 'queued');
+      const keeper = h.client.workflow.getHandle(c.keeper.workflowId);
+      const firstRunId = (await keeper.describe()).runId;
+      // Act: other threads of the same keeper ask, each its turn at once (a lone message), until the
+      // run has moved on. Under the old bound of 5,000 events that took some 1,250 requests.
+      let requests = 0;
+      const otherThread = () => {
+        for (;;) {
+          const other = conversation();
+          if (other.keeper.index === c.keeper.index) return other;
+        }
+      };
+      while ((await keeper.describe()).runId === firstRunId) {
+        assert.ok(requests < 400, `the keeper's run had not continued as new after ${requests} requests`);
+        await Promise.all(
+          Array.from({ length: 8 }, async () => {
+            const run = { workflowId: `stand-in-${randomUUID()}`, runId: randomUUID() };
+            assert.equal((await ask(otherThread(), run, randomUUID())).kind, 'go');
+          }),
+        );
+        requests += 8;
+      }
+      // Assess: the run it left was short, and the next run knows the thread as it was
+      const left = await h.client.workflow.getHandle(c.keeper.workflowId, firstRunId).describe();
+      assert.equal(left.status.name, 'CONTINUED_AS_NEW');
+      assert.ok(left.historyLength <= 600, `${left.historyLength} events in the run it left`);
+      const kept = await c.kept();
+      assert.equal(kept?.holder?.messageId, 'held');
+      assert.deepEqual(
+        kept.waiting.map((w) => w.messageId),
+        ['queued'],
+      );
+    } finally {
+      await holder.terminate('stand-in');
+      await behind.terminate('stand-in');
+    }
+  });
+});
+
 describe('the hand-over from builds with a keeper per thread', () => {
   test("a thread whose own keeper still runs (an older build's) keeps asking it, and the shared keeper never sees it", async () => {
     // Prepare: the thread's per-thread keeper, as an older build's message would have started it

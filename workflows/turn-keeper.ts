@@ -4,6 +4,7 @@ import {
   continueAsNew,
   getExternalWorkflowHandle,
   log,
+  patched,
   proxyLocalActivities,
   setCurrentDetails,
   setHandler,
@@ -11,6 +12,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import {
+  KEEPER_SHORT_RUNS_PATCH,
   LOCAL_RETRY_THRESHOLD_MS,
   type TakeTurnAnswer,
   queueTurnSignal,
@@ -59,8 +61,17 @@ const MAX_HOLDER_CHECK_MS = 15 * 60 * 1000;
 const SWEEP_AT = 256;
 /** With nothing to do for this long the keeper sweeps, and ends once it keeps nothing; the next request starts it again. */
 const IDLE_MS = 60 * 60 * 1000;
-/** Well inside Temporal's limits (50 K events), and cheap to replay. */
-const MAX_HISTORY_EVENTS = 5_000;
+/**
+ * A run continues as new past this many events, so that a worker that lost the keeper from its
+ * cache (its predecessor was killed, or it just started) replays little before it answers: a
+ * keeper's run is replayed at about 0.75 ms an event on this project's machine when idle (a
+ * 4,100-event run took 3 s; under the soak's load, more than the 10 s workflow task timeout, so
+ * the task timed out again and again and Temporal refused the keeper's Updates). 500 events replay
+ * in about 0.35 s; the run's state travels in the next run's input.
+ */
+const KEEPER_RUN_EVENTS = 500;
+/** The runs of builds before KEEPER_SHORT_RUNS_PATCH, replayed as they ran. */
+const OLD_KEEPER_RUN_EVENTS = 5_000;
 
 const { closedRuns } = proxyLocalActivities<Activities>({
   startToCloseTimeout: '1 minute',
@@ -329,7 +340,12 @@ function validateRequest(request: ThreadTurnRequest): void {
 
 function historyIsLong(): boolean {
   const info = workflowInfo();
-  return info.continueAsNewSuggested || info.historyLength > MAX_HISTORY_EVENTS;
+  if (info.continueAsNewSuggested) return true;
+  // Asked only once a run is past the shorter bound: a run of an older build that has not reached
+  // it records no marker, and one replayed from before the patch sees none and keeps the old bound.
+  return info.historyLength > (info.historyLength > KEEPER_RUN_EVENTS && patched(KEEPER_SHORT_RUNS_PATCH)
+    ? KEEPER_RUN_EVENTS
+    : OLD_KEEPER_RUN_EVENTS);
 }
 
 /** Threads listed in the Web UI's Current details, at most. */
