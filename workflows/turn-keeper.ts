@@ -343,9 +343,12 @@ function historyIsLong(): boolean {
   if (info.continueAsNewSuggested) return true;
   // Asked only once a run is past the shorter bound: a run of an older build that has not reached
   // it records no marker, and one replayed from before the patch sees none and keeps the old bound.
-  return info.historyLength > (info.historyLength > KEEPER_RUN_EVENTS && patched(KEEPER_SHORT_RUNS_PATCH)
-    ? KEEPER_RUN_EVENTS
-    : OLD_KEEPER_RUN_EVENTS);
+  return (
+    info.historyLength >
+    (info.historyLength > KEEPER_RUN_EVENTS && patched(KEEPER_SHORT_RUNS_PATCH)
+      ? KEEPER_RUN_EVENTS
+      : OLD_KEEPER_RUN_EVENTS)
+  );
 }
 
 /** Threads listed in the Web UI's Current details, at most. */
