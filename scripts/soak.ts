@@ -29,6 +29,8 @@ import { connectTemporalClient, loadTemporalConnection } from '../lib/temporal-c
 import { messageReceivedBody, SandboxControl, type InboundResult } from '../sandbox/control-client';
 import { migrateDatabase } from './db-migrate';
 import { SetupError, messageOf, runMain, sleep } from './services/main';
+import { compileApp } from './services/compile';
+import { machineCpuSeconds, sampleCpuByCommand } from './services/cpu';
 import { freePort, waitForPort } from './services/ports';
 import { LOCAL_POSTGRES, restartLocalPostgres, withClient } from './services/postgres';
 import { startRoundRobin, type RoundRobin } from './services/round-robin';
@@ -49,7 +51,18 @@ interface Proc {
   child: ChildProcess;
   lines: Array<Record<string, unknown>>;
   exited: Promise<void>;
+  spawnedAt: number;
 }
+
+/** Where the machine's CPU goes during a soak (by command line; the first pattern that matches). */
+const CPU_CATEGORIES = [
+  ['Temporal server', /temporal-server/],
+  ['Postgres', /^(postgres:|\S*\/postgres )/],
+  ['workers', /worker\/main\.[jt]s/],
+  ['API replicas', /api\/main\.[jt]s/],
+  ['AgentMail sandbox', /sandbox\/main\.[jt]s/],
+  ['the soak itself (deliveries, balancer, proxy)', /scripts\/soak\.ts/],
+] as const;
 
 async function main(): Promise<number> {
   const { values } = parseArgs({
@@ -59,8 +72,11 @@ async function main(): Promise<number> {
       minutes: { type: 'string', default: '15' },
       postgres: { type: 'string', default: 'restart' },
       'follow-ups': { type: 'string', default: '0.2' },
+      runtime: { type: 'string', default: 'dist' },
     },
   });
+  if (values.runtime !== 'dist' && values.runtime !== 'tsx')
+    throw new SetupError('--runtime must be dist (the compiled JavaScript, as the production image runs it) or tsx');
   const followUps = Number(values['follow-ups']);
   if (!(followUps >= 0 && followUps < 1)) throw new SetupError('--follow-ups must be a share from 0 to below 1');
   if (values.postgres !== 'restart' && values.postgres !== 'proxy')
@@ -84,7 +100,20 @@ async function main(): Promise<number> {
     postgres = await startRoundRobin(0, [LOCAL_POSTGRES.port]);
     const appDb = new URL(stack.appDatabaseUrl);
     appDb.port = String(postgres.port);
-    const bundle = await bundle_();
+    // The processes run the compiled JavaScript, as the production image does (Dockerfile): a worker
+    // replaced every few seconds would otherwise spend a second of CPU per start compiling with tsx.
+    const [bundle, dist] = await Promise.all([
+      bundle_(),
+      values.runtime === 'dist'
+        ? compileApp({ project: path.join(ROOT, 'tsconfig.build.json'), outDir: path.join(DATA, 'dist'), log: say })
+        : Promise.resolve(null),
+    ]);
+    const spawnApp = (name: string, file: string, env: Record<string, string>) =>
+      spawnProcess(
+        name,
+        dist === null ? ['--import', 'tsx', file] : [path.join(dist, file.replace(/\.ts$/, '.js'))],
+        env,
+      );
 
     const sandboxPort = await freePort();
     const sandboxUrl = `http://127.0.0.1:${sandboxPort}`;
@@ -176,6 +205,8 @@ async function main(): Promise<number> {
       tries: number;
     }
     const started = Date.now();
+    const cpu = sampleCpuByCommand(CPU_CATEGORIES);
+    const machineBefore = machineCpuSeconds();
     const spreadMs = (total / rate) * 1000;
     const queue: Delivery[] = [];
     messages.forEach(({ inbound }, i) => {
@@ -292,37 +323,49 @@ async function main(): Promise<number> {
     const connection = await connectTemporalClient(temporalSettings.settings);
     const client = new Client({ connection, namespace: temporalSettings.settings.namespace });
     const results = new Map<string, InboundMessageResult>();
-    // Why a wait for a run's result failed (it is tried again while time is left): a failed wait is
-    // not a run that did not end, and one slow run must not hold up the others' waits.
-    const waitErrors = new Map<string, number>();
-    const timeUp = sleep(Math.max(0, deadline - Date.now())).then(() => undefined);
+    // Runs that closed without a result (failed, terminated, timed out): their status.
+    const closedWithout = new Map<string, string>();
+    // Where the runs that had not ended by the time limit stood (ReplyStatus → count).
+    const stillRunning = new Map<string, number>();
     try {
-      let next = 0;
-      const waiter = async () => {
-        while (next < messages.length) {
-          const { inbound } = messages[next++]!;
+      // Every few seconds, the message runs that closed since (Temporal's visibility store), and each
+      // one's result: no wait is held on one run while another has long ended.
+      const byWorkflowId = new Map(
+        messages.map(({ inbound }) => {
           const ref = { inboxId: inbound.message.inbox_id, messageId: inbound.message.message_id };
-          const handle = client.workflow.getHandle(inboundWorkflowId(ref));
-          while (Date.now() < deadline) {
-            const result = await Promise.race([handle.result() as Promise<InboundMessageResult>, timeUp]).catch(
-              (error: unknown) => {
-                const name = `${error instanceof Error ? error.name : 'Error'}: ${messageOf(error).slice(0, 120)}`;
-                waitErrors.set(name, (waitErrors.get(name) ?? 0) + 1);
-                return sleep(1_000).then(() => null);
-              },
+          return [inboundWorkflowId(ref), `${ref.inboxId} ${ref.messageId}`] as const;
+        }),
+      );
+      const closedQuery = `WorkflowType = 'inboundMessageWorkflow' AND ExecutionStatus != 'Running'`;
+      while (results.size + closedWithout.size < messages.length && Date.now() < deadline) {
+        try {
+          for await (const run of client.workflow.list({ query: closedQuery })) {
+            const k = byWorkflowId.get(run.workflowId);
+            if (k === undefined || results.has(k) || closedWithout.has(k)) continue;
+            if (run.status.name !== 'COMPLETED') {
+              closedWithout.set(k, run.status.name);
+              continue;
+            }
+            results.set(
+              k,
+              (await client.workflow.getHandle(run.workflowId, run.runId).result()) as InboundMessageResult,
             );
-            if (result === undefined) break; // the time is up
-            if (result === null) continue; // the wait failed: again
-            results.set(`${ref.inboxId} ${ref.messageId}`, result);
-            break;
           }
+        } catch (error) {
+          say(`listing the ended runs failed (${messageOf(error).slice(0, 120)}); trying again`);
         }
-      };
-      await Promise.all(Array.from({ length: 32 }, waiter));
+        await sleep(3_000);
+      }
+      for await (const run of client.workflow.list({
+        query: `WorkflowType = 'inboundMessageWorkflow' AND ExecutionStatus = 'Running'`,
+      })) {
+        const status = String(run.searchAttributes?.ReplyStatus?.[0] ?? 'unknown');
+        stillRunning.set(status, (stillRunning.get(status) ?? 0) + 1);
+      }
     } finally {
-      // A wait cut short by the time limit may leave the client's retry timer (grpc-retry) set; when
-      // it fires on the closed channel it throws from a timer, which would crash the soak after its
-      // verdict and turn a PASS into exit code 1. Only that error, and only from here on, is ignored.
+      // A call cut short may leave the client's retry timer (grpc-retry) set; when it fires on the
+      // closed channel it throws from a timer, which would crash the soak after its verdict and turn
+      // a PASS into exit code 1. Only that error, and only from here on, is ignored.
       process.on('uncaughtException', (error) => {
         if (error.message === 'Channel has been shut down') return;
         console.error(error);
@@ -332,6 +375,10 @@ async function main(): Promise<number> {
     }
     let replies: Awaited<ReturnType<SandboxControl['outbox']>> = [];
     const drainedAt = Date.now();
+    const cpuSeconds = cpu.stop();
+    const machine = machineCpuSeconds();
+    const machineBusy = machine.busy - machineBefore.busy;
+    const machineShare = machineBusy / (machine.total - machineBefore.total);
     chaos = false;
     await killer;
     await sleep(2_000); // late duplicates, if any, would land now
@@ -407,7 +454,7 @@ async function main(): Promise<number> {
       const result = results.get(k);
       const ownReply = result?.status === 'sent';
       const counts = {
-        status: result?.status ?? 'not ended',
+        status: result?.status ?? closedWithout.get(k) ?? 'not ended',
         covered: coverings.get(k) ?? 0,
         replies: replyCount.get(k) ?? 0,
         threadTickets: tickets.get(key(ref.inboxId, inbound.message.thread_id)) ?? 0,
@@ -431,19 +478,35 @@ async function main(): Promise<number> {
       if (at !== undefined && firstDeliveryAt !== undefined) latencies.push(at - firstDeliveryAt);
     }
     latencies.sort((a, b) => a - b);
+    // A worker killed before it polls did nothing but cost its start: how many reached polling, how fast.
+    const startDelays = procs
+      .filter((p) => p.name.startsWith('worker-'))
+      .flatMap((p) => {
+        const polling = p.lines.find((line) => line.msg === 'worker polling');
+        return polling ? [Number(polling.time) - p.spawnedAt] : [];
+      })
+      .sort((a, b) => a - b);
+    const workerStarts = {
+      started: procs.filter((p) => p.name.startsWith('worker-')).length,
+      polled: startDelays.length,
+      p50: startDelays[Math.floor(startDelays.length / 2)] ?? NaN,
+      max: startDelays.at(-1) ?? NaN,
+    };
     const pct = (p: number) =>
       latencies[Math.min(latencies.length - 1, Math.floor((p / 100) * latencies.length))] ?? NaN;
     const lines = [
       '',
-      `soak: ${total} messages (${total - threadSizes.size} follow-ups in ${[...threadSizes.values()].filter((n) => n > 1).length} threads) × 3 deliveries at ${rate}/s over 2 API replicas, Temporal ${stack.binaries.server.split('-').at(-1)} on Postgres with mTLS`,
+      `soak: ${total} messages (${total - threadSizes.size} follow-ups in ${[...threadSizes.values()].filter((n) => n > 1).length} threads) × 3 deliveries at ${rate}/s over 2 API replicas, Temporal ${stack.binaries.server.split('-').at(-1)} on Postgres with mTLS, the app ${dist === null ? 'from TypeScript (tsx)' : 'compiled'}`,
       `  faults: ${kills} worker SIGKILLs (every ${KILL_EVERY_MS / 1000} s), ${events.length} timeline events:`,
       ...events.map((e) => `    ${e}`),
       `  deliveries: ${accepted} accepted, ${retried} retried after a failure (${[...failures].map(([r, n]) => `${r}: ${n}`).join(', ') || 'none'})`,
       `  drain: ${((drainedAt - started) / 1000).toFixed(1)} s from the first delivery (${((drainedAt - deliveredAt) / 1000).toFixed(1)} s after the last was accepted)`,
       `  webhook → reply: p50 ${(pct(50) / 1000).toFixed(2)} s, p99 ${(pct(99) / 1000).toFixed(2)} s (${latencies.length} replies)`,
+      `  CPU: ${[...Object.entries(cpuSeconds)].map(([name, seconds]) => `${name} ${seconds.toFixed(0)} s`).join(', ')}; others ${Math.max(0, machineBusy - Object.values(cpuSeconds).reduce((a, b) => a + b, 0)).toFixed(0)} s; the machine ${(100 * machineShare).toFixed(0)} % busy`,
+      `  workers: ${workerStarts.polled} of ${workerStarts.started} started polled before they were killed or the soak ended; from spawn to polling p50 ${(workerStarts.p50 / 1000).toFixed(1)} s, max ${(workerStarts.max / 1000).toFixed(1)} s`,
       `  replies ${replies.length} (${[...results.values()].filter((r) => r.status === 'answered-together').length} messages answered together), tickets ${[...tickets.values()].reduce((a, b) => a + b, 0)} for ${threadSizes.size} threads, model calls ${[...modelCalls.values()].reduce((a, b) => a + b.length, 0)}`,
       `  skipped messages folded into an open ticket: ${foldedTickets}; intake rows in the dead letter: ${deadLetters}`,
-      `  runs ended: ${results.size} of ${total}${waitErrors.size === 0 ? '' : `; waits for a result that failed and were tried again: ${[...waitErrors].map(([e, n]) => `${n}× ${e}`).join('; ')}`}`,
+      `  runs ended: ${results.size + closedWithout.size} of ${total}${closedWithout.size === 0 ? '' : ` (${closedWithout.size} without a result)`}${stillRunning.size === 0 ? '' : `; still running: ${[...stillRunning].map(([status, n]) => `${n} ${status}`).join(', ')}`}`,
       ...[...explanations].map(
         ([reason, n]) =>
           `  ${n} second model call${n === 1 ? '' : 's'}: ${reason} (the draft is stored after the call; see DESIGN.md)`,
@@ -473,8 +536,8 @@ async function main(): Promise<number> {
   }
 }
 
-function spawnApp(name: string, file: string, env: Record<string, string>): Proc {
-  const child = spawn(process.execPath, ['--import', 'tsx', file], {
+function spawnProcess(name: string, args: string[], env: Record<string, string>): Proc {
+  const child = spawn(process.execPath, args, {
     cwd: ROOT,
     env: { PATH: process.env.PATH, ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -497,7 +560,7 @@ function spawnApp(name: string, file: string, env: Record<string, string>): Proc
     if (process.env.SOAK_VERBOSE) process.stderr.write(`[${name}] ${chunk}`);
   });
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  return { name, child, lines, exited };
+  return { name, child, lines, exited, spawnedAt: Date.now() };
 }
 
 /** The workflow code, bundled once: a replaced worker then starts polling in seconds, not after a rebuild. */

@@ -1,12 +1,11 @@
-import { execFile } from 'node:child_process';
 import { mkdirSync, renameSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import { WORKFLOW_INTERCEPTOR_MODULES } from '../../worker/create-worker';
 import { Client } from 'pg';
 import { baselineSchemaSql } from '../baseline/app';
 import { migrateDatabase } from '../../scripts/db-migrate';
+import { compileApp as compile } from '../../scripts/services/compile';
 import { setupTemporal } from '../../scripts/services/temporal-setup';
 import { databaseUrlFor, ensureLocalPostgres, recreateDatabase, withClient } from '../../scripts/services/postgres';
 import { startTemporalDevServer } from '../../scripts/services/temporal-dev-server';
@@ -171,20 +170,10 @@ export async function bundleWorkflows(): Promise<string> {
 }
 
 /** Compiles the app and the baseline with the project's tsc into .data/bench/dist (not dist/, which others use). */
-export async function compileApp(): Promise<string> {
-  const tsc = path.join(ROOT, 'node_modules', 'typescript', 'bin', 'tsc');
-  try {
-    await promisify(execFile)(process.execPath, [tsc, '-p', path.join(ROOT, 'bench', 'tsconfig.build.json')], {
-      cwd: ROOT,
-      maxBuffer: 16 * 1024 * 1024,
-    });
-  } catch (error) {
-    // Type errors still emit JavaScript (noEmitOnError is off); only a missing output is fatal.
-    const output = String((error as { stdout?: string }).stdout ?? error);
-    if (!/error TS/.test(output)) throw error;
-    console.error(
-      `[bench] tsc reported type errors (the JavaScript was still emitted):\n${output.split('\n').slice(0, 5).join('\n')}`,
-    );
-  }
-  return path.join(DATA, 'dist');
+export function compileApp(): Promise<string> {
+  return compile({
+    project: path.join(ROOT, 'bench', 'tsconfig.build.json'),
+    outDir: path.join(DATA, 'dist'),
+    log: (line) => console.error(`[bench] ${line}`),
+  });
 }

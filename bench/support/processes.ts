@@ -1,6 +1,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, fstatSync, mkdirSync, openSync, readFileSync, readSync, readdirSync, writeSync } from 'node:fs';
+import { closeSync, fstatSync, mkdirSync, openSync, readSync, writeSync } from 'node:fs';
 import path from 'node:path';
+import { cpuSecondsMatching, machineCpuSeconds, processCpuSeconds } from '../../scripts/services/cpu';
 import { tail } from '../../scripts/services/log-tail';
 
 /**
@@ -135,45 +136,7 @@ export class ServerProcess {
   }
 }
 
-// --- CPU accounting from /proc ----------------------------------------------------------------
-
-const TICKS_PER_SECOND = 100; // USER_HZ on Linux
-
-/** CPU seconds (user + system) a process has used so far; NaN when it is gone. */
-export function processCpuSeconds(pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // Fields after the command name (which may hold spaces) start at ") ".
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
-  } catch {
-    return Number.NaN;
-  }
-}
-
-/** CPU seconds of every process whose command line contains `fragment` (e.g. every Postgres backend). */
-export function cpuSecondsMatching(fragment: string): number {
-  let total = 0;
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      if (readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(fragment))
-        total += processCpuSeconds(Number(entry)) || 0;
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return total;
-}
-
-/** Busy and total CPU seconds of the whole machine (all cores) so far. */
-export function machineCpuSeconds(): { busy: number; total: number } {
-  const line = readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '';
-  const ticks = line.trim().split(/\s+/).slice(1).map(Number);
-  const total = ticks.reduce((sum, v) => sum + v, 0);
-  const idle = (ticks[3] ?? 0) + (ticks[4] ?? 0);
-  return { busy: (total - idle) / TICKS_PER_SECOND, total: total / TICKS_PER_SECOND };
-}
+// --- CPU accounting from /proc (scripts/services/cpu.ts reads it) ---------------------------
 
 export interface CpuSnapshot {
   at: number;
