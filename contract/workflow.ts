@@ -213,10 +213,33 @@ export const TURN_KEEPER_WORKFLOW = 'turnKeeperWorkflow';
  */
 export const turnKeeperTaskQueue = (taskQueue: string): string => `${taskQueue}-turns`;
 export const TURN_KEEPERS = 32;
+/**
+ * How a keeper's workflow tasks are timed. A keeper answers every thread it keeps, so while its
+ * task is lost it answers none: a worker that dies holding a keeper's task, or holding the keeper in
+ * its cache (its next task is queued for that worker alone), stalls all those threads until Temporal
+ * gives the task to another worker. Temporal's defaults (10 s each) would stall half the keepers
+ * for 10 s whenever one of two workers dies; the keepers' tasks are small (no I/O but a rare look at
+ * which runs closed, a few hundred events to replay at most), so both are short.
+ */
+export const KEEPER_TASK_TIMEOUT_MS = 3_000;
+/** The same for the keepers' sticky queue: a keeper's next task waits this long for its cached worker. */
+export const KEEPER_STICKY_TIMEOUT_MS = 1_000;
+/**
+ * How long a message's turn request waits for its keeper to answer the Update (normally tens of
+ * milliseconds) before it asks by signal instead and lets its workflow task go: the wait holds a
+ * workflow-task slot of its worker, and a keeper that lost its worker takes seconds to come back.
+ */
+export const TURN_UPDATE_WAIT_MS = 3_000;
+/** The keeper's patch for one idle timer per run (not one per wait) and no kept `go` answers. */
+export const KEEPER_LEAN_PATCH = 'keeper-lean';
+/** The keeper's patch that tells by signal an answer a run's Update may not have received. */
+export const KEEPER_RETELLS_PATCH = 'keeper-retells-by-signal';
 /** The message workflow's patch (patched()) that moved it from the per-thread keeper to the shared ones. */
 export const SHARED_TURN_KEEPERS_PATCH = 'shared-turn-keepers';
-/** The keeper's patch (patched()) that continues it as new at KEEPER_RUN_EVENTS instead of 5,000 events. */
+/** The keeper's patch (patched()) that continues it as new at 500 events instead of 5,000. */
 export const KEEPER_SHORT_RUNS_PATCH = 'keeper-short-runs';
+/** The keeper's patch that continues it as new at 150 events instead of 500 (workflows/turn-keeper.ts). */
+export const KEEPER_RUNS_OF_150_PATCH = 'keeper-runs-of-150';
 
 /** What a shared keeper asks of one thread's request: the thread's key and ids travel with it. */
 export interface ThreadTurnRequest extends TurnRequest {
@@ -230,7 +253,16 @@ export interface ThreadTurnRequest extends TurnRequest {
    * answer. A closed run stays closed, so the keeper may take this at its word and let the turn go on.
    */
   closedHolderRunId?: string;
+  /**
+   * The thread's inbound messages newer than this one and than our last reply in it, as AgentMail
+   * had them when the asker looked (ids, at most NEWER_LISTED): messages that will ask for their
+   * turn, and whose reply should answer this one too. The keeper waits a while for them to ask.
+   */
+  newer?: string[];
 }
+
+/** Newer messages a turn request names, at most: a burst, not a mailing list. */
+export const NEWER_LISTED = 20;
 
 /** Where a message's turn was asked for: a shared keeper (with the thread's key) or, during a hand-over, the thread's own. */
 export interface TurnKeeperRef {
@@ -263,6 +295,12 @@ export interface ThreadTurns {
   checkEveryMs?: number;
   /** The holder was told that someone waits (`turnWanted`), so it will say when it is done. */
   holderTold?: boolean;
+  /**
+   * Newer messages of the thread that a waiting request named (`newer`) and that have not asked yet:
+   * the turn waits for them until `expectUntilMs`, so that the newest answers the whole burst.
+   */
+  expecting?: string[];
+  expectUntilMs?: number;
 }
 
 export interface TurnKeeperInput {
@@ -277,13 +315,17 @@ export interface TurnKeeperState {
   threads: Record<string, ThreadTurns>;
   /** Answers given lately, by run id, so a repeated request (a retried Update) is answered alike. */
   answered: Record<string, TurnGrant>;
+  /** Answers to tell again by signal: their run asked by Update, stopped waiting, and asked by signal. */
+  retell?: Array<{ threadKey: string; workflowId: string; runId: string; grant: TurnGrant }>;
 }
 
 export const takeTurnUpdate = defineUpdate<TakeTurnAnswer, [ThreadTurnRequest]>('takeTurn');
 /**
  * The same request when no answer can come at once: a message still inside its burst window always
  * waits, so it is sent by signal-with-start (its local activity returns without waiting for the
- * keeper) and the turn comes by the `turn` signal.
+ * keeper) and the turn comes by the `turn` signal. So is a request whose Update the keeper did not
+ * answer within TURN_UPDATE_WAIT_MS (its worker died, or it is slow): the keeper then tells by signal
+ * an answer it may already have given to the Update.
  */
 export const queueTurnSignal = defineSignal<[ThreadTurnRequest]>('queueTurn');
 /** Sent by the holder when its reply is done, only when its keeper told it that someone waits. */

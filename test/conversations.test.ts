@@ -256,6 +256,51 @@ describe('a burst is answered once', () => {
     );
   });
 
+  test('a burst whose messages reach their turn after their window (the workers behind): still one reply, to the newest', async () => {
+    // Prepare: a harness whose window (4 s) outlasts a message's way in, and three messages of one
+    // thread written a minute ago (their window long past), stored at AgentMail, not yet delivered
+    const own = await Harness.start({ coalesceMs: 4_000 });
+    try {
+      const inboxId = own.newInbox();
+      const threadId = randomUUID();
+      const from = `Ada <ada-${randomUUID().slice(0, 8)}@customer.example>`;
+      const written = await Promise.all(
+        ['Where is my order?', 'It was order 42.', 'Also, can I change the address?'].map((text, i) =>
+          own.sandbox.inbound({
+            inbox_id: inboxId,
+            thread_id: threadId,
+            from,
+            subject: 'My order',
+            text,
+            timestamp: new Date(Date.now() - 60_000 + i * 1_000).toISOString(),
+            deliver: false,
+          }),
+        ),
+      );
+      const refs = written.map((w) => ({ inboxId, messageId: w.message.message_id }));
+      // Act: the oldest is delivered first; its thread is free and its window past, but AgentMail has
+      // two newer messages: it waits for them instead of taking the turn…
+      await own.sandbox.redeliver(written[0]!.event_id);
+      const oldest = own.client.workflow.getHandle(inboundWorkflowId(refs[0]!));
+      await eventually(
+        async () => ((await statusOf(oldest)) === 'waiting_turn' ? true : undefined),
+        'the oldest message to wait for the newer ones',
+      );
+      // …which come in after it
+      await Promise.all(written.slice(1).map((w) => own.sandbox.redeliver(w.event_id)));
+      // Assess: one reply, from the newest, covering all three
+      const results = await assertCovered(own, inboxId, refs);
+      const newest = results.get(refs[2]!.messageId);
+      assert.deepEqual(
+        newest?.status === 'sent' && newest.covers,
+        refs.map((r) => r.messageId),
+      );
+      assert.equal((await own.sandbox.outbox({ inbox_id: inboxId })).length, 1);
+    } finally {
+      await own.close();
+    }
+  });
+
   test('delivered three times and out of order: every message covered exactly once', async () => {
     // Prepare: four messages a second apart, stored first, then delivered newest first, each three times
     const c = conversation();

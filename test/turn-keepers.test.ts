@@ -3,11 +3,16 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import {
   WithStartWorkflowOperation,
+  type WorkflowExecutionDescription,
   WorkflowUpdateFailedError,
   type WorkflowHandleWithFirstExecutionRunId,
 } from '@temporalio/client';
+import { optionalTsToMs } from '@temporalio/common/lib/time';
 import {
+  KEEPER_TASK_TIMEOUT_MS,
   type MessageRef,
+  NEWER_LISTED,
+  queueTurnSignal,
   takeTurnUpdate,
   THREAD_WORKFLOW,
   type ThreadInput,
@@ -16,7 +21,13 @@ import {
   TURN_KEEPER_WORKFLOW,
   turnKeeperTaskQueue,
   type TurnKeeperInput,
+  TURN_UPDATE_WAIT_MS,
 } from '../contract';
+import { Worker } from '@temporalio/worker';
+import { closedRuns, newerUnanswered } from '../activities/turns/take-turn';
+import { connectTemporalWorker } from '../lib/temporal-connection';
+import { promoteWhenPolling, workerBuildId } from '../worker/deployment';
+import { testEnv } from './support/env';
 import { inboundWorkflowId, threadTurnKeeper, threadWorkflowId } from '../lib/hashing';
 import { temporal } from '@temporalio/proto';
 import { Harness } from './support/harness';
@@ -58,6 +69,11 @@ function conversation() {
   };
 }
 
+/** A run's workflow task timeout, as Temporal holds it. */
+function taskTimeoutMs(description: WorkflowExecutionDescription): number {
+  return optionalTsToMs(description.raw.executionConfig?.defaultWorkflowTaskTimeout) ?? 0;
+}
+
 /** The message workflow's history, as the signals it received and its length. */
 async function historyOf(ref: MessageRef): Promise<{ length: number; signals: string[]; types: string[] }> {
   const events = (await h.client.workflow.getHandle(inboundWorkflowId(ref)).fetchHistory()).events ?? [];
@@ -75,25 +91,36 @@ async function standInRun(): Promise<WorkflowHandleWithFirstExecutionRunId> {
   });
 }
 
+/** A turn request for a message of this conversation, from this run, past its burst window. */
+function requestOf(
+  c: ReturnType<typeof conversation>,
+  run: { workflowId: string; runId: string },
+  messageId: string,
+  more: Partial<ThreadTurnRequest> = {},
+): ThreadTurnRequest {
+  return {
+    threadKey: c.keeper.threadKey,
+    inboxId: c.inboxId,
+    threadId: c.threadId,
+    workflowId: run.workflowId,
+    runId: run.runId,
+    messageId,
+    timestampMs: Date.now() - 1_000,
+    coalesceMs: 0,
+    ...more,
+  };
+}
+
 /** Asks the thread's keeper for a turn the way activities/turns/take-turn.ts does. */
 async function ask(
   c: ReturnType<typeof conversation>,
   holder: { workflowId: string; runId: string },
   messageId: string,
+  more: Partial<ThreadTurnRequest> = {},
 ) {
-  const request: ThreadTurnRequest = {
-    threadKey: c.keeper.threadKey,
-    inboxId: c.inboxId,
-    threadId: c.threadId,
-    workflowId: holder.workflowId,
-    runId: holder.runId,
-    messageId,
-    timestampMs: Date.now() - 1_000,
-    coalesceMs: 0,
-  };
   const args: [TurnKeeperInput] = [{ index: c.keeper.index }];
   return h.client.workflow.executeUpdateWithStart(takeTurnUpdate, {
-    args: [request],
+    args: [requestOf(c, holder, messageId, more)],
     startWorkflowOperation: new WithStartWorkflowOperation(TURN_KEEPER_WORKFLOW, {
       workflowId: c.keeper.workflowId,
       taskQueue: turnKeeperTaskQueue(h.taskQueue),
@@ -121,6 +148,11 @@ describe('a thread of one message is cheap', () => {
     const kept = await c.kept();
     assert.equal(kept?.holder?.messageId, ref.messageId);
     assert.deepEqual(kept.waiting, []);
+    // The message's request started the keeper (the file's first), with the keepers' short task timeout
+    assert.equal(
+      taskTimeoutMs(await h.client.workflow.getHandle(c.keeper.workflowId).describe()),
+      KEEPER_TASK_TIMEOUT_MS,
+    );
   });
 
   test('a follow-up after that reply finds the holder closed and takes its turn at once, also without a signal', async () => {
@@ -196,6 +228,83 @@ describe('a holder that never says it is done does not wedge its thread', () => 
   });
 });
 
+describe('a burst whose newer messages have not asked yet', () => {
+  test("the thread's newer, unanswered messages as AgentMail has them: after this one and after our last reply", () => {
+    const at = (seconds: number) => new Date(Date.UTC(2026, 11, 3, 12, 0, seconds));
+    const inbound = (messageId: string, seconds: number) => ({
+      messageId,
+      timestamp: at(seconds),
+      labels: ['received'],
+    });
+    const sent = (messageId: string, seconds: number) => ({ messageId, timestamp: at(seconds), labels: ['sent'] });
+    const me = inbound('m2', 10);
+    assert.deepEqual(newerUnanswered([inbound('m1', 5), me, inbound('m4', 30), inbound('m3', 20)], me), ['m3', 'm4']);
+    // Our reply after m3 answered it (or the message that covered it): only what came after counts
+    assert.deepEqual(newerUnanswered([me, inbound('m3', 20), sent('r', 25), inbound('m4', 30)], me), ['m4']);
+    assert.deepEqual(newerUnanswered([me, inbound('m3', 20), sent('r', 25)], me), []);
+    // The same timestamp: ordered by id, as the keeper orders a thread
+    assert.deepEqual(newerUnanswered([inbound('a', 10), me, inbound('z', 10)], me), ['z']);
+    // A long tail: the newest NEWER_LISTED
+    const tail = Array.from({ length: NEWER_LISTED + 5 }, (_, i) => inbound(`n${String(i).padStart(2, '0')}`, 11 + i));
+    const listed = newerUnanswered([me, ...tail], me);
+    assert.equal(listed.length, NEWER_LISTED);
+    assert.equal(listed.at(-1), tail.at(-1)?.messageId);
+  });
+
+  test("a free thread's turn waits for the newer messages its request names; the newest to ask answers them all", async () => {
+    // Prepare: two runs of one thread, both written two minutes ago (their window long past)
+    const c = conversation();
+    const [older, newer] = [await standInRun(), await standInRun()];
+    const run = (r: WorkflowHandleWithFirstExecutionRunId) => ({
+      workflowId: r.workflowId,
+      runId: r.firstExecutionRunId,
+    });
+    const longAgo = Date.now() - 120_000;
+    try {
+      // Act: the older asks first, naming the newer (AgentMail has it; its own request is not in yet)
+      const first = await ask(c, run(older), 'older', { timestampMs: longAgo, coalesceMs: 60_000, newer: ['newer'] });
+      // Assess: no turn yet, though the thread is free
+      assert.deepEqual(first, { kind: 'queued' });
+      assert.deepEqual((await c.kept())?.expecting, ['newer']);
+      // Act: the newer asks
+      await ask(c, run(newer), 'newer', { timestampMs: longAgo + 1_000, coalesceMs: 60_000 });
+      // Assess: the newest holds the turn for both (told by signal), at once
+      const kept = await eventually(
+        async () => ((await c.kept())?.holder?.messageId === 'newer' ? c.kept() : undefined),
+        'the newest message to hold the turn',
+        10_000,
+      );
+      assert.deepEqual(kept?.holder?.covers, ['older', 'newer']);
+    } finally {
+      await older.terminate('stand-in');
+      await newer.terminate('stand-in');
+    }
+  });
+
+  test('…and a newer message that never asks (skipped, or far behind) holds it up for the burst window only', async () => {
+    const c = conversation();
+    const older = await standInRun();
+    try {
+      const asked = Date.now();
+      const first = await ask(c, { workflowId: older.workflowId, runId: older.firstExecutionRunId }, 'older', {
+        timestampMs: asked - 120_000,
+        coalesceMs: 2_000,
+        newer: ['never-asks'],
+      });
+      assert.deepEqual(first, { kind: 'queued' });
+      const kept = await eventually(
+        async () => ((await c.kept())?.holder?.messageId === 'older' ? c.kept() : undefined),
+        'the older message to get the turn',
+        10_000,
+      );
+      assert.deepEqual(kept?.holder?.covers, ['older']);
+      assert.ok(Date.now() - asked >= 2_000, 'not before the window had passed');
+    } finally {
+      await older.terminate('stand-in');
+    }
+  });
+});
+
 describe('a busy keeper stays cheap to replay', () => {
   test('it continues as new in short runs, and the next run keeps who holds and who waits', async () => {
     // Prepare: a thread with a holder and a message queued behind it
@@ -210,7 +319,7 @@ describe('a busy keeper stays cheap to replay', () => {
       const keeper = h.client.workflow.getHandle(c.keeper.workflowId);
       const firstRunId = (await keeper.describe()).runId;
       // Act: other threads of the same keeper ask, each its turn at once (a lone message), until the
-      // run has moved on. Under the old bound of 5,000 events that took some 1,250 requests.
+      // run has moved on. Under the first bound of 5,000 events that took some 1,250 requests.
       let requests = 0;
       const otherThread = () => {
         for (;;) {
@@ -231,7 +340,12 @@ describe('a busy keeper stays cheap to replay', () => {
       // Assess: the run it left was short, and the next run knows the thread as it was
       const left = await h.client.workflow.getHandle(c.keeper.workflowId, firstRunId).describe();
       assert.equal(left.status.name, 'CONTINUED_AS_NEW');
-      assert.ok(left.historyLength <= 600, `${left.historyLength} events in the run it left`);
+      // This test started the keeper as an older build would, with Temporal's default task timeout;
+      // the run it continued as is on the keepers' own.
+      assert.equal(taskTimeoutMs(left), 10_000);
+      assert.equal(taskTimeoutMs(await keeper.describe()), KEEPER_TASK_TIMEOUT_MS);
+      // 150 events and the last workflow task's (requests that arrived while it ran are answered in it).
+      assert.ok(left.historyLength <= 250, `${left.historyLength} events in the run it left`);
       const kept = await c.kept();
       assert.equal(kept?.holder?.messageId, 'held');
       assert.deepEqual(
@@ -247,8 +361,18 @@ describe('a busy keeper stays cheap to replay', () => {
 
 describe('the hand-over from builds with a keeper per thread', () => {
   test("a thread whose own keeper still runs (an older build's) keeps asking it, and the shared keeper never sees it", async () => {
-    // Prepare: the thread's per-thread keeper, as an older build's message would have started it
+    // Prepare: the thread's per-thread keeper, as an older build's message would have started it (the
+    // thread's earlier message, answered by that build: at AgentMail, not delivered here)
     const c = conversation();
+    await h.sandbox.inbound({
+      inbox_id: c.inboxId,
+      thread_id: c.threadId,
+      from: `Ada <ada-${randomUUID().slice(0, 8)}@customer.example>`,
+      subject: 'My order',
+      text: 'Hello?',
+      timestamp: new Date(Date.now() - 600_000).toISOString(),
+      deliver: false,
+    });
     const args: [ThreadInput] = [{ inboxId: c.inboxId, threadId: c.threadId }];
     const older = await h.client.workflow.start(THREAD_WORKFLOW, {
       workflowId: threadWorkflowId(c.inboxId, c.threadId),
@@ -274,6 +398,106 @@ describe('the hand-over from builds with a keeper per thread', () => {
       assert.equal(shared, null);
     } finally {
       await older.terminate('test over');
+    }
+  });
+});
+
+describe('a turn request whose Update goes unanswered', () => {
+  test('the same request by signal has the answer the Update was given told again, by signal', async () => {
+    // Prepare: a run that asked by Update and got the turn (its local activity then stopped waiting)
+    const c = conversation();
+    const holder = await standInRun();
+    const run = { workflowId: holder.workflowId, runId: holder.firstExecutionRunId };
+    try {
+      assert.deepEqual(await ask(c, run, 'asked'), { kind: 'go', covers: ['asked'] });
+      // Act: it asks again by signal, as activities/turns/take-turn.ts does past TURN_UPDATE_WAIT_MS
+      await h.client.workflow.getHandle(c.keeper.workflowId).signal(queueTurnSignal, requestOf(c, run, 'asked'));
+      // Assess: the keeper tells it its turn by signal, and still names it the holder (nothing queued)
+      const told = await eventually(async () => {
+        const events = (await h.client.workflow.getHandle(c.keeper.workflowId).fetchHistory()).events ?? [];
+        return events.find(
+          (e) =>
+            e.signalExternalWorkflowExecutionInitiatedEventAttributes?.workflowExecution?.runId === run.runId &&
+            e.signalExternalWorkflowExecutionInitiatedEventAttributes.signalName === 'turn',
+        );
+      }, 'the keeper to signal the run its turn');
+      assert.ok(told);
+      const kept = await c.kept();
+      assert.equal(kept?.holder?.runId, run.runId);
+      assert.deepEqual(kept.waiting, []);
+    } finally {
+      await holder.terminate('stand-in');
+    }
+  });
+
+  test('a keeper that cannot answer in time: the message asks by signal, lets its task go, and gets its turn once the keeper is back', async () => {
+    // Prepare: a worker of its own, and a thread whose keeper runs on a task queue nobody polls yet
+    // (as while the worker holding it is dead and Temporal has not given its task to another)
+    const own = await Harness.start({ worker: false });
+    const stop = await startWorker(own);
+    let keeperWorker: Worker | undefined;
+    let keeperRunning: Promise<void> | undefined;
+    const keeperQueue = `stalled-keeper-${randomUUID()}`;
+    try {
+      const inboxId = own.newInbox();
+      const threadId = randomUUID();
+      const keeper = threadTurnKeeper(inboxId, threadId, own.taskQueue);
+      const args: [TurnKeeperInput] = [{ index: keeper.index }];
+      const stalled = await own.client.workflow.start(TURN_KEEPER_WORKFLOW, {
+        workflowId: keeper.workflowId,
+        taskQueue: keeperQueue,
+        args,
+      });
+      const inbound = await own.sandbox.inbound({
+        inbox_id: inboxId,
+        thread_id: threadId,
+        from: `Ada <ada-${randomUUID().slice(0, 8)}@customer.example>`,
+        subject: 'My order',
+        text: 'Where is my order?',
+      });
+      const ref = { inboxId, messageId: inbound.message.message_id };
+      const message = own.client.workflow.getHandle(inboundWorkflowId(ref));
+
+      // Act: the Update waits TURN_UPDATE_WAIT_MS for an answer that cannot come, then the request
+      // goes by signal and the message's workflow task completes: it shows that it waits its turn
+      await eventually(
+        async () =>
+          ((await replyStatus(message).catch(() => undefined)) as string[] | undefined)?.includes('waiting_turn')
+            ? true
+            : undefined,
+        'the message to wait for its turn by signal',
+        TURN_UPDATE_WAIT_MS + 20_000,
+      );
+      // …and the keeper's queue is polled again (by a worker of the keepers' build: they auto-upgrade)
+      const connection = await connectTemporalWorker(testEnv.temporal);
+      const version = { deploymentName: `stalled-keeper-${randomUUID().slice(0, 8)}`, buildId: workerBuildId() };
+      keeperWorker = await Worker.create({
+        connection,
+        namespace: testEnv.namespace,
+        taskQueue: keeperQueue,
+        workerDeploymentOptions: { useWorkerVersioning: true, version, defaultVersioningBehavior: 'AUTO_UPGRADE' },
+        ...(testEnv.workflowBundle
+          ? { workflowBundle: { codePath: testEnv.workflowBundle } }
+          : { workflowsPath: require.resolve('../workflows') }),
+        activities: { closedRuns },
+      });
+      keeperRunning = keeperWorker.run().finally(() => connection.close());
+      await promoteWhenPolling(own.client, version);
+
+      // Assess: answered once, its turn told by signal (whatever the keeper made of the Update first)
+      const result = await within(60_000, message.result(), 'the message to be answered');
+      assert.equal(result.status, 'sent');
+      assert.equal((await own.sandbox.outbox({ inbox_id: inboxId, in_reply_to: ref.messageId })).length, 1);
+      const signals = (await message.fetchHistory()).events?.flatMap(
+        (e) => e.workflowExecutionSignaledEventAttributes?.signalName ?? [],
+      );
+      assert.ok(signals?.includes('turn'), `signals: ${signals?.join(', ')}`);
+      await stalled.terminate('test over');
+    } finally {
+      keeperWorker?.shutdown();
+      await keeperRunning;
+      await stop();
+      await own.close();
     }
   });
 });

@@ -12,7 +12,7 @@ import {
 } from '@temporalio/worker';
 import type { WorkerDeploymentVersion } from '@temporalio/common';
 import { createActivities, type ActivityDeps } from '../activities';
-import { turnKeeperTaskQueue } from '../contract';
+import { KEEPER_STICKY_TIMEOUT_MS, turnKeeperTaskQueue } from '../contract';
 import { workflowOutcomes } from '../lib/metrics';
 import { activeTracing, annotateActiveSpan, type Tracing } from '../lib/tracing';
 import type { EndedStatus } from '../workflows/interceptors/outcomes';
@@ -45,6 +45,9 @@ export interface ReplyonceWorker {
   /** RUNNING once both poll; otherwise the state of the one that does not. */
   getState(): ReturnType<Worker['getState']>;
 }
+
+/** Workflow tasks (and their local activities) a worker runs at once: Temporal's default. */
+const WORKFLOW_TASK_SLOTS = 40;
 
 /** Builds the worker: the same wiring for `npm run start:worker`, `npm run dev` and the tests. */
 export async function createReplyonceWorker(options: ReplyonceWorkerOptions): Promise<ReplyonceWorker> {
@@ -85,17 +88,21 @@ export async function createReplyonceWorker(options: ReplyonceWorkerOptions): Pr
     ...common,
     taskQueue: options.taskQueue,
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivityTaskExecutions ?? 50,
-    // A message's workflow task stays open while its local activities run, and the one that asks for
-    // its turn waits for the keeper's answer: so the slots are many (they wait, they do not compute),
-    // or a burst of new mail fills them and every later message waits behind it (the threads bench).
-    maxConcurrentWorkflowTaskExecutions: 200,
-    maxConcurrentLocalActivityExecutions: 200,
+    // How many workflow tasks a worker takes on at once. Every one runs on the worker's one workflow
+    // thread, and a worker that has just started (or taken over from a dead one) replays each from
+    // its history: with 200 it took on more than it could answer within the 10 s workflow task
+    // timeout, every one of them timed out and went to the next worker, which did the same (the soak,
+    // docs/deployment.md). A message's turn request holds its task at most TURN_UPDATE_WAIT_MS.
+    maxConcurrentWorkflowTaskExecutions: WORKFLOW_TASK_SLOTS,
+    maxConcurrentLocalActivityExecutions: WORKFLOW_TASK_SLOTS,
   });
   // The keepers' queue runs only keepers and their one local activity (which runs asks about a few runs).
   const turns = await Worker.create({
     ...common,
     taskQueue: turnKeeperTaskQueue(options.taskQueue),
     maxConcurrentActivityTaskExecutions: 4,
+    // A keeper's next task waits for this worker only briefly: if it died, another takes the keeper on.
+    stickyQueueScheduleToStartTimeout: KEEPER_STICKY_TIMEOUT_MS,
   });
   const workers = [main, turns];
   return {

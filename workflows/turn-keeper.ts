@@ -1,19 +1,25 @@
 import {
   allHandlersFinished,
   condition,
-  continueAsNew,
   getExternalWorkflowHandle,
   log,
+  makeContinueAsNewFunc,
   patched,
   proxyLocalActivities,
   setCurrentDetails,
   setHandler,
   setWorkflowOptions,
+  sleep,
   workflowInfo,
 } from '@temporalio/workflow';
 import {
+  KEEPER_LEAN_PATCH,
+  KEEPER_RETELLS_PATCH,
+  KEEPER_RUNS_OF_150_PATCH,
   KEEPER_SHORT_RUNS_PATCH,
+  KEEPER_TASK_TIMEOUT_MS,
   LOCAL_RETRY_THRESHOLD_MS,
+  NEWER_LISTED,
   type TakeTurnAnswer,
   queueTurnSignal,
   takeTurnUpdate,
@@ -63,14 +69,16 @@ const SWEEP_AT = 256;
 const IDLE_MS = 60 * 60 * 1000;
 /**
  * A run continues as new past this many events, so that a worker that lost the keeper from its
- * cache (its predecessor was killed, or it just started) replays little before it answers: a
- * keeper's run is replayed at about 0.75 ms an event on this project's machine when idle (a
- * 4,100-event run took 3 s; under the soak's load, more than the 10 s workflow task timeout, so
- * the task timed out again and again and Temporal refused the keeper's Updates). 500 events replay
- * in about 0.35 s; the run's state travels in the next run's input.
+ * cache (its predecessor was killed, or it just started) replays little before it answers. A
+ * keeper's run is costly to replay for its length: each of its many small workflow tasks is an
+ * activation of its own, about 1 ms an event on this project's machine when idle (a 382-event run
+ * took 0.38–0.58 s). After a worker dies, the other replays every keeper the dead one held: under
+ * the soak (a worker killed every 5 s) runs of up to 500 events kept two cores busy replaying
+ * keepers. 150 events replay in about 0.15 s; the run's state travels in the next run's input.
  */
-const KEEPER_RUN_EVENTS = 500;
-/** The runs of builds before KEEPER_SHORT_RUNS_PATCH, replayed as they ran. */
+const KEEPER_RUN_EVENTS = 150;
+/** The bounds of earlier builds (before KEEPER_RUNS_OF_150_PATCH; before KEEPER_SHORT_RUNS_PATCH), replayed as they ran. */
+const KEEPER_SHORT_RUN_EVENTS = 500;
 const OLD_KEEPER_RUN_EVENTS = 5_000;
 
 const { closedRuns } = proxyLocalActivities<Activities>({
@@ -81,10 +89,23 @@ const { closedRuns } = proxyLocalActivities<Activities>({
 
 export async function turnKeeperWorkflow(input: TurnKeeperInput): Promise<void> {
   const state: TurnKeeperState = input.state ?? { threads: {}, answered: {} };
+  // Runs since this patch wait for the next request without a timer of their own, and do not keep a
+  // `go` answer once given (its run holds the turn: knownAnswer finds it as the holder), so a lone
+  // thread's request costs five events here, not seven, and the state a run hands on stays small.
+  const lean = patched(KEEPER_LEAN_PATCH);
   let changes = 0;
+  let lastChangeAt = Date.now();
   let sweepAt = SWEEP_AT;
   const changed = () => {
     changes++;
+    lastChangeAt = Date.now();
+  };
+  // The Web UI's details are drawn once the loop has caught up with every change, not per request:
+  // a busy workflow task carries many requests, and a replay draws every task again.
+  let shown = -1;
+  const show = () => {
+    if (shown === changes) return;
+    shown = changes;
     setCurrentDetails(turnKeeperDetails(state));
   };
   const threadOf = (request: ThreadTurnRequest): ThreadTurns =>
@@ -114,7 +135,8 @@ export async function turnKeeperWorkflow(input: TurnKeeperInput): Promise<void> 
       if (
         thread.holder === null &&
         thread.waiting.length === 0 &&
-        request.timestampMs + request.coalesceMs <= Date.now()
+        request.timestampMs + request.coalesceMs <= Date.now() &&
+        (request.newer ?? []).length === 0
       ) {
         const grant: TurnGrant = { kind: 'go', covers: [request.messageId] };
         thread.holder = {
@@ -124,7 +146,7 @@ export async function turnKeeperWorkflow(input: TurnKeeperInput): Promise<void> 
           covers: grant.covers,
         };
         thread.holderTold = false;
-        remember(state, request.runId, grant);
+        if (!lean) remember(state, request.runId, grant);
         changed();
         return grant;
       }
@@ -136,8 +158,9 @@ export async function turnKeeperWorkflow(input: TurnKeeperInput): Promise<void> 
     },
     { validator: validateRequest },
   );
-  // A message inside its burst window: queued without an answer (the loop signals its turn). A
-  // repeated one (its activity retried) changes nothing: its answer, if any, has been signalled.
+  // A message inside its burst window, or one whose Update went unanswered for too long: queued
+  // without an answer (the loop signals its turn). A repeated one (its activity retried) changes
+  // nothing: its answer, if any, has been signalled (or is told again, below).
   setHandler(queueTurnSignal, (request) => {
     try {
       validateRequest(request);
@@ -145,7 +168,21 @@ export async function turnKeeperWorkflow(input: TurnKeeperInput): Promise<void> 
       log.warn('a malformed turn request was ignored', { error: String(error) });
       return;
     }
-    if (knownAnswer(state, request) !== null) return;
+    const known = knownAnswer(state, request);
+    if (known !== null) {
+      // The run asked by Update first and stopped waiting for the answer (activities/turns/take-turn.ts):
+      // an answer given to that Update reached nobody, so it is told again, by signal.
+      if (known.kind !== 'queued' && patched(KEEPER_RETELLS_PATCH)) {
+        (state.retell ??= []).push({
+          threadKey: request.threadKey,
+          workflowId: request.workflowId,
+          runId: request.runId,
+          grant: known,
+        });
+        changed();
+      }
+      return;
+    }
     const thread = threadOf(request);
     forgetEarlierRun(thread, request);
     enqueue(thread, request);
@@ -158,15 +195,20 @@ export async function turnKeeperWorkflow(input: TurnKeeperInput): Promise<void> 
     changed();
   });
   setHandler(threadTurnsQuery, (threadKey) => state.threads[threadKey] ?? null);
-  setCurrentDetails(turnKeeperDetails(state));
 
+  let idleTimer: Promise<void> | undefined;
   for (;;) {
+    if (state.retell !== undefined && state.retell.length > 0) {
+      await retellAnswers(state);
+      changed();
+      continue;
+    }
     const now = Date.now();
     const entries = Object.entries(state.threads);
     // Free turns whose burst window has passed go out, every such thread at once.
-    const due = entries.filter(([, t]) => t.holder === null && t.waiting.length > 0 && (t.readyAtMs ?? 0) <= now);
+    const due = entries.filter(([, t]) => t.holder === null && t.waiting.length > 0 && readyAt(t) <= now);
     if (due.length > 0) {
-      await Promise.all(due.map(([, thread]) => handOut(state, thread)));
+      await Promise.all(due.map(([, thread]) => handOut(state, thread, lean)));
       changed();
       continue;
     }
@@ -189,13 +231,39 @@ export async function turnKeeperWorkflow(input: TurnKeeperInput): Promise<void> 
     }
     if (historyIsLong()) {
       await condition(allHandlersFinished);
-      return continueAsNew<typeof turnKeeperWorkflow>({ ...input, state });
+      // With the keepers' task timeout named: a keeper an older build started carried Temporal's
+      // default from run to run (a continued run inherits it).
+      return makeContinueAsNewFunc<typeof turnKeeperWorkflow>({ workflowTaskTimeout: KEEPER_TASK_TIMEOUT_MS })({
+        ...input,
+        state,
+      });
     }
     const wakes = Object.values(state.threads).flatMap((t) =>
-      t.waiting.length === 0 ? [] : [t.holder === null ? (t.readyAtMs ?? now) : (t.checkAtMs ?? Infinity)],
+      t.waiting.length === 0 ? [] : [t.holder === null ? readyAt(t) : (t.checkAtMs ?? Infinity)],
     );
     const wakeMs = Math.min(IDLE_MS, ...wakes.map((at) => at - now));
+    show();
     const seen = changes;
+    if (lean && wakes.length === 0) {
+      // Nothing to wake for but an idle hour: one timer for it, started once and moved on only when it
+      // fires (two events an hour, where a timer started and cancelled per wait cost two a request).
+      idleTimer ??= sleep(Math.max(1, lastChangeAt + IDLE_MS - Date.now()));
+      let fired = false;
+      await Promise.race([
+        condition(() => changes !== seen),
+        idleTimer.then(() => {
+          fired = true;
+        }),
+      ]);
+      if (!fired) continue;
+      idleTimer = undefined;
+      if (Date.now() - lastChangeAt < IDLE_MS) continue; // not idle for an hour: the next timer counts from the last change
+      await forgetClosed(state);
+      await condition(allHandlersFinished);
+      if (Object.keys(state.threads).length === 0 && changes === seen) return;
+      changed();
+      continue;
+    }
     if (!(await condition(() => changes !== seen, Math.max(wakeMs, 1))) && wakes.length === 0) {
       // An idle hour: forget the holders that closed; with nothing left, end (the next request starts a new run).
       await forgetClosed(state);
@@ -230,12 +298,35 @@ function enqueue(thread: ThreadTurns, request: ThreadTurnRequest): void {
   const newest = Math.max(...thread.waiting.map((w) => w.timestampMs));
   const coalesceMs = Math.max(...thread.waiting.map((w) => w.coalesceMs));
   thread.readyAtMs = Math.min(newest + coalesceMs, Date.now() + coalesceMs);
+  // Newer messages of the thread that are at AgentMail and have not asked yet (the workers are behind,
+  // or their webhooks are late): the turn waits for them as well, for REPLY_COALESCE_MS after each
+  // request, so the newest answers them all. Requests of builds before `newer` name none.
+  const asked = new Set([
+    ...thread.waiting.map((w) => w.messageId),
+    ...(thread.holder === null ? [] : thread.holder.covers),
+  ]);
+  const expecting = [...new Set([...(thread.expecting ?? []), ...(request.newer ?? [])])].filter(
+    (id) => !asked.has(id),
+  );
+  if (expecting.length > 0) {
+    thread.expecting = expecting;
+    thread.expectUntilMs = Date.now() + coalesceMs;
+  } else {
+    delete thread.expecting;
+    delete thread.expectUntilMs;
+  }
   // Behind a holder: it is told that someone waits (by the loop's look), and looked at now and then
   // in case it closed without a word.
   if (thread.holder !== null && thread.checkAtMs === undefined) {
     thread.checkEveryMs = FIRST_HOLDER_CHECK_MS;
     thread.checkAtMs = Date.now() + FIRST_HOLDER_CHECK_MS;
   }
+}
+
+/** When a free thread's waiting messages may have the turn: their burst has ended, and the newer messages named have asked or been waited for. */
+function readyAt(thread: ThreadTurns): number {
+  const burstEnds = thread.readyAtMs ?? 0;
+  return thread.expecting === undefined ? burstEnds : Math.max(burstEnds, thread.expectUntilMs ?? 0);
 }
 
 function knownAnswer(state: TurnKeeperState, request: ThreadTurnRequest): TakeTurnAnswer | null {
@@ -252,7 +343,7 @@ function remember(state: TurnKeeperState, runId: string, grant: TurnGrant): void
 }
 
 /** The newest waiting message gets the turn and answers them all; the others are covered by it. */
-async function handOut(state: TurnKeeperState, thread: ThreadTurns): Promise<void> {
+async function handOut(state: TurnKeeperState, thread: ThreadTurns, lean: boolean): Promise<void> {
   const batch = [...thread.waiting].sort(
     (a, b) => a.timestampMs - b.timestampMs || (a.messageId < b.messageId ? -1 : a.messageId > b.messageId ? 1 : 0),
   );
@@ -260,11 +351,13 @@ async function handOut(state: TurnKeeperState, thread: ThreadTurns): Promise<voi
   delete thread.readyAtMs;
   delete thread.checkAtMs;
   delete thread.checkEveryMs;
+  delete thread.expecting;
+  delete thread.expectUntilMs;
   const holder = batch[batch.length - 1]!;
   const covers = batch.map((r) => r.messageId);
   thread.holder = { workflowId: holder.workflowId, runId: holder.runId, messageId: holder.messageId, covers };
   thread.holderTold = false;
-  remember(state, holder.runId, { kind: 'go', covers });
+  if (!lean) remember(state, holder.runId, { kind: 'go', covers });
   for (const r of batch.slice(0, -1)) remember(state, r.runId, { kind: 'covered', by: holder.messageId });
   // In one batch with the others, so the check of a holder that is gone starts from its own answer.
   const [given] = await Promise.all([
@@ -272,6 +365,20 @@ async function handOut(state: TurnKeeperState, thread: ThreadTurns): Promise<voi
     ...batch.slice(0, -1).map((r) => tell(r, { kind: 'covered', by: holder.messageId })),
   ]);
   if (!given && thread.holder?.runId === holder.runId) thread.holder = null;
+}
+
+/** Tells again, by signal, the answers whose run stopped waiting for its Update's result. */
+async function retellAnswers(state: TurnKeeperState): Promise<void> {
+  const batch = state.retell ?? [];
+  state.retell = [];
+  await Promise.all(
+    batch.map(async ({ threadKey, grant, ...run }) => {
+      const told = await tell(run, grant);
+      // A holder that is gone holds nothing: the thread's turn goes on.
+      const thread = state.threads[threadKey];
+      if (!told && thread?.holder?.runId === run.runId) thread.holder = null;
+    }),
+  );
 }
 
 /**
@@ -336,19 +443,28 @@ function validateRequest(request: ThreadTurnRequest): void {
     throw new Error('a turn request names its thread, inbox, workflow, run and message');
   if (!Number.isFinite(request.timestampMs) || !Number.isFinite(request.coalesceMs) || request.coalesceMs < 0)
     throw new Error('a turn request carries its message timestamp and burst window in ms');
+  const newer = request.newer;
+  if (
+    newer !== undefined &&
+    !(
+      Array.isArray(newer) &&
+      newer.length <= NEWER_LISTED &&
+      newer.every((id) => typeof id === 'string' && id.length > 0 && id.length <= 1_000)
+    )
+  )
+    throw new Error(`a turn request names at most ${NEWER_LISTED} newer messages, by id`);
 }
 
 function historyIsLong(): boolean {
   const info = workflowInfo();
   if (info.continueAsNewSuggested) return true;
-  // Asked only once a run is past the shorter bound: a run of an older build that has not reached
-  // it records no marker, and one replayed from before the patch sees none and keeps the old bound.
-  return (
-    info.historyLength >
-    (info.historyLength > KEEPER_RUN_EVENTS && patched(KEEPER_SHORT_RUNS_PATCH)
-      ? KEEPER_RUN_EVENTS
-      : OLD_KEEPER_RUN_EVENTS)
-  );
+  // Each patch is asked only once a run is past its bound: a run of an older build that never
+  // reached it recorded no marker, and one replayed from before the patch sees none and keeps the
+  // bound it ran with.
+  const length = info.historyLength;
+  if (length > KEEPER_RUN_EVENTS && patched(KEEPER_RUNS_OF_150_PATCH)) return true;
+  if (length > KEEPER_SHORT_RUN_EVENTS && patched(KEEPER_SHORT_RUNS_PATCH)) return true;
+  return length > OLD_KEEPER_RUN_EVENTS;
 }
 
 /** Threads listed in the Web UI's Current details, at most. */
@@ -371,7 +487,8 @@ export function turnKeeperDetails(state: TurnKeeperState): string {
       ? id(t.holder.messageId) + (t.holder.covers.length > 1 ? ` (answering ${t.holder.covers.length})` : '')
       : 'nobody';
     const waiting = [...t.waiting].sort((a, b) => a.timestampMs - b.timestampMs).map((w) => id(w.messageId));
-    lines.push(`| ${id(t.inboxId)} ${id(t.threadId)} | ${turn} | ${waiting.join(', ')} |`);
+    const expecting = t.expecting?.length ? ` (and ${t.expecting.length} newer, not asked yet)` : '';
+    lines.push(`| ${id(t.inboxId)} ${id(t.threadId)} | ${turn} | ${waiting.join(', ')}${expecting} |`);
   }
   if (threads.length > DETAILS_THREADS)
     lines.push('', `…and ${threads.length - DETAILS_THREADS} more (query \`threadTurns\` with a thread's key)`);

@@ -1,7 +1,11 @@
 import { Context } from '@temporalio/activity';
-import { WithStartWorkflowOperation, WorkflowNotFoundError } from '@temporalio/client';
+import type { AgentMail } from 'agentmail';
+import { WithStartWorkflowOperation, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import {
+  KEEPER_TASK_TIMEOUT_MS,
+  NEWER_LISTED,
   queueTurnSignal,
+  TURN_UPDATE_WAIT_MS,
   type TakeTurnAnswer,
   takeTurnUpdate,
   threadTurnDoneSignal,
@@ -12,7 +16,7 @@ import {
   type TurnHandBack,
   type TurnKeeperRef,
 } from '../../contract';
-import { fetchMessage } from '../agentmail/reads';
+import { fetchMessage, fetchThread } from '../agentmail/reads';
 import { failpoint } from '../../lib/failpoints';
 import { threadTurnKeeper, threadWorkflowId } from '../../lib/hashing';
 import { releaseTurn, requestTurn, type TurnDeps, type TurnInput } from './request-turn';
@@ -38,10 +42,11 @@ export interface TakeTurnResult extends TurnKeeperRef {
  */
 export async function takeTurn(deps: TurnDeps, input: TurnInput): Promise<TakeTurnResult> {
   const client = Context.current().client;
+  const thread = await fetchThread(deps.agentmail, input.inboxId, input.threadId);
+  // Only a thread with other messages can have a keeper of its own from an older build: a thread's
+  // first message (most threads are one message long) needs no look.
   const older = threadWorkflowId(input.inboxId, input.threadId);
-  // Both at once: this activity holds its workflow's task (and a worker slot) until it returns.
-  const [olderRuns, message] = await Promise.all([isRunning(older), fetchMessage(deps.agentmail, input)]);
-  if (olderRuns) {
+  if (thread.messages.some((m) => m.messageId !== input.messageId) && (await isRunning(older))) {
     await requestTurn(deps, input);
     return { keeperWorkflowId: older, threadKey: null, answer: { kind: 'queued' } };
   }
@@ -50,6 +55,11 @@ export async function takeTurn(deps: TurnDeps, input: TurnInput): Promise<TakeTu
     input.threadId,
     Context.current().info.taskQueue,
   );
+  // The thread as AgentMail has it: this message's timestamp orders the thread, and the messages that
+  // came after it (and after our last reply) will ask too, so the keeper waits for them.
+  const message =
+    thread.messages.find((m) => m.messageId === input.messageId) ?? (await fetchMessage(deps.agentmail, input));
+  const newer = newerUnanswered(thread.messages, message);
   const request: ThreadTurnRequest = {
     threadKey,
     inboxId: input.inboxId,
@@ -59,47 +69,91 @@ export async function takeTurn(deps: TurnDeps, input: TurnInput): Promise<TakeTu
     messageId: input.messageId,
     timestampMs: message.timestamp.getTime(),
     coalesceMs: deps.config.REPLY_COALESCE_MS,
+    ...(newer.length > 0 ? { newer } : {}),
   };
   const args: [TurnKeeperInput] = [{ index }];
   const taskQueue = turnKeeperTaskQueue(Context.current().info.taskQueue);
-  // Inside its burst window the answer can only be "wait": sent by signal-with-start, so this
-  // activity (and the workflow task it holds) does not wait for the keeper; the turn comes by signal.
-  if (request.timestampMs + request.coalesceMs > Date.now()) {
+  const keeper = { keeperWorkflowId: workflowId, threadKey };
+  // Queued without waiting for an answer: the turn comes by signal.
+  const queue = async (req: ThreadTurnRequest): Promise<TakeTurnResult> => {
     await client.workflow.signalWithStart(TURN_KEEPER_WORKFLOW, {
       workflowId,
       taskQueue,
       args,
+      workflowTaskTimeout: KEEPER_TASK_TIMEOUT_MS,
       signal: queueTurnSignal,
-      signalArgs: [request],
+      signalArgs: [req],
     });
     failpoint('turn.after-request');
-    return { keeperWorkflowId: workflowId, threadKey, answer: { kind: 'queued' } };
-  }
-  const ask = (req: ThreadTurnRequest, updateId: string) =>
-    client.workflow.executeUpdateWithStart(takeTurnUpdate, {
-      args: [req],
-      updateId,
-      startWorkflowOperation: new WithStartWorkflowOperation(TURN_KEEPER_WORKFLOW, {
-        workflowId,
-        taskQueue,
-        args,
-        workflowIdConflictPolicy: 'USE_EXISTING',
-      }),
-    });
+    return { ...keeper, answer: { kind: 'queued' } };
+  };
+  // Inside its burst window the answer can only be "wait": sent by signal-with-start, so this
+  // activity (and the workflow task it holds) does not wait for the keeper; the turn comes by signal.
+  if (request.timestampMs + request.coalesceMs > Date.now()) return queue(request);
+  // The answer, or null when the keeper has not answered within TURN_UPDATE_WAIT_MS. Until the keeper
+  // answers, this activity holds its workflow's task and a slot of its worker; a keeper whose worker
+  // died is seconds away from answering, so past the wait the request goes by signal instead, and the
+  // keeper tells by signal whatever it answered (or answers later).
+  const ask = async (req: ThreadTurnRequest, updateId: string): Promise<TakeTurnAnswer | null> => {
+    try {
+      return await client.withDeadline(Date.now() + TURN_UPDATE_WAIT_MS, () =>
+        client.workflow.executeUpdateWithStart(takeTurnUpdate, {
+          args: [req],
+          updateId,
+          startWorkflowOperation: new WithStartWorkflowOperation(TURN_KEEPER_WORKFLOW, {
+            workflowId,
+            taskQueue,
+            args,
+            workflowTaskTimeout: KEEPER_TASK_TIMEOUT_MS,
+            workflowIdConflictPolicy: 'USE_EXISTING',
+          }),
+        }),
+      );
+    } catch (error) {
+      // The keeper refused the request itself (its validator): a malformed request is a bug, not a wait.
+      if (error instanceof WorkflowUpdateFailedError) throw error;
+      // No answer in time, or none to be had now: Temporal refuses Updates while a workflow's task
+      // keeps failing (a keeper whose worker was killed), and past ten in flight.
+      Context.current().log.info('the turn keeper did not answer in time: asking by signal', {
+        keeperWorkflowId: workflowId,
+        error: error instanceof Error ? error.message : String(error),
+      });
+      return null;
+    }
+  };
   let answer = await ask(request, `turn-${input.runId}`);
   // Queued behind a holder the keeper has not heard from (it is told only when someone waits): the
   // reply to a thread's last message has usually gone long since. If Temporal says that run has
   // closed, ask again saying so, and the turn is this message's at once.
-  if (answer.kind === 'queued' && answer.behind !== undefined) {
+  if (answer?.kind === 'queued' && answer.behind !== undefined) {
     const [closed] = await closedRuns({ runs: [answer.behind] });
-    if (closed === true)
-      answer = await ask(
-        { ...request, closedHolderRunId: answer.behind.runId },
-        `turn-${input.runId}-after-${answer.behind.runId}`,
-      );
+    if (closed === true) {
+      const closedHolderRunId = answer.behind.runId;
+      answer = await ask({ ...request, closedHolderRunId }, `turn-${input.runId}-after-${closedHolderRunId}`);
+    }
   }
+  if (answer === null) return queue(request);
   failpoint('turn.after-request');
-  return { keeperWorkflowId: workflowId, threadKey, answer };
+  return { ...keeper, answer };
+}
+
+type ThreadMessage = Pick<AgentMail.Message, 'messageId' | 'timestamp' | 'labels'>;
+
+/**
+ * The inbound messages of a thread that came after `message` and after our last reply in it, oldest
+ * first, at most NEWER_LISTED (the newest): the rest of a burst whose own turn requests may not have
+ * reached the keeper yet (the workers are behind). Ordered as the keeper orders a thread: by
+ * timestamp, then id.
+ */
+export function newerUnanswered(messages: readonly ThreadMessage[], message: ThreadMessage): string[] {
+  const at = (m: ThreadMessage) => m.timestamp.getTime();
+  const after = (a: ThreadMessage, b: ThreadMessage) => at(a) > at(b) || (at(a) === at(b) && a.messageId > b.messageId);
+  const lastReply = Math.max(-Infinity, ...messages.filter((m) => m.labels.includes('sent')).map(at));
+  return messages
+    .filter((m) => !m.labels.includes('sent') && after(m, message) && at(m) > lastReply)
+    .sort((a, b) => at(a) - at(b) || (a.messageId < b.messageId ? -1 : 1))
+    .map((m) => m.messageId)
+    .slice(-NEWER_LISTED);
 }
 
 /**
