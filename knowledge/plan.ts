@@ -1,3 +1,4 @@
+import { collectionEntries } from '../lib/config';
 import type { Db } from '../lib/db';
 import { embedMissing, type Embedder } from './embeddings';
 import { fetchPages, readFolder, type SourceProblem } from './sources';
@@ -15,22 +16,12 @@ export interface KnowledgeSources {
   KNOWLEDGE_COLLECTION_LANGUAGES: Readonly<Record<string, string>>;
 }
 
-const NAMED = /^([a-z0-9][a-z0-9_-]{0,62})=(.+)$/;
-
-/** `name=value` or a bare value (collection `default`); a URL's own `=` never looks like a collection name. */
-function named(list: string | undefined): Array<{ collection: string; value: string }> {
-  return (list ?? '')
-    .split(',')
-    .map((part) => part.trim())
-    .filter(Boolean)
-    .map((part) => {
-      const match = NAMED.exec(part);
-      return match ? { collection: match[1]!, value: match[2]!.trim() } : { collection: 'default', value: part };
-    });
-}
-
 export const configuredCollections = (sources: KnowledgeSources): string[] => [
-  ...new Set([...named(sources.KNOWLEDGE_DIR), ...named(sources.KNOWLEDGE_URLS)].map((s) => s.collection)),
+  ...new Set(
+    [...collectionEntries(sources.KNOWLEDGE_DIR), ...collectionEntries(sources.KNOWLEDGE_URLS)].map(
+      (s) => s.collection,
+    ),
+  ),
 ];
 
 export interface SyncReport {
@@ -44,8 +35,8 @@ export async function syncConfigured(
   sources: KnowledgeSources,
   embedder: Embedder | null = null,
 ): Promise<SyncReport> {
-  const folders = named(sources.KNOWLEDGE_DIR);
-  const pages = named(sources.KNOWLEDGE_URLS);
+  const folders = collectionEntries(sources.KNOWLEDGE_DIR);
+  const pages = collectionEntries(sources.KNOWLEDGE_URLS);
   const report: SyncReport = { collections: [], problems: [] };
   for (const collection of configuredCollections(sources)) {
     const plan: CollectionPlan = {

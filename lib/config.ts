@@ -212,6 +212,23 @@ function jsonSetting<T extends z.ZodType>(shape: T, example: string) {
 
 const collectionName = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/);
 
+const NAMED = /^([a-z0-9][a-z0-9_-]{0,62})=(.+)$/;
+
+/**
+ * KNOWLEDGE_DIR and KNOWLEDGE_URLS: `value,value` or `name=value,name=value`,
+ * a bare value filling the collection `default`. A URL's own `=` never looks like a collection name.
+ */
+export function collectionEntries(list: string | undefined): Array<{ collection: string; value: string }> {
+  return (list ?? '')
+    .split(',')
+    .map((part) => part.trim())
+    .filter(Boolean)
+    .map((part) => {
+      const match = NAMED.exec(part);
+      return match ? { collection: match[1]!, value: match[2]!.trim() } : { collection: 'default', value: part };
+    });
+}
+
 /**
  * The knowledge base (issue 23, knowledge/): where articles come from, how they are searched, and
  * which inbox may use which collection. Read by the draft step, the sync schedule and the CLIs.
