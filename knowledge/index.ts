@@ -10,3 +10,4 @@ export * from './sources';
 export * from './sections';
 export * from './eval';
 export * from './embeddings';
+export * from './synonyms';

@@ -34,13 +34,17 @@ export interface RetrievalRef {
 export const retrievalRefs = (sections: readonly RetrievedSection[]): RetrievalRef[] =>
   sections.map((s) => ({ id: s.id, version: s.contentHash.slice(0, 16), rank: Math.round(s.rank * 1e6) / 1e6 }));
 
-/** Words a customer writes, as search terms: letters and digits only, so nothing in them is query syntax. */
-export function searchTerms(text: string, max = 60): string[] {
-  const words = text
+/** The words of a text in order, lower case: letters and digits only, so nothing in them is query syntax. */
+export const wordsOf = (text: string): string[] =>
+  text
     .toLowerCase()
     .normalize('NFC')
     .split(/[^\p{L}\p{N}]+/u)
-    .filter((w) => w.length >= 2 && w.length <= 40 && w !== 'or' && w !== 'and');
+    .filter(Boolean);
+
+/** Words a customer writes, as search terms (`or` and `and` would be operators to websearch_to_tsquery). */
+export function searchTerms(text: string, max = 60): string[] {
+  const words = wordsOf(text).filter((w) => w.length >= 2 && w.length <= 40 && w !== 'or' && w !== 'and');
   return [...new Set(words)].slice(0, max);
 }
 
