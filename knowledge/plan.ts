@@ -2,16 +2,20 @@ import { collectionEntries } from '../lib/config';
 import type { Db } from '../lib/db';
 import { embedMissing, type Embedder } from './embeddings';
 import { fetchPages, readFolder, type SourceProblem } from './sources';
+import { keptSynonyms, syncSynonyms, type SynonymStats } from './synonym-store';
+import { readSynonymFile, SynonymFileError, type SynonymGroup } from './synonyms';
 import { syncCollection, type CollectionPlan, type SyncStats } from './sync';
 
 /**
  * What a sync loads, from the settings: KNOWLEDGE_DIR (`path`, or `name=path,…`) and KNOWLEDGE_URLS
- * (`url,…`, or `name=url`), each into its collection (`default` when unnamed), in its language.
+ * (`url,…`, or `name=url`), each into its collection (`default` when unnamed), in its language, and
+ * each collection's synonyms from KNOWLEDGE_SYNONYMS (`path`, or `name=path,…`).
  */
 
 export interface KnowledgeSources {
   KNOWLEDGE_DIR?: string | undefined;
   KNOWLEDGE_URLS?: string | undefined;
+  KNOWLEDGE_SYNONYMS?: string | undefined;
   KNOWLEDGE_LANGUAGE: string;
   KNOWLEDGE_COLLECTION_LANGUAGES: Readonly<Record<string, string>>;
 }
@@ -37,8 +41,16 @@ export async function syncConfigured(
 ): Promise<SyncReport> {
   const folders = collectionEntries(sources.KNOWLEDGE_DIR);
   const pages = collectionEntries(sources.KNOWLEDGE_URLS);
+  const synonymFiles = new Map(collectionEntries(sources.KNOWLEDGE_SYNONYMS).map((s) => [s.collection, s.value]));
+  const collections = configuredCollections(sources);
   const report: SyncReport = { collections: [], problems: [] };
-  for (const collection of configuredCollections(sources)) {
+  for (const [collection, file] of synonymFiles)
+    if (!collections.includes(collection))
+      report.problems.push({
+        source: `synonyms of ${collection}`,
+        problem: `${file}: KNOWLEDGE_DIR and KNOWLEDGE_URLS fill no collection "${collection}"; not loaded`,
+      });
+  for (const collection of collections) {
     const plan: CollectionPlan = {
       collection,
       language: sources.KNOWLEDGE_COLLECTION_LANGUAGES[collection] ?? sources.KNOWLEDGE_LANGUAGE,
@@ -55,9 +67,37 @@ export async function syncConfigured(
     documents.push(...fetched.documents);
     report.problems.push(...fetched.problems);
     const stats = await syncCollection(db, { ...plan, documents, keep: [...fetched.unreachable] });
+    const synonyms = await loadSynonyms(db, collection, synonymFiles.get(collection), report.problems);
+    if (synonyms) stats.synonyms = synonyms;
     // After the text is committed: an embedding service that is down leaves full-text search working.
     if (embedder) stats.embedded = await embedMissing(db, collection, embedder);
     report.collections.push(stats);
   }
   return report;
+}
+
+/**
+ * A collection's synonyms from its file, or cleared when it has none configured. A file that cannot
+ * be loaded (unreadable, malformed) is reported and leaves the stored groups as they were, as a page
+ * that does not answer leaves its article; the articles were synced before and are not touched.
+ */
+async function loadSynonyms(
+  db: Db,
+  collection: string,
+  file: string | undefined,
+  problems: SourceProblem[],
+): Promise<SynonymStats | undefined> {
+  if (file === undefined) return syncSynonyms(db, collection, null);
+  let groups: SynonymGroup[];
+  try {
+    groups = await readSynonymFile(file);
+  } catch (error) {
+    if (!(error instanceof SynonymFileError)) throw error;
+    problems.push({
+      source: `synonyms of ${collection}`,
+      problem: `${error.message}; the groups loaded before are kept`,
+    });
+    return keptSynonyms(db, collection);
+  }
+  return syncSynonyms(db, collection, groups);
 }

@@ -1,6 +1,7 @@
 import { inTransaction, type Db } from '../lib/db';
 import { sha256Hex } from '../lib/hashing';
 import { parseArticle } from './sections';
+import type { SynonymStats } from './synonym-store';
 import type { SourceDocument } from './sources';
 
 /**
@@ -32,6 +33,8 @@ export interface SyncStats {
   reindexed: boolean;
   /** Sections given an embedding this time (only with embeddings configured). */
   embedded?: number;
+  /** The collection's synonym groups (plan.ts), when it has or had any. */
+  synonyms?: SynonymStats;
 }
 
 /** A section's id: what the model cites and the draft's request names. Stable while the article keeps its source. */

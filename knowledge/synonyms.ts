@@ -6,7 +6,7 @@ import { wordsOf } from './retrieve';
  * group a line, its phrases comma-separated (`return, send back, send it back`); `#` starts a
  * comment to the end of the line; blank lines are skipped. A phrase is one or more words, kept as
  * the customer's text is: letters and digits, lower case (`E-mail` is the two words `e mail`).
- * The sync stores the groups; retrieval applies them.
+ * The sync stores the groups (synonym-store.ts); retrieval applies them (retrieve.ts).
  */
 
 export interface SynonymGroup {

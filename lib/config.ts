@@ -215,7 +215,7 @@ const collectionName = z.string().regex(/^[a-z0-9][a-z0-9_-]{0,62}$/);
 const NAMED = /^([a-z0-9][a-z0-9_-]{0,62})=(.+)$/;
 
 /**
- * KNOWLEDGE_DIR and KNOWLEDGE_URLS: `value,value` or `name=value,name=value`,
+ * KNOWLEDGE_DIR, KNOWLEDGE_URLS and KNOWLEDGE_SYNONYMS: `value,value` or `name=value,name=value`,
  * a bare value filling the collection `default`. A URL's own `=` never looks like a collection name.
  */
 export function collectionEntries(list: string | undefined): Array<{ collection: string; value: string }> {
@@ -229,6 +229,24 @@ export function collectionEntries(list: string | undefined): Array<{ collection:
     });
 }
 
+const SYNONYMS_EXAMPLE = '/srv/synonyms.txt, or billing=/srv/billing-synonyms.txt,default=/srv/synonyms.txt';
+
+/** One synonyms file per collection: a file is a collection's whole set of groups, replaced at each sync. */
+const synonymFiles = z
+  .string()
+  .trim()
+  .min(1)
+  .superRefine((value, ctx) => {
+    const collections = collectionEntries(value).map((entry) => entry.collection);
+    const twice = collections.find((name, index) => collections.indexOf(name) !== index);
+    if (collections.length === 0) ctx.addIssue({ code: 'custom', message: `names no file; e.g. ${SYNONYMS_EXAMPLE}` });
+    else if (twice !== undefined)
+      ctx.addIssue({
+        code: 'custom',
+        message: `names collection "${twice}" twice: give each collection one synonyms file, e.g. ${SYNONYMS_EXAMPLE}`,
+      });
+  });
+
 /**
  * The knowledge base (issue 23, knowledge/): where articles come from, how they are searched, and
  * which inbox may use which collection. Read by the draft step, the sync schedule and the CLIs.
@@ -238,6 +256,11 @@ export const knowledgeVars = {
   KNOWLEDGE_DIR: z.string().trim().min(1).optional(),
   /** Pages fetched once per sync (collection `default`), comma-separated; `name=url` for another collection. */
   KNOWLEDGE_URLS: z.string().trim().min(1).optional(),
+  /**
+   * Synonym groups, read by the sync (not at query time): a file (collection `default`), or
+   * `name=path,name=path` (knowledge/synonyms.ts has the format).
+   */
+  KNOWLEDGE_SYNONYMS: synonymFiles.optional(),
   /** The text-search language of every collection without its own (a Postgres configuration: english, german, simple…). */
   KNOWLEDGE_LANGUAGE: z.string().trim().min(1).default('english'),
   /** Collection → text-search language, e.g. {"de-help": "german"}. */

@@ -5,7 +5,7 @@ import type { Db } from '../../lib/db';
 
 /**
  * The knowledge schedule's step (worker/schedules.ts): re-syncs KNOWLEDGE_DIR and KNOWLEDGE_URLS
- * into Postgres, as `npm run knowledge:sync` does. Idempotent (an unchanged article is not
+ * (and the collections' KNOWLEDGE_SYNONYMS) into Postgres, as `npm run knowledge:sync` does. Idempotent (an unchanged article is not
  * touched), so a retry or an overlap with the CLI changes nothing twice. Only counts are returned.
  */
 export interface KnowledgeSyncDeps {
@@ -14,7 +14,7 @@ export interface KnowledgeSyncDeps {
   embedder: Embedder | null;
   config: Pick<
     ActivityConfig,
-    'KNOWLEDGE_DIR' | 'KNOWLEDGE_URLS' | 'KNOWLEDGE_LANGUAGE' | 'KNOWLEDGE_COLLECTION_LANGUAGES'
+    'KNOWLEDGE_DIR' | 'KNOWLEDGE_URLS' | 'KNOWLEDGE_SYNONYMS' | 'KNOWLEDGE_LANGUAGE' | 'KNOWLEDGE_COLLECTION_LANGUAGES'
   >;
 }
 
