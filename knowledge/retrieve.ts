@@ -8,7 +8,8 @@ import { cosineSimilarity, storedEmbeddings, type Embedder } from './embeddings'
  * ranked in the same query by how rare each shared word is in the collection and where it stands
  * (title, heading, text): a BM25-like score, since `ts_rank` knows no word rarity and a word like
  * "order" is in every other title. Only the best section of an article is kept, so the top k are k
- * different articles.
+ * different articles. A collection's synonym groups (synonym-store.ts) widen the query in the same
+ * statement: a phrase of a group in the customer's words brings in the group's other phrases.
  */
 
 export interface RetrievedSection {
@@ -135,15 +136,31 @@ async function search(
   if (terms.length === 0 || query.collections.length === 0 || query.limit <= 0) return [];
   const corrections = await spellingCorrections(db, query.collections, terms);
   const rows = await db.query<RetrievedSection>(
+    // Synonyms (synonym-store.ts): every phrase of each group one of whose phrases is in the
+    // customer's words ($6, in order) joins the query, each collection's groups its own. A phrase
+    // counts like the customer's words, but only where a section holds the whole phrase (by the same
+    // rule): "send back" scores "send" and "back" where they stand together, not every "back".
     // Candidates: the live sections that match the query (the GIN index), one row per query lexeme
     // they hold. Each lexeme's document frequency is counted over the candidates, which are exactly
     // the sections that hold it; a section scores BM25-like: idf × where it stands (title 3,
     // heading 2, text 1) × saturated term frequency. Only an article's best section is kept.
-    `WITH query AS (
-       SELECT c.name AS collection,
-              websearch_to_tsquery(c.language, $2) || to_tsquery('simple', $3) AS q,
-              tsvector_to_array(to_tsvector(c.language, $2)) || $4::text[] AS lexemes
+    `WITH said AS (
+       SELECT c.name AS collection, c.language, to_tsvector(c.language, $6) AS words
          FROM knowledge_collections c WHERE c.name = ANY($1::text[])
+     ),
+     synonyms AS (
+       SELECT DISTINCT phrase.collection, phrase.lexemes, phrase.match
+         FROM said
+         JOIN knowledge_synonyms hit ON hit.collection = said.collection AND said.words @@ hit.match
+         JOIN knowledge_synonyms phrase ON phrase.collection = hit.collection AND phrase.line = hit.line
+     ),
+     query AS (
+       SELECT said.collection,
+              websearch_to_tsquery(said.language, $2) || to_tsquery('simple', $3) || coalesce(
+                (SELECT string_agg(format('(%s)', y.match), ' | ') FROM synonyms y WHERE y.collection = said.collection
+                )::tsquery, ''::tsquery) AS q,
+              tsvector_to_array(to_tsvector(said.language, $2)) || $4::text[] AS lexemes
+         FROM said
      ),
      hits AS (
        SELECT s.id, s.collection, s.source, s.position, u.lexeme,
@@ -153,7 +170,10 @@ async function search(
          JOIN query ON query.collection = s.collection
          JOIN knowledge_articles a ON a.collection = s.collection AND a.source = s.source AND a.retired_at IS NULL
          CROSS JOIN LATERAL unnest(s.search) AS u
-        WHERE s.search @@ query.q AND u.lexeme = ANY(query.lexemes)
+        WHERE s.search @@ query.q
+          AND (u.lexeme = ANY(query.lexemes)
+               OR EXISTS (SELECT 1 FROM synonyms y
+                           WHERE y.collection = s.collection AND u.lexeme = ANY(y.lexemes) AND s.search @@ y.match))
      ),
      total AS (
        SELECT count(*)::float8 AS n FROM knowledge_sections s
@@ -181,6 +201,7 @@ async function search(
       corrections.length > 0 ? corrections.join(' | ') : '',
       corrections,
       query.limit,
+      wordsOf(query.text).join(' '),
     ],
   );
   return rows.rows;
@@ -189,7 +210,8 @@ async function search(
 /**
  * Customers mistype (`shipp`, `norwey`, `pasword`): a term whose lexeme the collections do not hold
  * is matched to the nearest lexeme they do (same first letter, one edit for short words, two for
- * longer ones), from the collections' own vocabulary. The corrections are lexemes already.
+ * longer ones), from the collections' own vocabulary. The corrections are lexemes already. A word
+ * of the collections' synonyms is known too (`hire` is expanded to `rent`, not corrected to `hike`).
  */
 async function spellingCorrections(
   db: Db,
@@ -205,19 +227,22 @@ async function spellingCorrections(
       GROUP BY t`,
     [collections, terms],
   );
-  const vocabulary = new Set(
-    (
-      await db.query<{ lexeme: string }>(
-        `SELECT DISTINCT u.lexeme FROM knowledge_sections s CROSS JOIN LATERAL unnest(s.search) AS u
-          WHERE s.collection = ANY($1::text[])`,
-        [collections],
-      )
-    ).rows.map((r) => r.lexeme),
-  );
+  const words = (
+    await db.query<{ lexeme: string; synonym: boolean }>(
+      `SELECT DISTINCT u.lexeme, false AS synonym FROM knowledge_sections s CROSS JOIN LATERAL unnest(s.search) AS u
+        WHERE s.collection = ANY($1::text[])
+       UNION
+       SELECT DISTINCT l, true FROM knowledge_synonyms y CROSS JOIN LATERAL unnest(y.lexemes) AS l
+        WHERE y.collection = ANY($1::text[])`,
+      [collections],
+    )
+  ).rows;
+  const vocabulary = new Set(words.filter((w) => !w.synonym).map((w) => w.lexeme));
+  const known = new Set(words.map((w) => w.lexeme));
   const corrections = new Set<string>();
   for (const row of rows.rows) {
     const lexemes = row.lexemes ?? [];
-    if (lexemes.length === 0 || lexemes.some((l) => vocabulary.has(l))) continue; // a stop word, or known
+    if (lexemes.length === 0 || lexemes.some((l) => known.has(l))) continue; // a stop word, or known
     if (/\d/.test(row.term) || row.term.length < 4) continue;
     let best: { word: string; distance: number } | null = null;
     for (const word of vocabulary) {
