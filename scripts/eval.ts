@@ -6,12 +6,15 @@
 //   npm run eval                                             the bundled help centre (examples/knowledge/)
 //   npm run eval -- --held-out                               the same articles, the held-out questions
 //   npm run eval -- --knowledge <dir> --questions <file.jsonl> [--language english] [--dev]
+//   … [--synonyms <file>] [--no-synonyms]                    a synonyms file for the scratch collection;
+//                                                            the bundled set uses examples/knowledge/synonyms.txt
+//                                                            when it exists, unless --no-synonyms
 //
 // The question file: one JSON object per line, {"text": "…", "expected_sources": ["returns/window.md"],
 // "handoff": false}. The last line of output is machine-readable:
 //   recall@3=0.93 mrr=0.81 handoff_precision=… handoff_recall=… questions=80
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { judgeAnswer } from '../activities/draft/drafting/answer';
@@ -23,10 +26,12 @@ import {
   type Embedder,
   parseQuestions,
   readFolder,
+  readSynonymFile,
   retrieve,
   scoreEvaluation,
   summaryLine,
   syncCollection,
+  syncSynonyms,
   type EvalScores,
   type QuestionOutcome,
 } from '../knowledge';
@@ -45,6 +50,8 @@ export const BUNDLED = {
    */
   heldOut: path.join(ROOT, 'examples', 'knowledge', 'questions-held-out.jsonl'),
 };
+/** The bundled help centre's synonym groups: used by the bundled runs when the file exists. */
+export const BUNDLED_SYNONYMS = path.join(ROOT, 'examples', 'knowledge', 'synonyms.txt');
 
 export interface EvalOptions {
   knowledge: string;
@@ -56,6 +63,8 @@ export interface EvalOptions {
   drafter: Drafter | null;
   /** Optional embeddings (KNOWLEDGE_EMBEDDINGS_*): the scratch collection is embedded and retrieval re-ranks. */
   embedder?: Embedder | null;
+  /** Optional synonyms file (the KNOWLEDGE_SYNONYMS format), loaded into the scratch collection. */
+  synonyms?: string | null;
   log?: (line: string) => void;
 }
 
@@ -63,6 +72,8 @@ export interface EvalReport {
   scores: EvalScores;
   /** Whether the hand-off figures come from a real model (not the offline drafter). */
   modelJudged: boolean;
+  /** The synonyms file used and its groups; null: none. */
+  synonyms: { file: string; groups: number } | null;
   line: string;
 }
 
@@ -70,6 +81,7 @@ export interface EvalReport {
 export async function runEvaluation(db: Db, options: EvalOptions): Promise<EvalReport> {
   const log = options.log ?? (() => undefined);
   const questions = parseQuestions(readFileSync(options.questions, 'utf8'));
+  const groups = options.synonyms ? await readSynonymFile(options.synonyms) : null;
   const collection = `eval-${randomBytes(4).toString('hex')}`;
   const { documents, problems } = await readFolder(options.knowledge);
   for (const problem of problems) log(`skipped ${problem.source}: ${problem.problem}`);
@@ -79,6 +91,9 @@ export async function runEvaluation(db: Db, options: EvalOptions): Promise<EvalR
   try {
     const stats = await syncCollection(db, { collection, language: options.language, documents });
     log(`synced ${stats.added} articles (${stats.sections} sections) into the scratch collection ${collection}`);
+    if (groups) await syncSynonyms(db, collection, groups);
+    const synonyms = options.synonyms && groups ? { file: options.synonyms, groups: groups.length } : null;
+    log(synonyms ? `synonyms: ${synonyms.file} (${synonyms.groups} groups)` : 'synonyms: none');
     if (options.embedder)
       log(`embedded ${await embedMissing(db, collection, options.embedder)} sections with ${options.embedder.name}`);
     const outcomes: QuestionOutcome[] = [];
@@ -117,6 +132,7 @@ export async function runEvaluation(db: Db, options: EvalOptions): Promise<EvalR
     return {
       scores,
       modelJudged,
+      synonyms,
       line: summaryLine(modelJudged ? scores : { ...scores, handoffPrecision: null, handoffRecall: null }),
     };
   } finally {
@@ -132,6 +148,8 @@ async function main(): Promise<number> {
       language: { type: 'string' },
       dev: { type: 'boolean', default: false },
       'held-out': { type: 'boolean', default: false },
+      synonyms: { type: 'string' },
+      'no-synonyms': { type: 'boolean', default: false },
     },
   });
   if ((values.knowledge === undefined) !== (values.questions === undefined))
@@ -140,6 +158,16 @@ async function main(): Promise<number> {
     throw new SetupError(
       '--held-out is the bundled help centre with its held-out questions: give it alone, or --knowledge and --questions',
     );
+  if (values.synonyms !== undefined && values['no-synonyms'])
+    throw new SetupError('give --synonyms <file> or --no-synonyms, not both');
+  // The bundled synonyms belong to the bundled articles: a team's own folder uses only its own --synonyms.
+  const synonyms = values['no-synonyms']
+    ? null
+    : values.synonyms !== undefined
+      ? path.resolve(values.synonyms)
+      : values.knowledge === undefined && existsSync(BUNDLED_SYNONYMS)
+        ? BUNDLED_SYNONYMS
+        : null;
   const config = knowledgeConfigFor({ dev: values.dev === true });
   const drafter = createDrafter(config);
   const db = createDb(config.DATABASE_URL, { queryTimeoutMs: 120_000 });
@@ -151,6 +179,7 @@ async function main(): Promise<number> {
       topK: config.KNOWLEDGE_TOP_K,
       drafter,
       embedder: createEmbedder(config),
+      synonyms,
       log: (line) => console.log(line),
     }).catch((error: unknown) => {
       throw new SetupError(messageOf(error));
