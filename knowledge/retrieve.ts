@@ -227,14 +227,15 @@ async function spellingCorrections(
       GROUP BY t`,
     [collections, terms],
   );
+  // The collections' vocabulary, and those of the email's own lexemes that are words of their synonyms.
   const words = (
     await db.query<{ lexeme: string; synonym: boolean }>(
       `SELECT DISTINCT u.lexeme, false AS synonym FROM knowledge_sections s CROSS JOIN LATERAL unnest(s.search) AS u
         WHERE s.collection = ANY($1::text[])
-       UNION
+       UNION ALL
        SELECT DISTINCT l, true FROM knowledge_synonyms y CROSS JOIN LATERAL unnest(y.lexemes) AS l
-        WHERE y.collection = ANY($1::text[])`,
-      [collections],
+        WHERE y.collection = ANY($1::text[]) AND y.lexemes && $2::text[] AND l = ANY($2::text[])`,
+      [collections, [...new Set(rows.rows.flatMap((row) => row.lexemes ?? []))]],
     )
   ).rows;
   const vocabulary = new Set(words.filter((w) => !w.synonym).map((w) => w.lexeme));

@@ -20,6 +20,8 @@ CREATE TABLE knowledge_synonyms (
   match      tsquery NOT NULL,
   PRIMARY KEY (collection, line, phrase)
 );
+-- Which of a customer's words are words of the synonyms (retrieve.ts: those are not taken for typos).
+CREATE INDEX knowledge_synonyms_lexemes_idx ON knowledge_synonyms USING gin (lexemes);
 
 -- Down Migration
 DROP TABLE knowledge_synonyms;
