@@ -147,7 +147,7 @@ describe("the sync stores each collection's groups", () => {
       )
     ).rows;
 
-  test('loaded; twice → unchanged, no row rewritten; edited → replaced; setting removed → cleared', async () => {
+  test('loaded; twice → unchanged, no row rewritten; edited or another language → replaced; setting removed → cleared', async () => {
     const collection = unique('ks-sync');
     const articles = folderWith(ARTICLES);
     const file = fileWith('# ours\nreturn, send it back\nrent, hire, hiring out\n');
@@ -178,6 +178,17 @@ describe("the sync stores each collection's groups", () => {
       (await synonymRows(collection)).map((r) => r.phrase),
       ['money back', 'return', 'send back'],
     );
+
+    const simple = await syncConfigured(db, {
+      ...sources(collection, articles, file),
+      KNOWLEDGE_COLLECTION_LANGUAGES: { [collection]: 'simple' },
+    });
+    assert.deepEqual(simple.collections[0]?.synonyms, { groups: 1, change: 'replaced' }, 'a new language, new lexemes');
+    assert.deepEqual(
+      (await synonymRows(collection)).map((r) => r.lexemes),
+      [['money', 'back'], ['return'], ['send', 'back']],
+    );
+    await syncConfigured(db, sources(collection, articles, file));
 
     const fourth = await syncConfigured(db, sources(collection, articles));
     assert.deepEqual(fourth.collections[0]?.synonyms, { groups: 1, change: 'cleared' });
