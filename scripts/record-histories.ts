@@ -112,9 +112,10 @@ describe(`recording histories for build ${buildId} into test/histories/${buildId
             text: RECORDED_MAIL.text,
             ...(options.headers ? { headers: options.headers } : {}),
             ...(options.thread ? { thread_id: options.thread, from: options.from } : {}),
+            ...(options.timestamp ? { timestamp: options.timestamp } : {}),
             deliver: options.deliver ?? true,
           });
-          return { inboxId, messageId: inbound.message.message_id };
+          return { inboxId, messageId: inbound.message.message_id, eventId: inbound.event_id };
         },
       };
       const { ref, ended, thread } = await scenario.run(ctx);

@@ -36,7 +36,9 @@ export interface ScenarioContext {
     /** A message of this thread, from this sender (a conversation's follow-up). */
     thread?: string;
     from?: string;
-  }) => Promise<MessageRef>;
+    /** The message's date at AgentMail (ISO 8601): an earlier one for mail that reaches us late. */
+    timestamp?: string;
+  }) => Promise<MessageRef & { eventId: string }>;
 }
 
 export interface Scenario {
@@ -195,6 +197,32 @@ export const SCENARIOS: Scenario[] = [
       await mail({ inbox: first.inboxId, thread, from });
       const last = await mail({ inbox: first.inboxId, thread, from });
       return { ...(await ended(h, last)), thread };
+    },
+  },
+  {
+    // A burst that reaches its turns after its window (the workers behind): the oldest waits at the
+    // keeper for the newer ones AgentMail already has, and the newest answers all three.
+    name: 'thread-turns-late-burst',
+    harness: { coalesceMs: 3_000 },
+    run: async ({ h, mail }) => {
+      const { thread, from } = newConversation();
+      const inbox = h.newInbox();
+      const minuteAgo = Date.now() - 60_000;
+      const burst = [];
+      for (let i = 0; i < 3; i++)
+        burst.push(
+          await mail({
+            inbox,
+            thread,
+            from,
+            deliver: false,
+            timestamp: new Date(minuteAgo + i * 1_000).toISOString(),
+          }),
+        );
+      await h.sandbox.redeliver(burst[0]!.eventId);
+      await waitForStatus(h, burst[0]!, 'waiting_turn');
+      await Promise.all(burst.slice(1).map((m) => h.sandbox.redeliver(m.eventId)));
+      return { ...(await ended(h, burst[2]!)), thread };
     },
   },
   // Failed, one per step whose final failure ends the run.
