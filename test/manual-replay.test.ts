@@ -224,22 +224,30 @@ describe('a new run decides again what depends on time and configuration (issue 
     // Prepare: the first run (no approval configured) decides to reply, then stops mid-draft.
     let stop = await workerWith({});
     const inboxId = h2.newInbox();
-    // Every thread read is held (the turn, the ticket and the draft each may read it): the draft stays in flight.
-    await h2.sandbox.setFaults({ match: { method: 'GET', path: '/threads/', count: 10 }, action: 'delay', ms: 5_000 });
+    // The turn reads the thread first and goes through; every later read (the draft's, and its
+    // retries) is held past the client's 5 s timeout: the draft stays in flight.
+    await h2.sandbox.setFaults([
+      { match: { method: 'GET', path: '/threads/', count: 1 }, action: 'delay', ms: 0 },
+      { match: { method: 'GET', path: '/threads/', count: 10 }, action: 'delay', ms: 5_000 },
+    ]);
     const inbound = await h2.sandbox.inbound(mail(inboxId));
     const ref = { inboxId, messageId: inbound.message.message_id };
     const workflowId = inboundWorkflowId(ref);
     const op = async (key: string) =>
       (await h2.db.query<{ status: string }>('SELECT status FROM operations WHERE operation_key = $1', [key])).rows[0]
         ?.status;
-    await eventually(
-      async () => ((await op(draftKey(ref))) === 'processing' ? true : undefined),
-      'the draft to be in flight',
-    );
-    assert.equal(await op(decisionKey(ref)), 'complete', 'decided: reply, no approval');
-    await h2.client.workflow.getHandle(workflowId).terminate('operator: hold on');
-    await stop();
-    await h2.sandbox.clearFaults();
+    try {
+      await eventually(
+        async () => ((await op(draftKey(ref))) === 'processing' ? true : undefined),
+        'the draft to be in flight',
+      );
+      assert.equal(await op(decisionKey(ref)), 'complete', 'decided: reply, no approval');
+      await h2.client.workflow.getHandle(workflowId).terminate('operator: hold on');
+    } finally {
+      // A worker left running (its run retrying a held read) would keep this file alive for minutes.
+      await stop();
+      await h2.sandbox.clearFaults();
+    }
 
     // Act 1: approval is now required everywhere; the operator reruns the message.
     stop = await workerWith({ APPROVAL_REQUIRED_INBOXES: ['*'] });
