@@ -5,6 +5,7 @@ import {
   WithStartWorkflowOperation,
   type WorkflowExecutionDescription,
   WorkflowUpdateFailedError,
+  WorkflowNotFoundError,
   type WorkflowHandleWithFirstExecutionRunId,
 } from '@temporalio/client';
 import { optionalTsToMs } from '@temporalio/common/lib/time';
@@ -79,6 +80,15 @@ async function historyOf(ref: MessageRef): Promise<{ length: number; signals: st
   const events = (await h.client.workflow.getHandle(inboundWorkflowId(ref)).fetchHistory()).events ?? [];
   const signals = events.flatMap((e) => e.workflowExecutionSignaledEventAttributes?.signalName ?? []);
   return { length: events.length, signals, types: events.map((e) => String(e.eventType)) };
+}
+
+async function isRunning(workflowId: string): Promise<boolean> {
+  try {
+    return (await h.client.workflow.getHandle(workflowId).describe()).status.name === 'RUNNING';
+  } catch (error) {
+    if (error instanceof WorkflowNotFoundError) return false;
+    throw error;
+  }
 }
 
 /** A run that stays open until the test ends it: it stands in for a message workflow holding a turn. */
@@ -307,8 +317,11 @@ describe('a burst whose newer messages have not asked yet', () => {
 
 describe('a busy keeper stays cheap to replay', () => {
   test('it continues as new in short runs, and the next run keeps who holds and who waits', async () => {
-    // Prepare: a thread with a holder and a message queued behind it
-    const c = conversation();
+    // Prepare: a thread whose keeper this test starts (as an older build would: Temporal's default
+    // task timeout), with a holder and a message queued behind it. The keepers are shared and the
+    // earlier tests started some of them, so the thread is drawn until its keeper is not running.
+    let c = conversation();
+    while (await isRunning(c.keeper.workflowId)) c = conversation();
     const holder = await standInRun();
     const behind = await standInRun();
     const holderRun = { workflowId: holder.workflowId, runId: holder.firstExecutionRunId };
@@ -439,24 +452,7 @@ describe('a turn request whose Update goes unanswered', () => {
     let keeperRunning: Promise<void> | undefined;
     const keeperQueue = `stalled-keeper-${randomUUID()}`;
     try {
-      const inboxId = own.newInbox();
-      const threadId = randomUUID();
-      const keeper = threadTurnKeeper(inboxId, threadId, own.taskQueue);
-      const args: [TurnKeeperInput] = [{ index: keeper.index }];
-      const stalled = await own.client.workflow.start(TURN_KEEPER_WORKFLOW, {
-        workflowId: keeper.workflowId,
-        taskQueue: keeperQueue,
-        args,
-      });
-      const inbound = await own.sandbox.inbound({
-        inbox_id: inboxId,
-        thread_id: threadId,
-        from: `Ada <ada-${randomUUID().slice(0, 8)}@customer.example>`,
-        subject: 'My order',
-        text: 'Where is my order?',
-      });
-      const ref = { inboxId, messageId: inbound.message.message_id };
-      const message = own.client.workflow.getHandle(inboundWorkflowId(ref));
+      const { inboxId, ref, message, keeperRun: stalled } = await messageBehindKeeperOn(own, keeperQueue);
 
       // Act: the Update waits TURN_UPDATE_WAIT_MS for an answer that cannot come, then the request
       // goes by signal and the message's workflow task completes: it shows that it waits its turn
@@ -509,24 +505,13 @@ describe('a worker that stops while a message waits for its turn', () => {
     const own = await Harness.start({ worker: false });
     let stop: (() => Promise<void>) | undefined = await startWorker(own);
     try {
-      const inboxId = own.newInbox();
-      const threadId = randomUUID();
-      const keeper = threadTurnKeeper(inboxId, threadId, own.taskQueue);
-      const args: [TurnKeeperInput] = [{ index: keeper.index }];
-      const stuck = await own.client.workflow.start(TURN_KEEPER_WORKFLOW, {
-        workflowId: keeper.workflowId,
-        taskQueue: `nobody-polls-${randomUUID()}`,
-        args,
-      });
-      const inbound = await own.sandbox.inbound({
-        inbox_id: inboxId,
-        thread_id: threadId,
-        from: `Ada <ada-${randomUUID().slice(0, 8)}@customer.example>`,
-        subject: 'My order',
-        text: 'Where is my order?',
-      });
-      const ref = { inboxId, messageId: inbound.message.message_id };
-      const message = own.client.workflow.getHandle(inboundWorkflowId(ref));
+      const {
+        inboxId,
+        ref,
+        message,
+        keeper,
+        keeperRun: stuck,
+      } = await messageBehindKeeperOn(own, `nobody-polls-${randomUUID()}`);
       const runId = await eventually(
         async () => (await message.describe().catch(() => undefined))?.runId,
         'the message workflow to start',
@@ -564,6 +549,31 @@ describe('a worker that stops while a message waits for its turn', () => {
     }
   });
 });
+
+/**
+ * A thread whose shared keeper was started on `keeperQueue` (which nobody may poll yet: its worker
+ * is dead, or its queues stopped), and then the thread's first message, which asks that keeper.
+ */
+async function messageBehindKeeperOn(own: Harness, keeperQueue: string) {
+  const inboxId = own.newInbox();
+  const threadId = randomUUID();
+  const keeper = threadTurnKeeper(inboxId, threadId, own.taskQueue);
+  const args: [TurnKeeperInput] = [{ index: keeper.index }];
+  const keeperRun = await own.client.workflow.start(TURN_KEEPER_WORKFLOW, {
+    workflowId: keeper.workflowId,
+    taskQueue: keeperQueue,
+    args,
+  });
+  const inbound = await own.sandbox.inbound({
+    inbox_id: inboxId,
+    thread_id: threadId,
+    from: `Ada <ada-${randomUUID().slice(0, 8)}@customer.example>`,
+    subject: 'My order',
+    text: 'Where is my order?',
+  });
+  const ref = { inboxId, messageId: inbound.message.message_id };
+  return { inboxId, ref, keeper, keeperRun, message: own.client.workflow.getHandle(inboundWorkflowId(ref)) };
+}
 
 /** Whether the Update has reached the workflow (admitted): NOT_FOUND until it has. */
 function updateAdmitted(harness: Harness, workflowId: string, updateId: string): Promise<true | undefined> {
