@@ -234,6 +234,12 @@ export const TURN_UPDATE_WAIT_MS = 3_000;
 export const KEEPER_LEAN_PATCH = 'keeper-lean';
 /** The keeper's patch that tells by signal an answer a run's Update may not have received. */
 export const KEEPER_RETELLS_PATCH = 'keeper-retells-by-signal';
+/**
+ * The keeper's patch that tells by signal a turn an Update gives to a run that had also asked by
+ * signal: that run's local activity stopped waiting for an Update (perhaps this very one, delivered
+ * late) and waits for the `turn` signal.
+ */
+export const KEEPER_TELLS_SIGNALLED_PATCH = 'keeper-tells-signalled-runs';
 /** The message workflow's patch (patched()) that moved it from the per-thread keeper to the shared ones. */
 export const SHARED_TURN_KEEPERS_PATCH = 'shared-turn-keepers';
 /** The keeper's patch (patched()) that continues it as new at 500 events instead of 5,000. */
@@ -301,6 +307,11 @@ export interface ThreadTurns {
    */
   expecting?: string[];
   expectUntilMs?: number;
+  /**
+   * Runs that asked by signal (queueTurn) and still wait: their turn must come by signal, even when
+   * an Update gives it (the Update's asker may have stopped waiting for its answer).
+   */
+  signalled?: string[];
 }
 
 export interface TurnKeeperInput {

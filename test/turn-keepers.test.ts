@@ -47,17 +47,18 @@ before(async () => {
 });
 after(() => h.close());
 
-function conversation() {
-  const inboxId = h.newInbox();
+function conversation(harness: Harness = h) {
+  const inboxId = harness.newInbox();
   const threadId = randomUUID();
   const from = `Ada <ada-${randomUUID().slice(0, 8)}@customer.example>`;
-  const keeper = threadTurnKeeper(inboxId, threadId, h.taskQueue);
+  const keeper = threadTurnKeeper(inboxId, threadId, harness.taskQueue);
   return {
+    harness,
     inboxId,
     threadId,
     keeper,
     async write(text: string): Promise<MessageRef> {
-      const inbound = await h.sandbox.inbound({
+      const inbound = await harness.sandbox.inbound({
         inbox_id: inboxId,
         thread_id: threadId,
         from,
@@ -66,7 +67,7 @@ function conversation() {
       });
       return { inboxId, messageId: inbound.message.message_id };
     },
-    kept: () => h.client.workflow.getHandle(keeper.workflowId).query(threadTurnsQuery, keeper.threadKey),
+    kept: () => harness.client.workflow.getHandle(keeper.workflowId).query(threadTurnsQuery, keeper.threadKey),
   };
 }
 
@@ -92,11 +93,11 @@ async function isRunning(workflowId: string): Promise<boolean> {
 }
 
 /** A run that stays open until the test ends it: it stands in for a message workflow holding a turn. */
-async function standInRun(): Promise<WorkflowHandleWithFirstExecutionRunId> {
+async function standInRun(harness: Harness = h): Promise<WorkflowHandleWithFirstExecutionRunId> {
   const args: [ThreadInput] = [{ inboxId: 'stand-in', threadId: randomUUID() }];
-  return h.client.workflow.start(THREAD_WORKFLOW, {
+  return harness.client.workflow.start(THREAD_WORKFLOW, {
     workflowId: `stand-in-${randomUUID()}`,
-    taskQueue: h.taskQueue,
+    taskQueue: harness.taskQueue,
     args,
   });
 }
@@ -127,13 +128,15 @@ async function ask(
   holder: { workflowId: string; runId: string },
   messageId: string,
   more: Partial<ThreadTurnRequest> = {},
+  updateId?: string,
 ) {
   const args: [TurnKeeperInput] = [{ index: c.keeper.index }];
-  return h.client.workflow.executeUpdateWithStart(takeTurnUpdate, {
+  return c.harness.client.workflow.executeUpdateWithStart(takeTurnUpdate, {
     args: [requestOf(c, holder, messageId, more)],
+    ...(updateId === undefined ? {} : { updateId }),
     startWorkflowOperation: new WithStartWorkflowOperation(TURN_KEEPER_WORKFLOW, {
       workflowId: c.keeper.workflowId,
-      taskQueue: turnKeeperTaskQueue(h.taskQueue),
+      taskQueue: turnKeeperTaskQueue(c.harness.taskQueue),
       args,
       workflowIdConflictPolicy: 'USE_EXISTING',
     }),
@@ -440,6 +443,50 @@ describe('a turn request whose Update goes unanswered', () => {
       assert.deepEqual(kept.waiting, []);
     } finally {
       await holder.terminate('stand-in');
+    }
+  });
+
+  test('an Update that gives the turn late, after its run asked by signal (both in one task, the signal first): the turn is told by signal too', async () => {
+    // Prepare: a worker of its own; a thread whose holder closed without giving the turn back, and a
+    // run queued behind it
+    const own = await Harness.start({ worker: false });
+    let stop: (() => Promise<void>) | undefined = await startWorker(own);
+    const c = conversation(own);
+    const [holder, asker] = [await standInRun(own), await standInRun(own)];
+    const held = { workflowId: holder.workflowId, runId: holder.firstExecutionRunId };
+    const run = { workflowId: asker.workflowId, runId: asker.firstExecutionRunId };
+    try {
+      assert.deepEqual(await ask(c, held, 'held'), { kind: 'go', covers: ['held'] });
+      assert.deepEqual(await ask(c, run, 'mine'), { kind: 'queued', behind: held });
+      await holder.terminate('it closed without giving the turn back');
+
+      // Act: as in the soak — the keeper's worker is gone; the run's second Update (its holder has
+      // closed) is admitted but not answered; past TURN_UPDATE_WAIT_MS the run asks by signal and
+      // waits for the `turn` signal; then a worker takes the keeper's task with both in it
+      await stop();
+      stop = undefined;
+      const updateId = `turn-${run.runId}-after-${held.runId}`;
+      const late = ask(c, run, 'mine', { closedHolderRunId: held.runId }, updateId);
+      await eventually(() => updateAdmitted(own, c.keeper.workflowId, updateId), 'the late Update to be admitted');
+      await own.client.workflow.getHandle(c.keeper.workflowId).signal(queueTurnSignal, requestOf(c, run, 'mine'));
+      stop = await startWorker(own);
+
+      // Assess: the Update's answer reaches nobody, and the run is told its turn by signal
+      assert.deepEqual(await late, { kind: 'go', covers: ['mine'] });
+      const told = await eventually(async () => {
+        const events = (await own.client.workflow.getHandle(c.keeper.workflowId).fetchHistory()).events ?? [];
+        return events.find(
+          (e) =>
+            e.signalExternalWorkflowExecutionInitiatedEventAttributes?.workflowExecution?.runId === run.runId &&
+            e.signalExternalWorkflowExecutionInitiatedEventAttributes.signalName === 'turn',
+        );
+      }, 'the keeper to signal the run its turn');
+      assert.ok(told);
+      assert.equal((await c.kept())?.holder?.runId, run.runId);
+    } finally {
+      await asker.terminate('stand-in').catch(() => undefined);
+      await stop?.();
+      await own.close();
     }
   });
 

@@ -18,6 +18,7 @@ import {
   KEEPER_RUNS_OF_150_PATCH,
   KEEPER_SHORT_RUNS_PATCH,
   KEEPER_TASK_TIMEOUT_MS,
+  KEEPER_TELLS_SIGNALLED_PATCH,
   LOCAL_RETRY_THRESHOLD_MS,
   NEWER_LISTED,
   type TakeTurnAnswer,
@@ -122,6 +123,9 @@ export async function turnKeeperWorkflow(input: TurnKeeperInput): Promise<void> 
     takeTurnUpdate,
     (request): TakeTurnAnswer => {
       const thread = threadOf(request);
+      // This run asked by signal too: its local activity gave up waiting for an Update (perhaps for
+      // this one, delivered late), so a turn given here is told by signal as well.
+      const askedBySignal = thread.signalled?.includes(request.runId) ?? false;
       // The asker looked: the holder we named has closed (a closed run stays closed). The turn goes on.
       if (request.closedHolderRunId !== undefined && thread.holder?.runId === request.closedHolderRunId) {
         thread.holder = null;
@@ -147,6 +151,10 @@ export async function turnKeeperWorkflow(input: TurnKeeperInput): Promise<void> 
         };
         thread.holderTold = false;
         if (!lean) remember(state, request.runId, grant);
+        if (askedBySignal && patched(KEEPER_TELLS_SIGNALLED_PATCH)) {
+          unmarkSignalled(thread, request.runId);
+          (state.retell ??= []).push({ threadKey: request.threadKey, ...runOf(request), grant });
+        }
         changed();
         return grant;
       }
@@ -173,19 +181,17 @@ export async function turnKeeperWorkflow(input: TurnKeeperInput): Promise<void> 
       // The run asked by Update first and stopped waiting for the answer (activities/turns/take-turn.ts):
       // an answer given to that Update reached nobody, so it is told again, by signal.
       if (known.kind !== 'queued' && patched(KEEPER_RETELLS_PATCH)) {
-        (state.retell ??= []).push({
-          threadKey: request.threadKey,
-          workflowId: request.workflowId,
-          runId: request.runId,
-          grant: known,
-        });
+        (state.retell ??= []).push({ threadKey: request.threadKey, ...runOf(request), grant: known });
         changed();
       }
+      // Still waiting: its turn comes by signal, whoever gives it.
+      if (known.kind === 'queued') markSignalled(threadOf(request), request.runId);
       return;
     }
     const thread = threadOf(request);
     forgetEarlierRun(thread, request);
     enqueue(thread, request);
+    markSignalled(thread, request.runId);
     changed();
   });
   setHandler(threadTurnDoneSignal, ({ threadKey, runId }) => {
@@ -286,7 +292,19 @@ setWorkflowOptions({ versioningBehavior: 'AUTO_UPGRADE' }, turnKeeperWorkflow);
  */
 function forgetEarlierRun(thread: ThreadTurns, request: ThreadTurnRequest): void {
   if (thread.holder?.workflowId === request.workflowId) thread.holder = null;
+  for (const w of thread.waiting) if (w.workflowId === request.workflowId) unmarkSignalled(thread, w.runId);
   thread.waiting = thread.waiting.filter((w) => w.workflowId !== request.workflowId);
+}
+
+const runOf = (request: ThreadTurnRequest) => ({ workflowId: request.workflowId, runId: request.runId });
+
+function markSignalled(thread: ThreadTurns, runId: string): void {
+  if (!(thread.signalled ?? []).includes(runId)) (thread.signalled ??= []).push(runId);
+}
+
+function unmarkSignalled(thread: ThreadTurns, runId: string): void {
+  thread.signalled = (thread.signalled ?? []).filter((id) => id !== runId);
+  if (thread.signalled.length === 0) delete thread.signalled;
 }
 
 /** Queues a request for the loop to hand out once the thread's turn is free and its burst has ended. */
@@ -353,6 +371,7 @@ async function handOut(state: TurnKeeperState, thread: ThreadTurns, lean: boolea
   delete thread.checkEveryMs;
   delete thread.expecting;
   delete thread.expectUntilMs;
+  delete thread.signalled; // every one of them is told by signal below
   const holder = batch[batch.length - 1]!;
   const covers = batch.map((r) => r.messageId);
   thread.holder = { workflowId: holder.workflowId, runId: holder.runId, messageId: holder.messageId, covers };
