@@ -429,15 +429,7 @@ describe('a turn request whose Update goes unanswered', () => {
       // Act: it asks again by signal, as activities/turns/take-turn.ts does past TURN_UPDATE_WAIT_MS
       await h.client.workflow.getHandle(c.keeper.workflowId).signal(queueTurnSignal, requestOf(c, run, 'asked'));
       // Assess: the keeper tells it its turn by signal, and still names it the holder (nothing queued)
-      const told = await eventually(async () => {
-        const events = (await h.client.workflow.getHandle(c.keeper.workflowId).fetchHistory()).events ?? [];
-        return events.find(
-          (e) =>
-            e.signalExternalWorkflowExecutionInitiatedEventAttributes?.workflowExecution?.runId === run.runId &&
-            e.signalExternalWorkflowExecutionInitiatedEventAttributes.signalName === 'turn',
-        );
-      }, 'the keeper to signal the run its turn');
-      assert.ok(told);
+      assert.ok(await keeperSignalledTurn(c, run));
       const kept = await c.kept();
       assert.equal(kept?.holder?.runId, run.runId);
       assert.deepEqual(kept.waiting, []);
@@ -473,15 +465,7 @@ describe('a turn request whose Update goes unanswered', () => {
 
       // Assess: the Update's answer reaches nobody, and the run is told its turn by signal
       assert.deepEqual(await late, { kind: 'go', covers: ['mine'] });
-      const told = await eventually(async () => {
-        const events = (await own.client.workflow.getHandle(c.keeper.workflowId).fetchHistory()).events ?? [];
-        return events.find(
-          (e) =>
-            e.signalExternalWorkflowExecutionInitiatedEventAttributes?.workflowExecution?.runId === run.runId &&
-            e.signalExternalWorkflowExecutionInitiatedEventAttributes.signalName === 'turn',
-        );
-      }, 'the keeper to signal the run its turn');
-      assert.ok(told);
+      assert.ok(await keeperSignalledTurn(c, run));
       assert.equal((await c.kept())?.holder?.runId, run.runId);
     } finally {
       await asker.terminate('stand-in').catch(() => undefined);
@@ -620,6 +604,18 @@ async function messageBehindKeeperOn(own: Harness, keeperQueue: string) {
   });
   const ref = { inboxId, messageId: inbound.message.message_id };
   return { inboxId, ref, keeper, keeperRun, message: own.client.workflow.getHandle(inboundWorkflowId(ref)) };
+}
+
+/** The keeper's signal that tells this run its turn, once it is in the keeper's history. */
+function keeperSignalledTurn(c: ReturnType<typeof conversation>, run: { runId: string }) {
+  return eventually(async () => {
+    const events = (await c.harness.client.workflow.getHandle(c.keeper.workflowId).fetchHistory()).events ?? [];
+    return events.find(
+      (e) =>
+        e.signalExternalWorkflowExecutionInitiatedEventAttributes?.workflowExecution?.runId === run.runId &&
+        e.signalExternalWorkflowExecutionInitiatedEventAttributes.signalName === 'turn',
+    );
+  }, 'the keeper to signal the run its turn');
 }
 
 /** Whether the Update has reached the workflow (admitted): NOT_FOUND until it has. */
