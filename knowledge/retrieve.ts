@@ -120,6 +120,24 @@ async function textRetrieve(
 /** Reciprocal rank fusion's usual constant: a first place counts, a tenth place still a little. */
 const RRF_K = 10;
 
+/**
+ * What a word that only a synonym group brought into the query counts, per word of the customer's
+ * phrase that brought it in, against one of the customer's own words (1). Expanded words are
+ * guesses about what the customer meant: at full weight a group that fires on a common word
+ * ("order") lifts every article that uses any of its phrases above the one in the customer's own
+ * words. Measured at 0.2 to 0.5 on the bundled questions (the held-out ones checked after): 0.25 gave
+ * the best bundled MRR but let "send back a tent" find the article about tents being back in stock
+ * before the returns article; 0.35 is the lowest that does not (docs/knowledge.md, "Ranking").
+ */
+const SYNONYM_WEIGHT = 0.35;
+
+/**
+ * BM25's length normalisation (b: 0 none, 1 full): a word found once in a long section counts less
+ * than once in a short one, so an article that mentions everything does not outrank the one about
+ * the question. Half, because sections are short and alike in length (0, 0.3, 0.5, 0.75 measured).
+ */
+const LENGTH_NORMALISATION = 0.5;
+
 /** The sentences (and `…, and …` halves) of an email that hold at least two search terms. */
 export function questionsIn(text: string): string[] {
   return text
@@ -138,21 +156,26 @@ async function search(
   const rows = await db.query<RetrievedSection>(
     // Synonyms (synonym-store.ts): every phrase of each group one of whose phrases is in the
     // customer's words ($6, in order) joins the query, each collection's groups its own. A phrase
-    // counts like the customer's words, but only where a section holds the whole phrase (by the same
-    // rule): "send back" scores "send" and "back" where they stand together, not every "back".
+    // counts only where a section holds the whole phrase (by the same rule): "send back" scores
+    // "send" and "back" where they stand together, not every "back". A word it brought in counts $7
+    // of one of the customer's own words for each word of the customer's phrase that brought it
+    // (at most 1): "send back" → "return" counts 0.7, "order" → "bestellung" 0.35.
     // Candidates: the live sections that match the query (the GIN index), one row per query lexeme
     // they hold. Each lexeme's document frequency is counted over the candidates, which are exactly
     // the sections that hold it; a section scores BM25-like: idf × where it stands (title 3,
-    // heading 2, text 1) × saturated term frequency. Only an article's best section is kept.
+    // heading 2, text 1) × term frequency, saturated and normalised by the section's length in
+    // distinct words (k1 = 1.2, b = $8) × the word's weight. Only an article's best section is kept.
     `WITH said AS (
        SELECT c.name AS collection, c.language, to_tsvector(c.language, $6) AS words
          FROM knowledge_collections c WHERE c.name = ANY($1::text[])
      ),
      synonyms AS (
-       SELECT DISTINCT phrase.collection, phrase.lexemes, phrase.match
+       SELECT phrase.collection, phrase.lexemes, phrase.match,
+              least(1, $7::float8 * max(cardinality(hit.lexemes))) AS weight
          FROM said
          JOIN knowledge_synonyms hit ON hit.collection = said.collection AND said.words @@ hit.match
          JOIN knowledge_synonyms phrase ON phrase.collection = hit.collection AND phrase.line = hit.line
+        GROUP BY phrase.collection, phrase.lexemes, phrase.match
      ),
      query AS (
        SELECT said.collection,
@@ -163,27 +186,32 @@ async function search(
          FROM said
      ),
      hits AS (
-       SELECT s.id, s.collection, s.source, s.position, u.lexeme,
+       SELECT s.id, s.collection, s.source, s.position, u.lexeme, w.weight,
+              length(s.search)::float8 AS len,
               cardinality(u.positions) AS tf,
               CASE WHEN 'A' = ANY(u.weights) THEN 3 WHEN 'B' = ANY(u.weights) THEN 2 ELSE 1 END AS place
          FROM knowledge_sections s
          JOIN query ON query.collection = s.collection
          JOIN knowledge_articles a ON a.collection = s.collection AND a.source = s.source AND a.retired_at IS NULL
          CROSS JOIN LATERAL unnest(s.search) AS u
-        WHERE s.search @@ query.q
-          AND (u.lexeme = ANY(query.lexemes)
-               OR EXISTS (SELECT 1 FROM synonyms y
-                           WHERE y.collection = s.collection AND u.lexeme = ANY(y.lexemes) AND s.search @@ y.match))
+         CROSS JOIN LATERAL (
+           SELECT CASE WHEN u.lexeme = ANY(query.lexemes) THEN 1
+                       ELSE (SELECT max(y.weight) FROM synonyms y
+                              WHERE y.collection = s.collection AND u.lexeme = ANY(y.lexemes) AND s.search @@ y.match)
+                  END AS weight
+         ) AS w
+        WHERE s.search @@ query.q AND w.weight IS NOT NULL
      ),
      total AS (
-       SELECT count(*)::float8 AS n FROM knowledge_sections s
+       SELECT count(*)::float8 AS n, avg(length(s.search))::float8 AS avglen FROM knowledge_sections s
          JOIN knowledge_articles a ON a.collection = s.collection AND a.source = s.source AND a.retired_at IS NULL
         WHERE s.collection = ANY($1::text[])
      ),
      df AS (SELECT lexeme, count(DISTINCT id)::float8 AS df FROM hits GROUP BY lexeme),
      scored AS (
        SELECT h.id, h.collection, h.source, h.position,
-              sum(ln(1 + (total.n - df.df + 0.5) / (df.df + 0.5)) * h.place * (h.tf * 2.2) / (h.tf + 1.2)) AS rank
+              sum(ln(1 + (total.n - df.df + 0.5) / (df.df + 0.5)) * h.place * (h.tf * 2.2) / (h.tf + 1.2 * (1 - $8::float8 + $8::float8 * h.len / total.avglen))
+                  * h.weight) AS rank
          FROM hits h JOIN df USING (lexeme) CROSS JOIN total
         GROUP BY h.id, h.collection, h.source, h.position
      ),
@@ -202,6 +230,8 @@ async function search(
       corrections,
       query.limit,
       wordsOf(query.text).join(' '),
+      SYNONYM_WEIGHT,
+      LENGTH_NORMALISATION,
     ],
   );
   return rows.rows;

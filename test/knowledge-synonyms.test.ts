@@ -286,6 +286,21 @@ describe('synonyms at search time', () => {
       assert.ok(!(await top(withSynonyms, question)).includes(article(withSynonyms, 'returns.md')), question);
   });
 
+  test("a word only a synonym brought in counts less than the customer's own: the article in their words comes first", async () => {
+    const collection = unique('ks-weight');
+    await syncArticles(collection, {
+      'a-money-back.md': '# Money back promise\nMoney back on anything that lets you down outdoors.',
+      'b-refunds.md': '# Refunds\nWe refund to the card you paid with.',
+    });
+    await syncSynonyms(db, collection, parseSynonyms('refund, money back\n', 'synonyms.txt'));
+    // At full weight the two expanded words (each in a title) outscore the customer's one word.
+    assert.deepEqual(await top(collection, 'When do I get my refund?'), [
+      article(collection, 'b-refunds.md'),
+      article(collection, 'a-money-back.md'),
+    ]);
+    assert.equal((await top(collection, 'Is there a money back promise?'))[0], article(collection, 'a-money-back.md'));
+  });
+
   test("collections do not see each other's synonyms, even searched together", async () => {
     assert.deepEqual(await top([withSynonyms, without], 'Can I hire one for the weekend?'), [
       article(withSynonyms, 'rentals.md'),
