@@ -240,6 +240,11 @@ export const KEEPER_RETELLS_PATCH = 'keeper-retells-by-signal';
  * late) and waits for the `turn` signal.
  */
 export const KEEPER_TELLS_SIGNALLED_PATCH = 'keeper-tells-signalled-runs';
+/**
+ * The keeper's patch that waits at least NAMED_NEWER_WAIT_MS (workflows/turn-keeper.ts), not only
+ * REPLY_COALESCE_MS, for a newer message a request names to ask for its turn.
+ */
+export const KEEPER_WAITS_FOR_NAMED_PATCH = 'keeper-waits-for-named';
 /** The message workflow's patch (patched()) that moved it from the per-thread keeper to the shared ones. */
 export const SHARED_TURN_KEEPERS_PATCH = 'shared-turn-keepers';
 /** The keeper's patch (patched()) that continues it as new at 500 events instead of 5,000. */

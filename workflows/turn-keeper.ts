@@ -19,6 +19,7 @@ import {
   KEEPER_SHORT_RUNS_PATCH,
   KEEPER_TASK_TIMEOUT_MS,
   KEEPER_TELLS_SIGNALLED_PATCH,
+  KEEPER_WAITS_FOR_NAMED_PATCH,
   LOCAL_RETRY_THRESHOLD_MS,
   NEWER_LISTED,
   type TakeTurnAnswer,
@@ -66,6 +67,16 @@ const FIRST_HOLDER_CHECK_MS = 1_000;
 const MAX_HOLDER_CHECK_MS = 15 * 60 * 1000;
 /** Threads kept with a holder and nobody waiting: past this many, ask which holders closed and forget them. */
 const SWEEP_AT = 256;
+/**
+ * How long a free thread's turn waits, at the least, for a newer message a request names (one that
+ * AgentMail has) to ask for its turn, after each request. REPLY_COALESCE_MS is the time a customer's
+ * burst has to end; this is the time our own workers may be behind on messages that already came.
+ * Under the threads bench (100 bursts of five messages a second apart, 1,500 deliveries in 20 s on
+ * two cores, a 5 s window) waiting only the window answered the bursts in 181–185 replies, their
+ * requests reaching the keeper too far apart; waiting 20 s, in 100–101. A named message that never
+ * asks (skipped: a robot, say) holds its thread up this long, no longer.
+ */
+const NAMED_NEWER_WAIT_MS = 20_000;
 /** With nothing to do for this long the keeper sweeps, and ends once it keeps nothing; the next request starts it again. */
 const IDLE_MS = 60 * 60 * 1000;
 /**
@@ -317,8 +328,9 @@ function enqueue(thread: ThreadTurns, request: ThreadTurnRequest): void {
   const coalesceMs = Math.max(...thread.waiting.map((w) => w.coalesceMs));
   thread.readyAtMs = Math.min(newest + coalesceMs, Date.now() + coalesceMs);
   // Newer messages of the thread that are at AgentMail and have not asked yet (the workers are behind,
-  // or their webhooks are late): the turn waits for them as well, for REPLY_COALESCE_MS after each
-  // request, so the newest answers them all. Requests of builds before `newer` name none.
+  // or their webhooks are late): the turn waits for them as well, after each request for
+  // REPLY_COALESCE_MS or NAMED_NEWER_WAIT_MS, whichever is longer (none when the window is 0), so
+  // the newest answers them all. Requests of builds before `newer` name none.
   const asked = new Set([
     ...thread.waiting.map((w) => w.messageId),
     ...(thread.holder === null ? [] : thread.holder.covers),
@@ -328,7 +340,9 @@ function enqueue(thread: ThreadTurns, request: ThreadTurnRequest): void {
   );
   if (expecting.length > 0) {
     thread.expecting = expecting;
-    thread.expectUntilMs = Date.now() + coalesceMs;
+    const waitMs =
+      coalesceMs > 0 && patched(KEEPER_WAITS_FOR_NAMED_PATCH) ? Math.max(coalesceMs, NAMED_NEWER_WAIT_MS) : coalesceMs;
+    thread.expectUntilMs = Date.now() + waitMs;
   } else {
     delete thread.expecting;
     delete thread.expectUntilMs;
