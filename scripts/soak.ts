@@ -337,7 +337,13 @@ async function main(): Promise<number> {
         }),
       );
       const closedQuery = `WorkflowType = 'inboundMessageWorkflow' AND ExecutionStatus != 'Running'`;
+      // The drain takes minutes: say how far it has come every half minute.
+      let progressAt = Date.now() + 30_000;
       while (results.size + closedWithout.size < messages.length && Date.now() < deadline) {
+        if (Date.now() >= progressAt) {
+          progressAt += 30_000;
+          say(`${results.size + closedWithout.size} of ${messages.length} message runs ended`);
+        }
         try {
           for await (const run of client.workflow.list({ query: closedQuery })) {
             const k = byWorkflowId.get(run.workflowId);
