@@ -265,8 +265,15 @@ describe('a burst whose newer messages have not asked yet', () => {
     assert.equal(listed.at(-1), tail.at(-1)?.messageId);
   });
 
-  test("a free thread's turn waits for the newer messages its request names; the newest to ask answers them all", async () => {
-    // Prepare: two runs of one thread, both written two minutes ago (their window long past)
+  /**
+   * Two runs of one thread, both written two minutes ago (their window long past): the older asks
+   * first, naming the newer (AgentMail has it; its own request is not in yet), `meanwhile` runs, and
+   * then the newer asks. Returns the turn the keeper then gives, once the newest holds it.
+   */
+  async function namedNewerAsksAfter(
+    coalesceMs: number,
+    meanwhile: (c: ReturnType<typeof conversation>) => Promise<void>,
+  ) {
     const c = conversation();
     const [older, newer] = [await standInRun(), await standInRun()];
     const run = (r: WorkflowHandleWithFirstExecutionRunId) => ({
@@ -275,54 +282,36 @@ describe('a burst whose newer messages have not asked yet', () => {
     });
     const longAgo = Date.now() - 120_000;
     try {
-      // Act: the older asks first, naming the newer (AgentMail has it; its own request is not in yet)
-      const first = await ask(c, run(older), 'older', { timestampMs: longAgo, coalesceMs: 60_000, newer: ['newer'] });
-      // Assess: no turn yet, though the thread is free
-      assert.deepEqual(first, { kind: 'queued' });
-      assert.deepEqual((await c.kept())?.expecting, ['newer']);
-      // Act: the newer asks
-      await ask(c, run(newer), 'newer', { timestampMs: longAgo + 1_000, coalesceMs: 60_000 });
-      // Assess: the newest holds the turn for both (told by signal), at once
+      const first = await ask(c, run(older), 'older', { timestampMs: longAgo, coalesceMs, newer: ['newer'] });
+      assert.deepEqual(first, { kind: 'queued' }, 'no turn yet, though the thread is free');
+      await meanwhile(c);
+      await ask(c, run(newer), 'newer', { timestampMs: longAgo + 1_000, coalesceMs });
       const kept = await eventually(
         async () => ((await c.kept())?.holder?.messageId === 'newer' ? c.kept() : undefined),
         'the newest message to hold the turn',
         10_000,
       );
-      assert.deepEqual(kept?.holder?.covers, ['older', 'newer']);
+      return kept?.holder;
     } finally {
       await older.terminate('stand-in');
       await newer.terminate('stand-in');
     }
+  }
+
+  test("a free thread's turn waits for the newer messages its request names; the newest to ask answers them all", async () => {
+    const holder = await namedNewerAsksAfter(60_000, async (c) => {
+      assert.deepEqual((await c.kept())?.expecting, ['newer']);
+    });
+    assert.deepEqual(holder?.covers, ['older', 'newer']);
   });
 
   test('a named newer message that asks after the burst window, while our workers are behind, is still answered with it', async () => {
-    // Prepare: a 2 s window, as short as a bench's; the older message long past it
-    const c = conversation();
-    const [older, newer] = [await standInRun(), await standInRun()];
-    const run = (r: WorkflowHandleWithFirstExecutionRunId) => ({
-      workflowId: r.workflowId,
-      runId: r.firstExecutionRunId,
-    });
-    const longAgo = Date.now() - 120_000;
-    try {
-      // Act: the older asks naming the newer, which asks only 5 s later (its worker was busy)
-      const first = await ask(c, run(older), 'older', { timestampMs: longAgo, coalesceMs: 2_000, newer: ['newer'] });
-      assert.deepEqual(first, { kind: 'queued' });
+    // A 2 s window, as short as a bench's; the newer asks only 5 s later (its worker was busy)
+    const holder = await namedNewerAsksAfter(2_000, async (c) => {
       await sleep(5_000);
-      // Assess: the turn still waits for it, well past the window…
-      assert.equal((await c.kept())?.holder ?? null, null, 'no turn given within the window');
-      await ask(c, run(newer), 'newer', { timestampMs: longAgo + 1_000, coalesceMs: 2_000 });
-      // …and the newest answers both
-      const kept = await eventually(
-        async () => ((await c.kept())?.holder?.messageId === 'newer' ? c.kept() : undefined),
-        'the newest message to hold the turn',
-        10_000,
-      );
-      assert.deepEqual(kept?.holder?.covers, ['older', 'newer']);
-    } finally {
-      await older.terminate('stand-in');
-      await newer.terminate('stand-in');
-    }
+      assert.equal((await c.kept())?.holder ?? null, null, 'no turn given past the window');
+    });
+    assert.deepEqual(holder?.covers, ['older', 'newer']);
   });
 
   test('…and a named newer message that never asks (skipped, or far behind) holds it up for 20 s, no longer', async () => {
