@@ -245,6 +245,11 @@ export const KEEPER_TELLS_SIGNALLED_PATCH = 'keeper-tells-signalled-runs';
  * REPLY_COALESCE_MS, for a newer message a request names to ask for its turn.
  */
 export const KEEPER_WAITS_FOR_NAMED_PATCH = 'keeper-waits-for-named';
+/**
+ * The keeper's patch that takes the run a request names as `loneHolder` as the holder of a thread
+ * whose turn it sees free: a thread's only message takes its turn without asking.
+ */
+export const KEEPER_ADOPTS_LONE_HOLDER_PATCH = 'keeper-adopts-lone-holder';
 /** The message workflow's patch (patched()) that moved it from the per-thread keeper to the shared ones. */
 export const SHARED_TURN_KEEPERS_PATCH = 'shared-turn-keepers';
 /** The keeper's patch (patched()) that continues it as new at 500 events instead of 5,000. */
@@ -270,6 +275,14 @@ export interface ThreadTurnRequest extends TurnRequest {
    * turn, and whose reply should answer this one too. The keeper waits a while for them to ask.
    */
   newer?: string[];
+  /**
+   * The run of the thread's first message, open when the asker looked, when that message may have
+   * taken its turn as the thread's only message, without asking (activities/turns/take-turn.ts): it
+   * is inbound, nothing was sent in the thread yet, and the thread's next message came after its
+   * burst window. A keeper that sees the thread's turn free and does not know this run takes it as
+   * the holder, and this message waits behind it.
+   */
+  loneHolder?: { workflowId: string; runId: string; messageId: string };
 }
 
 /** Newer messages a turn request names, at most: a burst, not a mailing list. */

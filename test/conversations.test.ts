@@ -439,6 +439,52 @@ describe('approval and coalescing', () => {
   });
 });
 
+describe("a thread's only message takes its turn without asking", () => {
+  test('a follow-up written while it awaits approval still waits for the verdict: the keeper takes it as the holder', async () => {
+    // Prepare: a message written a minute ago, alone in its thread: past its window, it asks nobody
+    const c = conversation(approvalInbox);
+    const first = await c.write('Please refund me.', { timestamp: new Date(Date.now() - 60_000).toISOString() });
+    const firstHandle = h.client.workflow.getHandle(inboundWorkflowId(first.ref));
+    await eventually(
+      async () => (await statusOf(firstHandle)) === 'awaiting_approval' || undefined,
+      'the first reply to await approval',
+    );
+    const signals = async (handle: WorkflowHandle) =>
+      ((await handle.fetchHistory()).events ?? []).flatMap(
+        (e) => e.workflowExecutionSignaledEventAttributes?.signalName ?? [],
+      );
+    assert.deepEqual(await signals(firstHandle), [], 'its turn came from nobody');
+    // Act: the customer writes again; its window passes
+    const second = await c.write('Any news?');
+    const secondHandle = h.client.workflow.getHandle(inboundWorkflowId(second.ref));
+    await sleep(COALESCE_MS + 1_500);
+    // Assess: it waits behind the first, which was told that someone waits
+    assert.deepEqual(await replyStatus(secondHandle), ['waiting_turn']);
+    assert.equal(drafter.of(second.ref).length, 0);
+    await eventually(
+      async () => ((await signals(firstHandle)).includes('turnWanted') ? true : undefined),
+      'the keeper to tell the first that someone waits',
+    );
+    await firstHandle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', revision: 1, reviewer: 'grace' }] });
+    assert.equal((await firstHandle.result()).status, 'sent');
+    await eventually(
+      async () => (await statusOf(secondHandle)) === 'awaiting_approval' || undefined,
+      'the second reply to await approval',
+    );
+    assert.ok(
+      drafter.of(second.ref)[0]?.thread.some((m) => m.direction === 'outbound'),
+      'its draft saw the approved reply',
+    );
+    await secondHandle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', revision: 1, reviewer: 'grace' }] });
+    const secondResult = (await secondHandle.result()) as InboundMessageResult;
+    assert.equal(secondResult.status === 'sent' && secondResult.covers.join(), second.ref.messageId, 'its own reply');
+    // One email each (the approval inbox is shared with the test above: its emails are left out)
+    const outbox = await h.sandbox.outbox({ inbox_id: c.inboxId });
+    for (const ref of [first.ref, second.ref])
+      assert.equal(outbox.filter((o) => o.message.in_reply_to === ref.messageId).length, 1, ref.messageId);
+  });
+});
+
 describe('SIGKILLed workers', () => {
   // Worker processes of their own, on a harness without an in-process worker.
   let hc: Harness;

@@ -26,7 +26,7 @@ import {
   TURN_UPDATE_WAIT_MS,
 } from '../contract';
 import { Worker } from '@temporalio/worker';
-import { closedRuns, newerUnanswered } from '../activities/turns/take-turn';
+import { closedRuns, mayHaveTakenItsTurnAlone, newerUnanswered } from '../activities/turns/take-turn';
 import { connectTemporalWorker } from '../lib/temporal-connection';
 import { promoteWhenPolling, workerBuildId } from '../worker/deployment';
 import { testEnv } from './support/env';
@@ -58,13 +58,15 @@ function conversation(harness: Harness = h) {
     inboxId,
     threadId,
     keeper,
-    async write(text: string): Promise<MessageRef> {
+    /** `deliver: false`: the message is at AgentMail, but no webhook tells us (no run answers it). */
+    async write(text: string, more: { deliver?: boolean } = {}): Promise<MessageRef> {
       const inbound = await harness.sandbox.inbound({
         inbox_id: inboxId,
         thread_id: threadId,
         from,
         subject: 'My order',
         text,
+        ...(more.deliver === false ? { deliver: false } : {}),
       });
       return { inboxId, messageId: inbound.message.message_id };
     },
@@ -144,8 +146,16 @@ async function ask(
   });
 }
 
+/** What the thread's keeper keeps of it: null when the keeper never heard of the thread (or never ran). */
+async function keptOrNone(c: ReturnType<typeof conversation>) {
+  return c.kept().catch((error: unknown) => {
+    if (error instanceof WorkflowNotFoundError) return null;
+    throw error;
+  });
+}
+
 describe('a thread of one message is cheap', () => {
-  test("a free thread's turn is the Update's result: no signal in the message's history, no waiting_turn", async () => {
+  test("a thread's only message takes its turn without asking: no signal, no waiting_turn, nothing at the keeper", async () => {
     // Prepare
     const c = conversation();
     // Act
@@ -158,18 +168,11 @@ describe('a thread of one message is cheap', () => {
     // 28 events before conversations; three more: the turn's local activity marker, and the patch's
     // marker and its TemporalChangeVersion upsert (the SDK's, for runs of builds after the patch).
     assert.ok(history.length <= 31, `${history.length} events: ${history.types.join(' ')}`);
-    // The keeper still has the holder: it said nothing, as nobody waited
-    const kept = await c.kept();
-    assert.equal(kept?.holder?.messageId, ref.messageId);
-    assert.deepEqual(kept.waiting, []);
-    // The message's request started the keeper (the file's first), with the keepers' short task timeout
-    assert.equal(
-      taskTimeoutMs(await h.client.workflow.getHandle(c.keeper.workflowId).describe()),
-      KEEPER_TASK_TIMEOUT_MS,
-    );
+    // The keeper never heard of the thread: nobody asked
+    assert.equal(await keptOrNone(c), null);
   });
 
-  test('a follow-up after that reply finds the holder closed and takes its turn at once, also without a signal', async () => {
+  test('a follow-up after that reply asks the keeper and takes its turn at once, also without a signal', async () => {
     // Prepare
     const c = conversation();
     const first = await c.write('Where is my order?');
@@ -181,7 +184,92 @@ describe('a thread of one message is cheap', () => {
     assert.equal(result.status, 'sent');
     assert.equal(result.status === 'sent' && result.covers.join(), second.messageId, 'its own reply');
     assert.deepEqual((await historyOf(second)).signals, []);
-    assert.equal((await c.kept())?.holder?.messageId, second.messageId);
+    const kept = await c.kept();
+    assert.equal(kept?.holder?.messageId, second.messageId);
+    assert.deepEqual(kept.waiting, []);
+    // The follow-up's request started the keeper (the file's first), with the keepers' short task timeout
+    assert.equal(
+      taskTimeoutMs(await h.client.workflow.getHandle(c.keeper.workflowId).describe()),
+      KEEPER_TASK_TIMEOUT_MS,
+    );
+  });
+});
+
+describe("a thread's only message, which took its turn without asking", () => {
+  const at = (seconds: number) => new Date(Date.UTC(2026, 11, 3, 12, 0, seconds));
+  const inbound = (messageId: string, seconds: number) => ({ messageId, timestamp: at(seconds), labels: ['received'] });
+  const sent = (messageId: string, seconds: number) => ({ messageId, timestamp: at(seconds), labels: ['sent'] });
+
+  test('is named by a later request only when it may have been alone: inbound, nothing sent, the next message after its window', () => {
+    assert.equal(mayHaveTakenItsTurnAlone([inbound('m2', 40), inbound('m1', 0)], 30_000), 'm1');
+    assert.equal(mayHaveTakenItsTurnAlone([inbound('m1', 0), inbound('m2', 30)], 30_000), 'm1', 'the window exactly');
+    // Inside its window the next one came: it was never alone past its window, so it asked the keeper
+    assert.equal(mayHaveTakenItsTurnAlone([inbound('m1', 0), inbound('m2', 29)], 30_000), null);
+    assert.equal(mayHaveTakenItsTurnAlone([inbound('m1', 0), inbound('m2', 1)], 0), 'm1');
+    // We replied in the thread: its first message was answered (a follow-up's draft sees that reply)
+    assert.equal(mayHaveTakenItsTurnAlone([inbound('m1', 0), sent('r', 5), inbound('m2', 40)], 0), null);
+    // A thread that starts with a message of ours, or has one message only
+    assert.equal(mayHaveTakenItsTurnAlone([sent('r', 0), inbound('m2', 40)], 0), null);
+    assert.equal(mayHaveTakenItsTurnAlone([inbound('m1', 0)], 0), null);
+  });
+
+  test('is taken by the keeper as the holder a request names, so the request waits behind it until it closes', async () => {
+    // Prepare: the thread's first message holds its turn without the keeper knowing
+    const c = conversation();
+    const [lone, asker] = [await standInRun(), await standInRun()];
+    const run = (r: WorkflowHandleWithFirstExecutionRunId) => ({
+      workflowId: r.workflowId,
+      runId: r.firstExecutionRunId,
+    });
+    try {
+      // Act: a later message asks, naming it
+      const answer = await ask(c, run(asker), 'second', { loneHolder: { ...run(lone), messageId: 'first' } });
+      // Assess: queued behind it; the first, if it asks now (say it had not yet), holds the turn
+      assert.deepEqual(answer, { kind: 'queued', behind: run(lone) });
+      assert.deepEqual(await ask(c, run(lone), 'first'), { kind: 'go', covers: ['first'] });
+      assert.deepEqual(
+        (await c.kept())?.waiting.map((w) => w.messageId),
+        ['second'],
+      );
+      // …and once it closes (without a word: it never knew the keeper), the turn goes on
+      await lone.terminate('a stand-in lone holder, closed');
+      await eventually(
+        async () => ((await c.kept())?.holder?.messageId === 'second' ? true : undefined),
+        'the later message to hold the turn',
+        30_000,
+      );
+    } finally {
+      await lone.terminate('stand-in').catch(() => undefined);
+      await asker.terminate('stand-in');
+    }
+  });
+
+  test('is not taken as the holder when the keeper knows it, or the asker found it closed; a malformed one is refused', async () => {
+    // Prepare
+    const c = conversation();
+    const [lone, asker, holder] = [await standInRun(), await standInRun(), await standInRun()];
+    const run = (r: WorkflowHandleWithFirstExecutionRunId) => ({
+      workflowId: r.workflowId,
+      runId: r.firstExecutionRunId,
+    });
+    const loneHolder = { ...run(lone), messageId: 'first' };
+    try {
+      // Act: the named run is one the asker found closed (asking again, saying so)
+      const free = await ask(c, run(asker), 'second', { loneHolder, closedHolderRunId: loneHolder.runId });
+      // …a thread with a holder the keeper knows keeps it
+      const d = conversation();
+      await ask(d, run(holder), 'held');
+      const behindKnown = await ask(d, run(asker), 'later', { loneHolder });
+      const refused = await ask(conversation(), run(asker), 'x', {
+        loneHolder: { workflowId: '', runId: 'r', messageId: 'm' },
+      }).catch((error: unknown) => error);
+      // Assess
+      assert.deepEqual(free, { kind: 'go', covers: ['second'] });
+      assert.deepEqual(behindKnown, { kind: 'queued', behind: run(holder) });
+      assert.ok(refused instanceof WorkflowUpdateFailedError, String(refused));
+    } finally {
+      for (const r of [lone, asker, holder]) await r.terminate('stand-in').catch(() => undefined);
+    }
   });
 });
 
@@ -192,7 +280,9 @@ describe('a holder that never says it is done does not wedge its thread', () => 
     const holder = await standInRun();
     const holderRun = { workflowId: holder.workflowId, runId: holder.firstExecutionRunId };
     assert.deepEqual(await ask(c, holderRun, 'stand-in-message'), { kind: 'go', covers: ['stand-in-message'] });
-    // Act: a customer writes; it must wait
+    // (the thread's earlier message at AgentMail: a thread's only message would not ask)
+    await c.write('Where is my order?', { deliver: false });
+    // Act: a customer writes again; it must wait
     const ref = await c.write('Hello?');
     const message = h.client.workflow.getHandle(inboundWorkflowId(ref));
     await eventually(
@@ -616,13 +706,12 @@ async function messageBehindKeeperOn(own: Harness, keeperQueue: string) {
     taskQueue: keeperQueue,
     args,
   });
-  const inbound = await own.sandbox.inbound({
-    inbox_id: inboxId,
-    thread_id: threadId,
-    from: `Ada <ada-${randomUUID().slice(0, 8)}@customer.example>`,
-    subject: 'My order',
-    text: 'Where is my order?',
-  });
+  const from = `Ada <ada-${randomUUID().slice(0, 8)}@customer.example>`;
+  const message = { inbox_id: inboxId, thread_id: threadId, from, subject: 'My order' };
+  // An earlier message of the thread, answered long ago (no run of it is open): a thread's only
+  // message takes its turn without asking, and these tests are about asking.
+  await own.sandbox.inbound({ ...message, text: 'Hello', deliver: false });
+  const inbound = await own.sandbox.inbound({ ...message, text: 'Where is my order?' });
   const ref = { inboxId, messageId: inbound.message.message_id };
   return { inboxId, ref, keeper, keeperRun, message: own.client.workflow.getHandle(inboundWorkflowId(ref)) };
 }

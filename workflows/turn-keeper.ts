@@ -13,6 +13,7 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import {
+  KEEPER_ADOPTS_LONE_HOLDER_PATCH,
   KEEPER_LEAN_PATCH,
   KEEPER_RETELLS_PATCH,
   KEEPER_RUNS_OF_150_PATCH,
@@ -147,6 +148,7 @@ export async function turnKeeperWorkflow(input: TurnKeeperInput): Promise<void> 
       const known = knownAnswer(state, request);
       if (known !== null) return known;
       forgetEarlierRun(thread, request);
+      adoptLoneHolder(state, thread, request);
       if (
         thread.holder === null &&
         thread.waiting.length === 0 &&
@@ -201,6 +203,7 @@ export async function turnKeeperWorkflow(input: TurnKeeperInput): Promise<void> 
     }
     const thread = threadOf(request);
     forgetEarlierRun(thread, request);
+    adoptLoneHolder(state, thread, request);
     enqueue(thread, request);
     markSignalled(thread, request.runId);
     changed();
@@ -305,6 +308,34 @@ function forgetEarlierRun(thread: ThreadTurns, request: ThreadTurnRequest): void
   if (thread.holder?.workflowId === request.workflowId) thread.holder = null;
   for (const w of thread.waiting) if (w.workflowId === request.workflowId) unmarkSignalled(thread, w.runId);
   thread.waiting = thread.waiting.filter((w) => w.workflowId !== request.workflowId);
+}
+
+/**
+ * A thread whose turn looks free may have a holder after all: its first message, as the thread's
+ * only one, took its turn without asking (activities/turns/take-turn.ts). A request names that run
+ * while it is open (`loneHolder`); unless the keeper knows it (waiting, or answered), it becomes the
+ * holder and this request waits behind it. It is told that someone waits and looked at now and then,
+ * as any holder is (enqueue, checkHolders), so a run that closed meanwhile holds the turn a moment
+ * at most. Requests of builds before this one name none.
+ */
+function adoptLoneHolder(state: TurnKeeperState, thread: ThreadTurns, request: ThreadTurnRequest): void {
+  const lone = request.loneHolder;
+  if (thread.holder !== null || lone === undefined) return;
+  if (
+    lone.runId === request.closedHolderRunId ||
+    lone.workflowId === request.workflowId ||
+    state.answered[lone.runId] !== undefined ||
+    thread.waiting.some((w) => w.workflowId === lone.workflowId)
+  )
+    return;
+  if (!patched(KEEPER_ADOPTS_LONE_HOLDER_PATCH)) return;
+  thread.holder = {
+    workflowId: lone.workflowId,
+    runId: lone.runId,
+    messageId: lone.messageId,
+    covers: [lone.messageId],
+  };
+  thread.holderTold = false;
 }
 
 const runOf = (request: ThreadTurnRequest) => ({ workflowId: request.workflowId, runId: request.runId });
@@ -486,6 +517,18 @@ function validateRequest(request: ThreadTurnRequest): void {
     )
   )
     throw new Error(`a turn request names at most ${NEWER_LISTED} newer messages, by id`);
+  const lone = request.loneHolder;
+  if (
+    lone !== undefined &&
+    !(
+      typeof lone === 'object' &&
+      lone !== null &&
+      [lone.workflowId, lone.runId, lone.messageId].every(
+        (s) => typeof s === 'string' && s.length > 0 && s.length <= 1_000,
+      )
+    )
+  )
+    throw new Error('a turn request names its lone holder by workflow, run and message');
 }
 
 function historyIsLong(): boolean {

@@ -18,7 +18,7 @@ import {
 } from '../../contract';
 import { fetchMessage, fetchThread } from '../agentmail/reads';
 import { failpoint } from '../../lib/failpoints';
-import { threadTurnKeeper, threadWorkflowId } from '../../lib/hashing';
+import { inboundWorkflowId, threadTurnKeeper, threadWorkflowId } from '../../lib/hashing';
 import { releaseTurn, requestTurn, type TurnDeps, type TurnInput } from './request-turn';
 
 export interface TakeTurnResult extends TurnKeeperRef {
@@ -39,6 +39,13 @@ export interface TakeTurnResult extends TurnKeeperRef {
  * this message asks it instead, as those builds did, so a thread is never answered by two keepers
  * at once. Once no older build's run is open, the per-thread keepers end within the hour, and this
  * look finds none.
+ *
+ * A thread's only message, past its burst window (most threads, with REPLY_COALESCE_MS=0 or in a
+ * catch-up of older mail), does not ask at all: nobody can hold the thread's turn or wait for it,
+ * and no burst is to be answered with it, so the turn is its own. The keeper never hears of it; a
+ * later message of the thread names that first message's run while it is open (`loneHolder`), and
+ * the keeper takes it as the holder it did not know of, tells it that someone waits, and looks now
+ * and then whether it closed, as for any holder.
  */
 export async function takeTurn(deps: TurnDeps, input: TurnInput): Promise<TakeTurnResult> {
   const client = Context.current().client;
@@ -59,7 +66,14 @@ export async function takeTurn(deps: TurnDeps, input: TurnInput): Promise<TakeTu
   // came after it (and after our last reply) will ask too, so the keeper waits for them.
   const message =
     thread.messages.find((m) => m.messageId === input.messageId) ?? (await fetchMessage(deps.agentmail, input));
+  const keeper = { keeperWorkflowId: workflowId, threadKey };
+  const alone = thread.messages.length === 1 && thread.messages[0]!.messageId === input.messageId;
+  if (alone && message.timestamp.getTime() + deps.config.REPLY_COALESCE_MS <= Date.now()) {
+    return { ...keeper, answer: { kind: 'go', covers: [input.messageId] } };
+  }
   const newer = newerUnanswered(thread.messages, message);
+  const first = mayHaveTakenItsTurnAlone(thread.messages, deps.config.REPLY_COALESCE_MS);
+  const loneHolder = first !== null && first !== input.messageId ? await openRun(input.inboxId, first) : null;
   const request: ThreadTurnRequest = {
     threadKey,
     inboxId: input.inboxId,
@@ -70,10 +84,10 @@ export async function takeTurn(deps: TurnDeps, input: TurnInput): Promise<TakeTu
     timestampMs: message.timestamp.getTime(),
     coalesceMs: deps.config.REPLY_COALESCE_MS,
     ...(newer.length > 0 ? { newer } : {}),
+    ...(loneHolder !== null ? { loneHolder } : {}),
   };
   const args: [TurnKeeperInput] = [{ index }];
   const taskQueue = turnKeeperTaskQueue(Context.current().info.taskQueue);
-  const keeper = { keeperWorkflowId: workflowId, threadKey };
   // Queued without waiting for an answer: the turn comes by signal.
   const queue = async (req: ThreadTurnRequest): Promise<TakeTurnResult> => {
     await client.workflow.signalWithStart(TURN_KEEPER_WORKFLOW, {
@@ -139,6 +153,14 @@ export async function takeTurn(deps: TurnDeps, input: TurnInput): Promise<TakeTu
 
 type ThreadMessage = Pick<AgentMail.Message, 'messageId' | 'timestamp' | 'labels'>;
 
+const at = (m: ThreadMessage) => m.timestamp.getTime();
+/** Whether `a` comes after `b` in the thread's order (the keeper's): by timestamp, then id. */
+const after = (a: ThreadMessage, b: ThreadMessage) => at(a) > at(b) || (at(a) === at(b) && a.messageId > b.messageId);
+const byThreadOrder = (a: ThreadMessage, b: ThreadMessage) => at(a) - at(b) || (a.messageId < b.messageId ? -1 : 1);
+/** When we last replied in the thread (our replies carry the `sent` label); -Infinity before any. */
+const lastReplyAt = (messages: readonly ThreadMessage[]) =>
+  Math.max(-Infinity, ...messages.filter((m) => m.labels.includes('sent')).map(at));
+
 /**
  * The inbound messages of a thread that came after `message` and after our last reply in it, oldest
  * first, at most NEWER_LISTED (the newest): the rest of a burst whose own turn requests may not have
@@ -146,14 +168,40 @@ type ThreadMessage = Pick<AgentMail.Message, 'messageId' | 'timestamp' | 'labels
  * timestamp, then id.
  */
 export function newerUnanswered(messages: readonly ThreadMessage[], message: ThreadMessage): string[] {
-  const at = (m: ThreadMessage) => m.timestamp.getTime();
-  const after = (a: ThreadMessage, b: ThreadMessage) => at(a) > at(b) || (at(a) === at(b) && a.messageId > b.messageId);
-  const lastReply = Math.max(-Infinity, ...messages.filter((m) => m.labels.includes('sent')).map(at));
+  const lastReply = lastReplyAt(messages);
   return messages
     .filter((m) => !m.labels.includes('sent') && after(m, message) && at(m) > lastReply)
-    .sort((a, b) => at(a) - at(b) || (a.messageId < b.messageId ? -1 : 1))
+    .sort(byThreadOrder)
     .map((m) => m.messageId)
     .slice(-NEWER_LISTED);
+}
+
+/**
+ * The thread's first message, when it may have taken its turn as the thread's only message (see
+ * takeTurn): it is inbound, nothing has been sent in the thread, and the message after it came once
+ * its burst window had passed (it was alone when it looked only if it looked before the next one
+ * came). Null otherwise: a message that was never alone asked the keeper, which knows its run.
+ */
+export function mayHaveTakenItsTurnAlone(messages: readonly ThreadMessage[], coalesceMs: number): string | null {
+  if (messages.some((m) => m.labels.includes('sent'))) return null;
+  const [first, next] = [...messages].sort(byThreadOrder);
+  if (first === undefined || next === undefined) return null;
+  return at(first) + coalesceMs <= at(next) ? first.messageId : null;
+}
+
+/** The open run of this message's workflow (Temporal's describe), or null when it has none. */
+async function openRun(
+  inboxId: string,
+  messageId: string,
+): Promise<NonNullable<ThreadTurnRequest['loneHolder']> | null> {
+  const workflowId = inboundWorkflowId({ inboxId, messageId });
+  try {
+    const described = await Context.current().client.workflow.getHandle(workflowId).describe();
+    return described.status.name === 'RUNNING' ? { workflowId, runId: described.runId, messageId } : null;
+  } catch (error) {
+    if (error instanceof WorkflowNotFoundError) return null;
+    throw error;
+  }
 }
 
 /**
