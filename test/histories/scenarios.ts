@@ -225,6 +225,23 @@ export const SCENARIOS: Scenario[] = [
       return { ...(await ended(h, burst[2]!)), thread };
     },
   },
+  {
+    // A thread's only message takes its turn without asking; a follow-up written while its reply
+    // awaits approval names it, and the keeper takes it as the holder (keeper-adopts-lone-holder),
+    // tells it that someone waits, and hands the follow-up its turn once it is done.
+    name: 'thread-turns-lone-holder',
+    harness: approval,
+    run: async ({ h, mail }) => {
+      const { thread, from } = newConversation();
+      const first = await mail({ inbox: APPROVAL_INBOX, thread, from });
+      const firstHandle = await waitForStatus(h, first, 'awaiting_approval', 60_000);
+      const second = await mail({ inbox: APPROVAL_INBOX, thread, from });
+      await waitForStatus(h, second, 'waiting_turn', 60_000);
+      await sendVerdict(firstHandle, 'approve');
+      await sendVerdict(await waitForStatus(h, second, 'awaiting_approval', 60_000), 'approve');
+      return { ...(await ended(h, second)), thread };
+    },
+  },
   // Failed, one per step whose final failure ends the run.
   {
     name: 'failed-message-not-found',
