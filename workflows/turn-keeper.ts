@@ -44,14 +44,16 @@ import { tell } from './thread';
  * one at a time, in the order of the messages' timestamps, like the per-thread keeper before it
  * (workflows/thread.ts, kept for the runs of older builds).
  *
- * What it saves: most threads are one message long. A message whose thread is free (nobody holds
- * its turn, nobody waits, its burst window has passed) gets its turn as the *result* of the
- * `takeTurn` Update its local activity sends: two events here, sharing a workflow task with other
- * threads' requests, and nothing in the message's history but the local activity's marker. And the
- * holder gives its turn back only when someone waits behind it: the keeper tells it so (a
- * `turnWanted` signal), and only then does it signal `threadTurnDone`. So the keeper does not learn
- * when a lone thread's reply is done: it records the holder, and whether that run is still open
- * matters only when another message of the thread asks. That asker is told whom it waits behind and
+ * What it saves: most threads are one message long, and a thread's only message, past its burst
+ * window, does not ask at all (activities/turns/take-turn.ts): a later message of the thread names
+ * its run while it is open, and the keeper takes it as the holder then (adoptLoneHolder). A message
+ * of a longer thread whose turn is free (nobody holds it, nobody waits, its burst window has passed)
+ * gets its turn as the *result* of the `takeTurn` Update its local activity sends: two events
+ * here, sharing a workflow task with other threads' requests, and nothing in the message's history
+ * but the local activity's marker. And the holder gives its turn back only when someone waits
+ * behind it: the keeper tells it so (a `turnWanted` signal), and only then does it signal
+ * `threadTurnDone`. So the keeper does not learn when a holder's reply is done: it records the
+ * holder, and whether that run is still open matters only when another message of the thread asks. That asker is told whom it waits behind and
  * looks (activities/turns/take-turn.ts); the keeper looks too, now and then, for the holders someone
  * waits behind and for the threads it keeps (a sweep).
  *
