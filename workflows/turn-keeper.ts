@@ -53,9 +53,10 @@ import { tell } from './thread';
  * but the local activity's marker. And the holder gives its turn back only when someone waits
  * behind it: the keeper tells it so (a `turnWanted` signal), and only then does it signal
  * `threadTurnDone`. So the keeper does not learn when a holder's reply is done: it records the
- * holder, and whether that run is still open matters only when another message of the thread asks. That asker is told whom it waits behind and
- * looks (activities/turns/take-turn.ts); the keeper looks too, now and then, for the holders someone
- * waits behind and for the threads it keeps (a sweep).
+ * holder, and whether that run is still open matters only when another message of the thread asks.
+ * That asker is told whom it waits behind and looks (activities/turns/take-turn.ts); the keeper
+ * looks too, now and then, for the holders someone waits behind and for the threads it keeps (a
+ * sweep).
  *
  * A burst is answered once, as before: a message that must wait is queued, and when the thread's
  * turn is free and REPLY_COALESCE_MS has passed since the newest waiting message, the newest is
