@@ -402,16 +402,41 @@ describe('one ticket per thread', () => {
   });
 });
 
+/** Writes to the thread and waits until the message's reply awaits approval. */
+async function writeAwaitingApproval(
+  c: ReturnType<typeof conversation>,
+  text: string,
+  more: { timestamp?: string } = {},
+) {
+  const { ref } = await c.write(text, more);
+  const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
+  await eventually(
+    async () => (await statusOf(handle)) === 'awaiting_approval' || undefined,
+    'the first reply to await approval',
+  );
+  return { ref, handle };
+}
+
+/** Approves the waiting reply; then the follow-up's turn comes, its draft sees that reply, and it is approved too. */
+async function approveOneThenTheOther(first: WorkflowHandle, second: { ref: MessageRef; handle: WorkflowHandle }) {
+  await first.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', revision: 1, reviewer: 'grace' }] });
+  assert.equal(((await first.result()) as InboundMessageResult).status, 'sent');
+  await eventually(
+    async () => (await statusOf(second.handle)) === 'awaiting_approval' || undefined,
+    'the second reply to await approval',
+  );
+  assert.ok(
+    drafter.of(second.ref)[0]?.thread.some((m) => m.direction === 'outbound'),
+    'its draft saw the approved reply',
+  );
+  await second.handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', revision: 1, reviewer: 'grace' }] });
+}
+
 describe('approval and coalescing', () => {
   test('a message that arrives while the reply awaits approval waits for the verdict, then gets its own turn', async () => {
     // Prepare: the first reply waits for a person
     const c = conversation(approvalInbox);
-    const first = await c.write('Please refund me.');
-    const firstHandle = h.client.workflow.getHandle(inboundWorkflowId(first.ref));
-    await eventually(
-      async () => (await statusOf(firstHandle)) === 'awaiting_approval' || undefined,
-      'the first reply to await approval',
-    );
+    const first = await writeAwaitingApproval(c, 'Please refund me.');
     // Act: the customer writes again; the window passes
     const second = await c.write('Any news?');
     const secondHandle = h.client.workflow.getHandle(inboundWorkflowId(second.ref));
@@ -420,17 +445,7 @@ describe('approval and coalescing', () => {
     assert.deepEqual(await replyStatus(secondHandle), ['waiting_turn']);
     assert.equal(drafter.of(second.ref).length, 0);
     assert.equal(drafter.of(first.ref).length, 1);
-    await firstHandle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', revision: 1, reviewer: 'grace' }] });
-    assert.equal((await firstHandle.result()).status, 'sent');
-    await eventually(
-      async () => (await statusOf(secondHandle)) === 'awaiting_approval' || undefined,
-      'the second reply to await approval',
-    );
-    assert.ok(
-      drafter.of(second.ref)[0]?.thread.some((m) => m.direction === 'outbound'),
-      'its draft saw the approved reply',
-    );
-    await secondHandle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', revision: 1, reviewer: 'grace' }] });
+    await approveOneThenTheOther(first.handle, { ref: second.ref, handle: secondHandle });
     const results = await assertCovered(h, c.inboxId, [first.ref, second.ref]);
     assert.deepEqual(
       [...results.values()].map((r) => r.status === 'sent' && r.covers.length),
@@ -443,17 +458,14 @@ describe("a thread's only message takes its turn without asking", () => {
   test('a follow-up written while it awaits approval still waits for the verdict: the keeper takes it as the holder', async () => {
     // Prepare: a message written a minute ago, alone in its thread: past its window, it asks nobody
     const c = conversation(approvalInbox);
-    const first = await c.write('Please refund me.', { timestamp: new Date(Date.now() - 60_000).toISOString() });
-    const firstHandle = h.client.workflow.getHandle(inboundWorkflowId(first.ref));
-    await eventually(
-      async () => (await statusOf(firstHandle)) === 'awaiting_approval' || undefined,
-      'the first reply to await approval',
-    );
+    const first = await writeAwaitingApproval(c, 'Please refund me.', {
+      timestamp: new Date(Date.now() - 60_000).toISOString(),
+    });
     const signals = async (handle: WorkflowHandle) =>
       ((await handle.fetchHistory()).events ?? []).flatMap(
         (e) => e.workflowExecutionSignaledEventAttributes?.signalName ?? [],
       );
-    assert.deepEqual(await signals(firstHandle), [], 'its turn came from nobody');
+    assert.deepEqual(await signals(first.handle), [], 'its turn came from nobody');
     // Act: the customer writes again; its window passes
     const second = await c.write('Any news?');
     const secondHandle = h.client.workflow.getHandle(inboundWorkflowId(second.ref));
@@ -462,20 +474,10 @@ describe("a thread's only message takes its turn without asking", () => {
     assert.deepEqual(await replyStatus(secondHandle), ['waiting_turn']);
     assert.equal(drafter.of(second.ref).length, 0);
     await eventually(
-      async () => ((await signals(firstHandle)).includes('turnWanted') ? true : undefined),
+      async () => ((await signals(first.handle)).includes('turnWanted') ? true : undefined),
       'the keeper to tell the first that someone waits',
     );
-    await firstHandle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', revision: 1, reviewer: 'grace' }] });
-    assert.equal((await firstHandle.result()).status, 'sent');
-    await eventually(
-      async () => (await statusOf(secondHandle)) === 'awaiting_approval' || undefined,
-      'the second reply to await approval',
-    );
-    assert.ok(
-      drafter.of(second.ref)[0]?.thread.some((m) => m.direction === 'outbound'),
-      'its draft saw the approved reply',
-    );
-    await secondHandle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', revision: 1, reviewer: 'grace' }] });
+    await approveOneThenTheOther(first.handle, { ref: second.ref, handle: secondHandle });
     const secondResult = (await secondHandle.result()) as InboundMessageResult;
     assert.equal(secondResult.status === 'sent' && secondResult.covers.join(), second.ref.messageId, 'its own reply');
     // One email each (the approval inbox is shared with the test above: its emails are left out)
