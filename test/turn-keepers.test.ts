@@ -244,7 +244,7 @@ describe("a thread's only message, which took its turn without asking", () => {
     }
   });
 
-  test('is not taken as the holder when the keeper knows it, or the asker found it closed; a malformed one is refused', async () => {
+  test('is not taken as the holder when the asker found it closed, or the keeper knows a holder; a malformed one is refused', async () => {
     // Prepare
     const c = conversation();
     const [lone, asker, holder] = [await standInRun(), await standInRun(), await standInRun()];
@@ -708,7 +708,7 @@ async function messageBehindKeeperOn(own: Harness, keeperQueue: string) {
   });
   const from = `Ada <ada-${randomUUID().slice(0, 8)}@customer.example>`;
   const message = { inbox_id: inboxId, thread_id: threadId, from, subject: 'My order' };
-  // An earlier message of the thread, answered long ago (no run of it is open): a thread's only
+  // An earlier message of the thread that no run answers (no webhook told us of it): a thread's only
   // message takes its turn without asking, and these tests are about asking.
   await own.sandbox.inbound({ ...message, text: 'Hello', deliver: false });
   const inbound = await own.sandbox.inbound({ ...message, text: 'Where is my order?' });
