@@ -189,19 +189,14 @@ export function mayHaveTakenItsTurnAlone(messages: readonly ThreadMessage[], coa
   return at(first) + coalesceMs <= at(next) ? first.messageId : null;
 }
 
-/** The open run of this message's workflow (Temporal's describe), or null when it has none. */
+/** The open run of this message's workflow, or null when it has none. */
 async function openRun(
   inboxId: string,
   messageId: string,
 ): Promise<NonNullable<ThreadTurnRequest['loneHolder']> | null> {
   const workflowId = inboundWorkflowId({ inboxId, messageId });
-  try {
-    const described = await Context.current().client.workflow.getHandle(workflowId).describe();
-    return described.status.name === 'RUNNING' ? { workflowId, runId: described.runId, messageId } : null;
-  } catch (error) {
-    if (error instanceof WorkflowNotFoundError) return null;
-    throw error;
-  }
+  const runId = await openRunId(workflowId);
+  return runId === null ? null : { workflowId, runId, messageId };
 }
 
 /**
@@ -225,33 +220,29 @@ export async function giveTurnBack(input: TurnHandBack): Promise<void> {
 
 /** Of these runs, which have closed (true) and which are still open (false), in order. */
 export async function closedRuns(input: { runs: { workflowId: string; runId: string }[] }): Promise<boolean[]> {
-  const client = Context.current().client;
   const results: boolean[] = [];
   // A sweep may ask about a few hundred runs: a handful at a time, so the server is not flooded.
   const AT_ONCE = 16;
   for (let i = 0; i < input.runs.length; i += AT_ONCE) {
     const slice = input.runs.slice(i, i + AT_ONCE);
     results.push(
-      ...(await Promise.all(
-        slice.map(async ({ workflowId, runId }) => {
-          try {
-            return (await client.workflow.getHandle(workflowId, runId).describe()).status.name !== 'RUNNING';
-          } catch (error) {
-            if (error instanceof WorkflowNotFoundError) return true;
-            throw error;
-          }
-        }),
-      )),
+      ...(await Promise.all(slice.map(async ({ workflowId, runId }) => (await openRunId(workflowId, runId)) === null))),
     );
   }
   return results;
 }
 
 async function isRunning(workflowId: string): Promise<boolean> {
+  return (await openRunId(workflowId)) !== null;
+}
+
+/** The run's id while it is open (Temporal's describe; the latest run without `runId`), else null. */
+async function openRunId(workflowId: string, runId?: string): Promise<string | null> {
   try {
-    return (await Context.current().client.workflow.getHandle(workflowId).describe()).status.name === 'RUNNING';
+    const described = await Context.current().client.workflow.getHandle(workflowId, runId).describe();
+    return described.status.name === 'RUNNING' ? described.runId : null;
   } catch (error) {
-    if (error instanceof WorkflowNotFoundError) return false;
+    if (error instanceof WorkflowNotFoundError) return null;
     throw error;
   }
 }
