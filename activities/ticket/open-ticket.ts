@@ -3,6 +3,7 @@ import type { AgentMailClient } from 'agentmail';
 import { type MessageRef, OperationKind, type OperationReport } from '../../contract';
 import { fetchMessage } from '../agentmail/reads';
 import { runOperation } from '../operation-store/run-operation';
+import * as metrics from '../../lib/metrics';
 import type { OperationStore } from '../operation-store/store';
 import type { TicketProvider } from './ticket-provider';
 import type { ActivityConfig } from '../../lib/config';
@@ -159,25 +160,28 @@ export function noteWithDraft(note: string, draft: StoredDraft): string {
   return lines.join('\n');
 }
 
-/** The thread's ticket, opened once whichever message of the thread gets here first. */
+/**
+ * The thread's ticket, opened once whichever message of the thread gets here first: under its own
+ * operation key, or, for a provider keyed in the store (Postgres), by the provider's own upsert on
+ * that key.
+ */
 async function threadTicket(deps: TicketDeps, input: TicketInput, subject: string) {
+  const ticket = {
+    externalId: input.threadKey,
+    inboxId: input.inboxId,
+    messageId: input.messageId,
+    threadId: input.threadId,
+    subject,
+    note: 'A conversation with the support agent.',
+  };
+  const signal = Context.current().cancellationSignal;
+  if (deps.tickets.keyedInStore) return deps.tickets.create(ticket, { resumed: true, signal });
   const request = { inboxId: input.inboxId, threadId: input.threadId, provider: deps.tickets.name };
   const opened = await runOperation<{ ticketId: string }>(
     deps.store,
     { key: input.threadKey, kind: OperationKind.threadTicket, request, leaseMs: deps.config.OPERATION_LEASE_MS },
-    (attempt) =>
-      deps.tickets.create(
-        {
-          externalId: input.threadKey,
-          inboxId: input.inboxId,
-          messageId: input.messageId,
-          threadId: input.threadId,
-          subject,
-          note: 'A conversation with the support agent.',
-        },
-        // A resumed attempt may follow one that created the ticket: the provider looks before creating.
-        { resumed: attempt.resumed, signal: Context.current().cancellationSignal },
-      ),
+    // A resumed attempt may follow one that created the ticket: the provider looks before creating.
+    (attempt) => deps.tickets.create(ticket, { resumed: attempt.resumed, signal }),
   );
   return opened.result;
 }
@@ -233,6 +237,23 @@ async function addComment(
     body: string;
   },
 ): Promise<{ commentId: string; operation: OperationReport }> {
+  const comment = {
+    externalId: spec.key,
+    ticketId: spec.ticketId,
+    kind: spec.comment,
+    messageId: spec.messageId,
+    public: spec.comment === 'reply',
+    body: spec.body,
+    reopen: false,
+  };
+  const signal = Context.current().cancellationSignal;
+  if (deps.tickets.keyedInStore) {
+    // The comment's row is its record: added now, or there from an earlier attempt (a replay).
+    const { commentId, added } = await deps.tickets.addComment(comment, { resumed: true, signal });
+    const state = added === false ? 'replayed' : 'executed';
+    metrics.operations.inc({ kind: spec.kind, status: state });
+    return { commentId, operation: { key: spec.key, kind: spec.kind, state } };
+  }
   const outcome = await runOperation<{ commentId: string }>(
     deps.store,
     {
@@ -246,19 +267,7 @@ async function addComment(
       },
       leaseMs: deps.config.OPERATION_LEASE_MS,
     },
-    (attempt) =>
-      deps.tickets.addComment(
-        {
-          externalId: spec.key,
-          ticketId: spec.ticketId,
-          kind: spec.comment,
-          messageId: spec.messageId,
-          public: spec.comment === 'reply',
-          body: spec.body,
-          reopen: false,
-        },
-        { resumed: attempt.resumed, signal: Context.current().cancellationSignal },
-      ),
+    (attempt) => deps.tickets.addComment(comment, { resumed: attempt.resumed, signal }),
   );
   return { commentId: outcome.result.commentId, operation: outcome.operation };
 }

@@ -5,6 +5,8 @@ import type { CommentRequest, TicketProvider, TicketRequest } from './ticket-pro
 /** The default provider: tickets in the project's own Postgres, keyed by the operation key. */
 export class PostgresTickets implements TicketProvider {
   readonly name = 'postgres';
+  /** Each create and comment is one upsert on its key, beside the operation store (ticket-provider.ts). */
+  readonly keyedInStore = true;
 
   constructor(private readonly db: Db) {}
 
@@ -35,16 +37,18 @@ export class PostgresTickets implements TicketProvider {
    * ticket a person closed, in the same transaction, so a ticket is never left closed under a
    * question nobody saw.
    */
-  async addComment(request: CommentRequest): Promise<{ commentId: string }> {
-    await this.db.query(
+  async addComment(request: CommentRequest): Promise<{ commentId: string; added: boolean }> {
+    const done = await this.db.query<{ added: boolean }>(
       `WITH added AS (
          INSERT INTO ticket_comments (comment_key, ticket_id, kind, public, message_id, note)
          VALUES ($1, $2, $3, $4, $5, $6)
          ON CONFLICT (comment_key) DO NOTHING
          RETURNING ticket_id
+       ), reopened AS (
+         UPDATE tickets SET status = 'open'
+          WHERE $7 AND status <> 'open' AND ticket_id IN (SELECT ticket_id FROM added)
        )
-       UPDATE tickets SET status = 'open'
-        WHERE $7 AND status <> 'open' AND ticket_id IN (SELECT ticket_id FROM added)`,
+       SELECT EXISTS (SELECT 1 FROM added) AS added`,
       [
         request.externalId,
         request.ticketId,
@@ -57,6 +61,6 @@ export class PostgresTickets implements TicketProvider {
         request.reopen,
       ],
     );
-    return { commentId: `C-${sha256Hex(request.externalId).slice(0, 12)}` };
+    return { commentId: `C-${sha256Hex(request.externalId).slice(0, 12)}`, added: done.rows[0]!.added };
   }
 }

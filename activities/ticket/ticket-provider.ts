@@ -47,6 +47,16 @@ export interface CommentRequest {
 
 export interface TicketProvider {
   readonly name: string;
+  /**
+   * True when `create` and `addComment` are exactly-once by themselves, in the operation store's own
+   * database: each is one statement keyed by `externalId` (the operation key), so a retry, a
+   * concurrent attempt or a crash at any point can neither repeat the effect nor lose its record.
+   * The thread's ticket and the comments of such a provider then need no operation row of their
+   * own (its claim and completion would be two more round trips a step, guarding nothing); a help
+   * desk across the network keeps them (activities/ticket/open-ticket.ts).
+   */
+  readonly keyedInStore?: boolean;
   create(request: TicketRequest, attempt: TicketAttempt): Promise<{ ticketId: string }>;
-  addComment(request: CommentRequest, attempt: TicketAttempt): Promise<{ commentId: string }>;
+  /** `added`: false when the comment was there already (a retry's); providers that cannot tell omit it. */
+  addComment(request: CommentRequest, attempt: TicketAttempt): Promise<{ commentId: string; added?: boolean }>;
 }
