@@ -27,6 +27,8 @@ import {
 } from '../contract';
 import { Worker } from '@temporalio/worker';
 import { closedRuns, mayHaveTakenItsTurnAlone, newerUnanswered } from '../activities/turns/take-turn';
+import { fetchMessageInThread, recentThread } from '../activities/agentmail/reads';
+import { createAgentMailClient } from '../lib/agentmail';
 import { connectTemporalWorker } from '../lib/temporal-connection';
 import { promoteWhenPolling, workerBuildId } from '../worker/deployment';
 import { testEnv } from './support/env';
@@ -156,13 +158,22 @@ async function keptOrNone(c: ReturnType<typeof conversation>) {
 
 describe('a thread of one message is cheap', () => {
   test("a thread's only message takes its turn without asking: no signal, no waiting_turn, nothing at the keeper", async () => {
-    // Prepare
+    // Prepare: count this inbox's reads at AgentMail (rules that delay by 0 ms only count)
     const c = conversation();
+    await h.sandbox.setFaults([
+      { match: { method: 'GET', path: `/v0/inboxes/${c.inboxId}/messages/` }, action: 'delay', ms: 0 },
+      { match: { method: 'GET', path: `/v0/inboxes/${c.inboxId}/threads/` }, action: 'delay', ms: 0 },
+    ]);
     // Act
     const ref = await c.write('Where is my order?');
     const result = await h.workflowResult(ref, 30_000);
+    const [messageReads, threadReads] = (await h.sandbox.faults()).map((rule) => rule.hits);
+    await h.sandbox.clearFaults();
     // Assess
     assert.equal(result.status, 'sent');
+    // The decision read the message through its thread (the ingress's ThreadId), the turn took that
+    // read, and the draft read the thread again (it must see what came since)
+    assert.deepEqual({ messageReads, threadReads }, { messageReads: 0, threadReads: 2 });
     const history = await historyOf(ref);
     assert.deepEqual(history.signals, [], 'no signal');
     // 28 events before conversations; three more: the turn's local activity marker, and the patch's
@@ -170,6 +181,59 @@ describe('a thread of one message is cheap', () => {
     assert.ok(history.length <= 31, `${history.length} events: ${history.types.join(' ')}`);
     // The keeper never heard of the thread: nobody asked
     assert.equal(await keptOrNone(c), null);
+  });
+
+  test("the thread the ingress names is a hint: a wrong one costs the decision a read, not the message's own thread", async () => {
+    // Prepare: two threads; the messages are at AgentMail, nothing answers them
+    const [c, other] = [conversation(), conversation()];
+    const ref = await c.write('Where is my order?', { deliver: false });
+    await other.write('Something else', { deliver: false });
+    // Act / Assess: the message through its own thread, through another one, through none there is;
+    // each with a client of its own, which has no read kept from an earlier one
+    for (const hint of [c.threadId, other.threadId, randomUUID(), undefined]) {
+      const agentmail = createAgentMailClient({ apiKey: h.apiKey, baseUrl: h.sandboxUrl, timeoutSeconds: 5 });
+      const message = await fetchMessageInThread(agentmail, ref, hint);
+      assert.equal(message.messageId, ref.messageId, `hint ${hint}`);
+      assert.equal(message.threadId, c.threadId, `hint ${hint}`);
+    }
+  });
+
+  test("the turn takes the decision's read of the thread only when it holds the message: a later one's turn reads again", async () => {
+    // Prepare: count this inbox's thread reads; a client of our own, with nothing kept
+    const c = conversation();
+    await h.sandbox.setFaults({
+      match: { method: 'GET', path: `/v0/inboxes/${c.inboxId}/threads/` },
+      action: 'delay',
+      ms: 0,
+    });
+    const agentmail = createAgentMailClient({ apiKey: h.apiKey, baseUrl: h.sandboxUrl, timeoutSeconds: 5 });
+    const threadReads = async () => (await h.sandbox.faults())[0]!.hits;
+    try {
+      // Act: the first message's decision reads it through the thread, and its turn takes that read
+      const first = await c.write('Where is my order?', { deliver: false });
+      await fetchMessageInThread(agentmail, first, c.threadId);
+      const forFirst = await recentThread(agentmail, { ...first, threadId: c.threadId }, 60_000);
+      assert.equal(await threadReads(), 1, 'one read for the decision and the turn');
+      assert.deepEqual(
+        forFirst.thread.messages.map((m) => m.messageId),
+        [first.messageId],
+      );
+      // A second message of the thread whose decision did not read the thread (its message was kept)
+      const second = await c.write('Also, the address?', { deliver: false });
+      const forSecond = await recentThread(agentmail, { ...second, threadId: c.threadId }, 60_000);
+      // Assess: the kept read came before the second message, so its turn read the thread again
+      assert.equal(await threadReads(), 2);
+      assert.deepEqual(
+        forSecond.thread.messages.map((m) => m.messageId),
+        [first.messageId, second.messageId],
+      );
+      assert.ok(forSecond.readAt >= forFirst.readAt);
+      // …and a read older than the turn accepts is not taken either
+      await recentThread(agentmail, { ...second, threadId: c.threadId }, -1);
+      assert.equal(await threadReads(), 3);
+    } finally {
+      await h.sandbox.clearFaults();
+    }
   });
 
   test('a follow-up after that reply asks the keeper and takes its turn at once, also without a signal', async () => {

@@ -194,10 +194,19 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
         { key: SearchAttributes.MessageId, value: ref.messageId },
       ]);
     }
+    // The thread the ingress was told of lets the decision read the message through its thread, a
+    // read the turn then takes too (a hint: the decision's threadId is the message's own). Only the
+    // local activity's input changes with it, which a replay does not compare.
+    const threadHint = started.get(SearchAttributes.ThreadId);
     const decision = await operations.run(
       keys.decision,
       'decision',
-      local.decideReply({ ...ref, key: keys.decision, budgetKey: keys.versions[1].reply }),
+      local.decideReply({
+        ...ref,
+        key: keys.decision,
+        budgetKey: keys.versions[1].reply,
+        ...(threadHint !== undefined ? { threadHint } : {}),
+      }),
       (d) => (d.reply ? 'reply owed' : `skip: ${d.reason}`),
     );
     reserved = decision.reply;

@@ -1,9 +1,9 @@
 import { Context, log } from '@temporalio/activity';
-import type { AgentMailClient } from 'agentmail';
+import type { AgentMail, AgentMailClient } from 'agentmail';
 import type { Db } from '../../lib/db';
 import { type MessageRef, OperationKind, type OperationReport, replyKey } from '../../contract';
 import * as metrics from '../../lib/metrics';
-import { fetchMessage } from '../agentmail/reads';
+import { fetchMessageInThread } from '../agentmail/reads';
 import { runOperation } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
 import type { OwnAddresses } from './own-addresses';
@@ -55,6 +55,12 @@ export interface DecideInput extends MessageRef {
   key: string;
   /** The key the message's budget reservation is kept under (its first reply key). */
   budgetKey: string;
+  /**
+   * The message's thread as the ingress was told (the run's `ThreadId`), when it was: the message is
+   * then read through its thread, a read the turn takes too (agentmail/reads.ts). A hint only: the
+   * decision's `threadId` is the message's own.
+   */
+  threadHint?: string;
 }
 
 /** A decision as stored: which run made it, so a new run knows it is not its own. */
@@ -84,7 +90,7 @@ export async function decideReply(
       leaseMs: deps.config.OPERATION_LEASE_MS,
     },
     async () => {
-      const message = await fetchMessage(deps.agentmail, ref);
+      const message = await fetchMessageInThread(deps.agentmail, ref, ref.threadHint);
       const reason = await whyNotAnswer(deps, ref, message);
       const approvalRequired =
         deps.config.APPROVAL_REQUIRED_INBOXES.includes('*') ||
@@ -142,7 +148,7 @@ async function reopenForNewRun(deps: DecideDeps, ref: DecideInput, runId: string
 async function whyNotAnswer(
   deps: DecideDeps,
   ref: DecideInput,
-  message: Awaited<ReturnType<typeof fetchMessage>>,
+  message: AgentMail.Message,
 ): Promise<SkipReason | null> {
   if (deps.config.REPLYONCE_INBOXES.length > 0 && !deps.config.REPLYONCE_INBOXES.includes(ref.inboxId.toLowerCase()))
     return 'inbox-not-allowed';

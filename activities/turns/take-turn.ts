@@ -16,10 +16,16 @@ import {
   type TurnHandBack,
   type TurnKeeperRef,
 } from '../../contract';
-import { fetchMessage, fetchThread } from '../agentmail/reads';
+import { fetchMessage, recentThread } from '../agentmail/reads';
 import { failpoint } from '../../lib/failpoints';
 import { inboundWorkflowId, threadTurnKeeper, threadWorkflowId } from '../../lib/hashing';
 import { releaseTurn, requestTurn, type TurnDeps, type TurnInput } from './request-turn';
+
+/**
+ * How old a read of the thread the turn takes: the decision's, read in the same workflow task (a
+ * local activity just before), is milliseconds old unless the worker is far behind.
+ */
+const THREAD_READ_MAX_AGE_MS = 2_000;
 
 export interface TakeTurnResult extends TurnKeeperRef {
   answer: TakeTurnAnswer;
@@ -49,7 +55,12 @@ export interface TakeTurnResult extends TurnKeeperRef {
  */
 export async function takeTurn(deps: TurnDeps, input: TurnInput): Promise<TakeTurnResult> {
   const client = Context.current().client;
-  const thread = await fetchThread(deps.agentmail, input.inboxId, input.threadId);
+  // Usually the decision's read of the thread, moments ago in this workflow task (agentmail/reads.ts).
+  // Whether the message is alone is judged as of that read (`readAt`), not of now: a message that
+  // came after the read came after this one's window too, so it names this run as the thread's lone
+  // holder (mayHaveTakenItsTurnAlone). Judged against now, one that came in between, inside the
+  // window, would neither be seen here nor name this run.
+  const { thread, readAt } = await recentThread(deps.agentmail, input, THREAD_READ_MAX_AGE_MS);
   // Only a thread with other messages can have a keeper of its own from an older build: a thread's
   // first message (most threads are one message long) needs no look.
   const older = threadWorkflowId(input.inboxId, input.threadId);
@@ -68,7 +79,7 @@ export async function takeTurn(deps: TurnDeps, input: TurnInput): Promise<TakeTu
     thread.messages.find((m) => m.messageId === input.messageId) ?? (await fetchMessage(deps.agentmail, input));
   const keeper = { keeperWorkflowId: workflowId, threadKey };
   const alone = thread.messages.length === 1 && thread.messages[0]!.messageId === input.messageId;
-  if (alone && message.timestamp.getTime() + deps.config.REPLY_COALESCE_MS <= Date.now()) {
+  if (alone && message.timestamp.getTime() + deps.config.REPLY_COALESCE_MS <= readAt) {
     return { ...keeper, answer: { kind: 'go', covers: [input.messageId] } };
   }
   const newer = newerUnanswered(thread.messages, message);

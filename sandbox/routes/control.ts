@@ -61,10 +61,20 @@ export function controlRoutes(app: FastifyInstance, state: SandboxState): void {
     if (event_id !== undefined && webhooks.hasEvent(event_id))
       throw ApiError.conflict(`event ${event_id} already exists`, 'event_exists');
     mailbox.ensureInbox(fields.inbox_id);
+    const recipients = to ?? [fields.inbox_id];
     const message = mailbox.addMessage({
       ...fields,
-      to: to ?? [fields.inbox_id],
+      to: recipients,
       labels: labels ?? ['received', 'unread'],
+      // A received email always carries headers (RFC 5322 requires From and Date): the ones its
+      // fields imply, then those the test gives, which win.
+      headers: {
+        From: fields.from,
+        To: recipients.join(', '),
+        ...(fields.subject != null ? { Subject: fields.subject } : {}),
+        Date: new Date(fields.timestamp ?? state.clock.iso()).toUTCString(),
+        ...fields.headers,
+      },
     });
     const thread = summarizeThread(mailbox.threadMessages(message.inbox_id, message.thread_id).map((m) => m.value));
     const build = (id: string): MessageReceivedEventRaw => ({
