@@ -128,7 +128,12 @@ describe('a run a person stopped stays stopped (issue 18, point 1)', () => {
     // Prepare: a message whose run is held at its first AgentMail read, terminated there by a
     // person (a customer answered by hand), and whose intake row is pruned (7 days).
     const inboxId = h.newInbox();
-    await h.sandbox.setFaults({ match: { method: 'GET', path: '/messages/', count: 1 }, action: 'delay', ms: 4_000 });
+    // (The decision reads the message through its thread when the ingress named it, else by itself.)
+    await h.sandbox.setFaults({
+      match: { method: 'GET', path: /\/inboxes\/[^/]+\/(messages|threads)\//, count: 1 },
+      action: 'delay',
+      ms: 4_000,
+    });
     const inbound = await h.sandbox.inbound(mail(inboxId));
     const ref = { inboxId, messageId: inbound.message.message_id };
     const workflowId = inboundWorkflowId(ref);

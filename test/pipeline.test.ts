@@ -62,8 +62,8 @@ describe('one message, end to end', () => {
     assert.equal(result.status, 'sent');
     assert.equal(
       messageReads,
-      1,
-      'decide, draft, ticket and send share one read of the message (the worker caches it)',
+      0,
+      'decide, draft, ticket and send share one read of the message (the worker caches it), and that read is the thread’s (the ingress named the thread)',
     );
     const outbox = await h.sandbox.outbox({ inbox_id: inboxId });
     assert.equal(outbox.length, 1);
