@@ -183,7 +183,7 @@ describe('a thread of one message is cheap', () => {
     assert.equal(await keptOrNone(c), null);
   });
 
-  test("the thread the ingress names is a hint: a wrong one costs the decision a read, not the message's own thread", async () => {
+  test('the thread the ingress names is a hint: with a wrong one, or none, the decision still reads the message of its own thread', async () => {
     // Prepare: two threads; the messages are at AgentMail, nothing answers them
     const [c, other] = [conversation(), conversation()];
     const ref = await c.write('Where is my order?', { deliver: false });
