@@ -509,7 +509,7 @@ function parseEnv<S extends z.ZodType>(
   }
   throw new ConfigError(
     `The ${processName} cannot start: its configuration is invalid.\n${problems.join('\n')}\n` +
-      'Set these environment variables (see the configuration table in README.md) and start it again.',
+      'Set these environment variables (see docs/configuration.md) and start it again.',
   );
 }
 
