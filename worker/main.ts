@@ -15,7 +15,7 @@ import { promoteWhenPolling, versionLabel, workerBuildId } from './deployment';
 import { unansweredQuery } from './unanswered';
 import { ensureSchedules } from './schedules';
 import { lowerCpuPriority } from './cpu-priority';
-import { DEFAULT_METRICS_PORT, MetricsPortInUseError, startMetricsServer } from './metrics-server';
+import { DEFAULT_METRICS_PORT, MetricsPortInUseError, startMetricsServer } from '../lib/metrics-server';
 
 /** A start-up failure with a cause the operator can act on, said in one line. */
 class StartupError extends Error {
