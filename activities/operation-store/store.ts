@@ -244,8 +244,9 @@ export class OperationStore {
          FROM (SELECT $1::text AS wanted) w LEFT JOIN operations o ON o.operation_key = w.wanted`,
       [key, keyPrefixes(key)],
     );
+    // A LEFT JOIN: the row's columns are NULL when there is none.
     const { under_erased_prefix, ...row } = found.rows[0]!;
-    const present = row.operation_key === null ? undefined : (row as OperationRow);
+    const present: OperationRow | undefined = row.operation_key === null ? undefined : row;
     return { row: present, erased: under_erased_prefix || (present?.erased_at ?? null) !== null };
   }
 }
