@@ -10,11 +10,12 @@ import { OperationStore } from '../activities/operation-store/store';
 import type { DraftAnswer, Drafter, DraftRequest } from '../activities/draft/drafting/drafter';
 import { OfflineDrafter } from '../activities/draft/drafting/offline-drafter';
 import { IntakeStore } from '../intake/intake-store';
-import { INBOUND_MESSAGE_WORKFLOW, type MessageRef, operationKey, replyKey } from '../contract';
+import { INBOUND_MESSAGE_WORKFLOW, type MessageRef, operationKey, replyKey, reviewUpdate } from '../contract';
 import type { Db } from '../lib/db';
 import { inboundWorkflowId, requestHash } from '../lib/hashing';
 import { erase, erasureIdOf, tombstoneOperation, type ErasureOutcome } from '../privacy/erase';
 import { keyPrefixOf } from '../privacy/find-messages';
+import { waitingQuery } from '../desk/waiting';
 import { Harness } from './support/harness';
 import { waitForStatus } from './support/review';
 import { eventually } from './support/temporal';
@@ -174,6 +175,12 @@ describe('forget a customer: three threads in two inboxes', () => {
       tickets: Number((await db.query<{ n: string }>('SELECT count(*) AS n FROM tickets')).rows[0]!.n),
     };
     assert.ok((await whereInPostgres(db, [word, secret])).length > 0, 'their words are in Postgres before');
+    await eventually(async () => {
+      const listed: string[] = [];
+      for await (const info of h.client.workflow.list({ query: waitingQuery([approvalInbox, plainInbox]) }))
+        listed.push(info.workflowId);
+      return [waiting, held].every((m) => listed.includes(inboundWorkflowId(m.ref))) ? true : undefined;
+    }, 'the desk to list the two that wait for a person');
 
     // A dry run changes nothing.
     const dry = await forgetOverHttp({ address: spellings[0], dry_run: true });
@@ -221,6 +228,13 @@ describe('forget a customer: three threads in two inboxes', () => {
     // The run that waited for a verdict ended without a send.
     const waitingRun = await h.client.workflow.getHandle(inboundWorkflowId(waiting.ref)).describe();
     assert.equal(waitingRun.status.name, 'TERMINATED');
+    // The desk's queue (its own visibility query) shows nothing of theirs.
+    await eventually(async () => {
+      const listed: string[] = [];
+      for await (const info of h.client.workflow.list({ query: waitingQuery([approvalInbox, plainInbox]) }))
+        listed.push(info.workflowId);
+      return theirs.some((m) => listed.includes(inboundWorkflowId(m.ref))) ? undefined : true;
+    }, 'the desk to list none of their messages');
 
     // Then everything that could bring them back: retention has pruned the intake rows, the same
     // webhooks are redelivered, a catch-up lists the inboxes, each workflow is run again.
@@ -254,7 +268,7 @@ describe('forget a customer: three threads in two inboxes', () => {
         (error: unknown) => error,
       );
       assert.ok(failure instanceof WorkflowFailedError, `the rerun of ${m.ref.messageId} ends without an answer`);
-      assert.ok(failure.cause instanceof ApplicationFailure && failure.cause.type === 'Erased', String(failure.cause));
+      assert.ok(failureType(failure) === 'Erased', String(failure.cause));
     }
     // Give the redelivered webhooks time to land (they would have started runs by now).
     await eventually(
@@ -291,6 +305,74 @@ describe('forget a customer: three threads in two inboxes', () => {
     // A NEW message from them after the erasure is a new message: answered as usual.
     const later = await send(plainInbox, spellings[0]!, 'A new question', 'Hello again, a new question.');
     assert.equal((await h.workflowResult(later.ref)).status, 'sent');
+  });
+
+  test('a send under way when the erasure comes: the erasure waits for it, and the receipt says it went out before', async () => {
+    const inboxId = h.newInbox();
+    const address = `dan-${randomUUID().slice(0, 6)}@example.com`;
+    // AgentMail takes 3 s to accept this inbox's reply: the erasure arrives while it is on its way.
+    await h.sandbox.setFaults({ match: { method: 'POST', path: '/reply', count: 1 }, action: 'delay', ms: 3_000 });
+    try {
+      const inbound = await h.sandbox.inbound({
+        inbox_id: inboxId,
+        from: address,
+        subject: 'Slow send',
+        text: 'Under way',
+      });
+      const ref = { inboxId, messageId: inbound.message.message_id };
+      await eventually(async () => {
+        const row = await db.query(
+          'SELECT 1 FROM operations WHERE operation_key = $1 AND effect_started_at IS NOT NULL',
+          [replyKey(ref)],
+        );
+        return row.rowCount === 1 ? true : undefined;
+      }, 'the send to begin');
+      const outcome = await erase(erasureDeps(), { address, inboxes: [inboxId], requestedBy: 'test' });
+      assert.deepEqual(
+        outcome.receipt.sentBeforeErasure.map((s) => s.messageId),
+        [ref.messageId],
+      );
+      const sent = (await h.sandbox.outbox({ inbox_id: inboxId })).filter(
+        (e) => e.message.in_reply_to === ref.messageId,
+      );
+      assert.equal(sent.length, 1, 'the one email that was on its way, and no other');
+      const row = (
+        await db.query<{ status: string; result: unknown }>(
+          'SELECT status, result FROM operations WHERE operation_key = $1',
+          [replyKey(ref)],
+        )
+      ).rows[0];
+      assert.deepEqual(row, { status: 'complete', result: { erased: true } });
+    } finally {
+      await h.sandbox.clearFaults();
+    }
+  });
+
+  test('a verdict given after the erasure sends nothing: the first effect after it answers Erased', async () => {
+    const address = `erin-${randomUUID().slice(0, 6)}@example.com`;
+    const inbound = await h.sandbox.inbound({
+      inbox_id: approvalInbox,
+      from: address,
+      subject: 'Wait for me',
+      text: 'Pending words',
+    });
+    const ref = { inboxId: approvalInbox, messageId: inbound.message.message_id };
+    const handle = await waitForStatus(h, ref, 'awaiting_approval');
+    const before = (await h.sandbox.outbox({ inbox_id: approvalInbox })).length;
+    // No Temporal given: the run is not ended, as on a workflow that goes on waiting after an erasure.
+    const outcome = await erase(
+      { ...erasureDeps(), temporal: undefined },
+      { address, inboxes: [approvalInbox], requestedBy: 'test' },
+    );
+    assert.ok(outcome.receipt.notErased.some((n) => n.where === 'temporal'));
+    await handle.executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', revision: 1, reviewer: 'grace' }] });
+    const failure = await handle.result().then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    assert.ok(failure instanceof WorkflowFailedError, 'the run ends without a reply');
+    assert.ok(failureType(failure) === 'Erased', String(failure.cause));
+    assert.equal((await h.sandbox.outbox({ inbox_id: approvalInbox })).length, before, 'no email after the erasure');
   });
 
   test('--block holds their new mail for a person', async () => {
@@ -390,4 +472,11 @@ function canonical(value: unknown): string {
       ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => a.localeCompare(b)))
       : v,
   );
+}
+
+/** The type of the ApplicationFailure a workflow failed with, through an ActivityFailure when there is one. */
+function failureType(error: WorkflowFailedError): string | undefined {
+  for (let cause: unknown = error.cause; cause instanceof Error; cause = cause.cause)
+    if (cause instanceof ApplicationFailure) return cause.type ?? undefined;
+  return undefined;
 }
