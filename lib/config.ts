@@ -472,8 +472,8 @@ const replaySchema = z.object({ ...commonVars, ...agentmailVars, OPERATION_RETEN
 
 // Erasure (issue 36, `npm run forget`, privacy/): Postgres and AgentMail to find and erase a
 // customer's messages, Temporal to end open runs and check histories, and which help desk holds
-// the tickets (Postgres's are emptied; Zendesk's are listed for deletion there).
-const forgetSchema = z.object({ ...commonVars, ...agentmailVars, TICKET_PROVIDER: ticketVars.TICKET_PROVIDER });
+// the tickets (Postgres's are emptied; Zendesk's deleted with the ZENDESK_* settings, else listed).
+const forgetSchema = z.object({ ...commonVars, ...agentmailVars, ...ticketVars });
 export type ForgetConfig = z.infer<typeof forgetSchema> & WithTemporal;
 
 /** Every process that talks to Temporal gets the checked connection beside its variables. */

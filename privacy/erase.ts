@@ -43,8 +43,10 @@ export interface ErasureDeps {
   agentmail: AgentMailClient;
   /** Temporal, to end open runs and check histories; absent: both are listed as not done. */
   temporal?: Client | undefined;
-  /** Which help desk holds tickets: Postgres's are scrubbed here, Zendesk's listed for deletion. */
+  /** Which help desk holds tickets: Postgres's are emptied here; Zendesk's deleted through `zendesk`, else listed. */
   ticketProvider: 'postgres' | 'zendesk';
+  /** Zendesk's deletion (activities/ticket/zendesk-tickets.ts); absent: the tickets are listed for deletion by hand. */
+  zendesk?: { deleteTicket(ticketId: string): Promise<'deleted' | 'gone'> } | undefined;
   /** How long an effect under way (a send) is waited for before the run stops and asks to be run again. */
   inFlightWaitMs?: number | undefined;
 }
@@ -176,7 +178,7 @@ export async function erase(deps: ErasureDeps, request: EraseRequest): Promise<E
   });
 
   // 3. The content, store by store.
-  const tickets = await helpdeskTicketIds(deps.db, plan);
+  const tickets = await helpdeskTickets(deps.db, erasureId, plan);
   const operations = await eraseOperations(deps, plan);
   await effectsBeforeErasure(deps.db, plan, receipt);
   note({
@@ -196,14 +198,38 @@ export async function erase(deps: ErasureDeps, request: EraseRequest): Promise<E
       what: 'comments and notes on those tickets emptied',
       count: scrubbed.comments,
     });
-  } else if (tickets.length > 0) {
+  } else if (deps.zendesk && tickets.own.length > 0) {
+    const zendesk = deps.zendesk;
+    const failed: string[] = [];
+    let deleted = 0;
+    for (const id of tickets.own) {
+      const outcome = await zendesk.deleteTicket(id).catch(() => 'failed' as const);
+      if (outcome === 'deleted') deleted += 1;
+      if (outcome === 'failed') failed.push(id);
+    }
+    note({ where: 'zendesk', what: 'tickets of their threads deleted permanently', count: deleted });
+    if (failed.length > 0)
+      receipt.notErased.push({
+        where: 'zendesk',
+        what: `${failed.length} ticket(s) Zendesk did not delete`,
+        why: 'Zendesk refused or was unreachable; run the same erasure again',
+        ids: failed,
+      });
+  } else if (tickets.own.length > 0) {
     receipt.notErased.push({
       where: 'zendesk',
-      what: `${tickets.length} ticket(s) of their threads`,
-      why: 'delete them in Zendesk (DELETE /api/v2/tickets/{id}, then DELETE /api/v2/deleted_tickets/{id} to delete permanently); replyonce does not delete help-desk records itself',
-      ids: tickets,
+      what: `${tickets.own.length} ticket(s) of their threads`,
+      why: 'no Zendesk credentials were given: delete them in Zendesk (DELETE /api/v2/tickets/{id}, then DELETE /api/v2/deleted_tickets/{id})',
+      ids: tickets.own,
     });
   }
+  if (deps.ticketProvider === 'zendesk' && tickets.shared.length > 0)
+    receipt.notErased.push({
+      where: 'zendesk',
+      what: `${tickets.shared.length} ticket(s) of threads shared with other people`,
+      why: "not deleted whole: redact their comments in Zendesk (PUT /api/v2/comment_redactions/{comment id}) so the others' stay",
+      ids: tickets.shared,
+    });
   note({
     where: 'postgres:reply_reservations',
     what: "the reply budget's address hashes of their replies replaced by unlinkable ones",
@@ -355,19 +381,38 @@ async function withdrawUnstarted(db: Db, plan: ErasurePlan): Promise<number> {
   return rowCount ?? 0;
 }
 
-/** Zendesk ticket ids (or Postgres's) of their messages and threads, read before the results are erased. */
-async function helpdeskTicketIds(db: Db, plan: ErasurePlan): Promise<string[]> {
-  const keys = plan.threads.map((t) => threadTicketKey(t.inboxId, t.threadId));
-  const { rows } = await db.query<{ ticket_id: string | null }>(
-    `SELECT DISTINCT result->>'ticketId' AS ticket_id FROM operations o
-      WHERE result ? 'ticketId' AND (operation_key = ANY($1::text[])
-         OR EXISTS (SELECT 1 FROM unnest($2::text[]) p WHERE starts_with(o.operation_key, p)))`,
-    [keys, plan.messages.map((m) => m.keyPrefix)],
-  );
-  return rows
-    .map((r) => r.ticket_id)
-    .filter((id): id is string => Boolean(id))
-    .sort();
+/**
+ * The help-desk ticket ids of their threads (`own`: every message of the thread theirs or ours;
+ * `shared`: a thread with other people in it), read from the operation results before those are
+ * erased, and kept in the plan so a run after a crash still has them.
+ */
+async function helpdeskTickets(
+  db: Db,
+  erasureId: string,
+  plan: ErasurePlan,
+): Promise<{ own: string[]; shared: string[] }> {
+  if (plan.tickets) return plan.tickets;
+  const idsOf = async (threads: ErasurePlan['threads']) => {
+    const { rows } = await db.query<{ ticket_id: string | null }>(
+      `SELECT DISTINCT result->>'ticketId' AS ticket_id FROM operations
+        WHERE operation_key = ANY($1::text[]) AND erased_at IS NULL AND result ? 'ticketId'`,
+      [threads.map((t) => threadTicketKey(t.inboxId, t.threadId))],
+    );
+    return rows
+      .map((r) => r.ticket_id)
+      .filter((id): id is string => Boolean(id))
+      .sort();
+  };
+  const tickets = {
+    own: await idsOf(plan.threads.filter((t) => t.onlyTheirs)),
+    shared: await idsOf(plan.threads.filter((t) => !t.onlyTheirs)),
+  };
+  plan.tickets = tickets;
+  await db.query(`UPDATE erasures SET plan = jsonb_set(plan, '{tickets}', $2::jsonb) WHERE erasure_id = $1`, [
+    erasureId,
+    JSON.stringify(tickets),
+  ]);
+  return tickets;
 }
 
 /**

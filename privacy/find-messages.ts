@@ -36,6 +36,8 @@ export interface ErasurePlan {
   /** Our own replies to them (label `sent`, addressed to their mailbox). */
   ourReplies: Array<{ inboxId: string; messageId: string; threadId: string | null }>;
   threads: PlannedThread[];
+  /** The help desk's ticket ids of their threads, read before the operation results are erased (privacy/erase.ts). */
+  tickets?: { own: string[]; shared: string[] };
 }
 
 /** The operation keys' prefix of one message: `<inbox>/<message>/` as contract/keys.ts builds keys. */

@@ -10,7 +10,8 @@
 //   … --by "Ana Lima"   (who asked, on the receipt; default: $USER)    … --json (the receipt as JSON)
 //
 // Running the same erasure again prints its first receipt. Reads DATABASE_URL, AGENTMAIL_API_KEY,
-// AGENTMAIL_BASE_URL, TICKET_PROVIDER and Temporal's connection, like the worker.
+// AGENTMAIL_BASE_URL, TICKET_PROVIDER (with ZENDESK_* to delete Zendesk tickets) and Temporal's
+// connection, like the worker.
 import { userInfo } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Client } from '@temporalio/client';
@@ -18,6 +19,7 @@ import { createAgentMailClient } from '../lib/agentmail';
 import { loadForgetConfig } from '../lib/config';
 import { createDb } from '../lib/db';
 import { connectTemporalClient } from '../lib/temporal-connection';
+import { ZendeskTickets } from '../activities/ticket/zendesk-tickets';
 import { erase, type Receipt } from '../privacy/erase';
 import { runMain, SetupError } from './services/main';
 
@@ -54,6 +56,7 @@ async function main(): Promise<number> {
         agentmail: createAgentMailClient({ apiKey: settings.AGENTMAIL_API_KEY, baseUrl: settings.AGENTMAIL_BASE_URL }),
         temporal: new Client({ connection, namespace: settings.TEMPORAL_NAMESPACE }),
         ticketProvider: settings.TICKET_PROVIDER,
+        zendesk: zendeskOf(settings),
       },
       {
         address: values.address,
@@ -69,6 +72,13 @@ async function main(): Promise<number> {
   } finally {
     await Promise.allSettled([db.end(), connection.close()]);
   }
+}
+
+/** Zendesk's deletion when its settings are there; without them the receipt lists the tickets to delete by hand. */
+function zendeskOf(settings: ReturnType<typeof loadForgetConfig>): ZendeskTickets | undefined {
+  const { TICKET_PROVIDER, ZENDESK_URL: url, ZENDESK_EMAIL: email, ZENDESK_API_TOKEN: apiToken } = settings;
+  if (TICKET_PROVIDER !== 'zendesk' || !url || !email || !apiToken) return undefined;
+  return new ZendeskTickets({ url, email, apiToken, timeoutMs: settings.ZENDESK_TIMEOUT_MS });
 }
 
 function printReceipt(receipt: Receipt, outcome: { repeated: boolean; dryRun: boolean }): void {

@@ -2,6 +2,7 @@ import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
+import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
@@ -9,7 +10,10 @@ import { OperationErasedError, LeaseLostError } from '../activities/operation-st
 import { OperationStore } from '../activities/operation-store/store';
 import type { DraftAnswer, Drafter, DraftRequest } from '../activities/draft/drafting/drafter';
 import { OfflineDrafter } from '../activities/draft/drafting/offline-drafter';
+import { ZendeskTickets } from '../activities/ticket/zendesk-tickets';
 import { IntakeStore } from '../intake/intake-store';
+import { buildHelpdeskStandIn } from '../sandbox/helpdesk/app';
+import { HelpdeskControl } from '../sandbox/helpdesk/control-client';
 import { INBOUND_MESSAGE_WORKFLOW, type MessageRef, operationKey, replyKey, reviewUpdate } from '../contract';
 import type { Db } from '../lib/db';
 import { inboundWorkflowId, requestHash } from '../lib/hashing';
@@ -462,6 +466,53 @@ describe('forget a customer: three threads in two inboxes', () => {
       [ref.messageId],
     );
     assert.deepEqual(await whereInPostgres(db, [word, address]), []);
+  });
+});
+
+describe('forget a customer whose tickets are in Zendesk', () => {
+  test("their thread's ticket is deleted at Zendesk, permanently, through its API", async () => {
+    const standIn = buildHelpdeskStandIn({ email: 'agent@team.example', apiToken: 'zd-token' });
+    await standIn.app.listen({ port: 0, host: '127.0.0.1' });
+    const url = `http://127.0.0.1:${(standIn.app.server.address() as AddressInfo).port}`;
+    const zendesk = new ZendeskTickets({ url, email: 'agent@team.example', apiToken: 'zd-token', timeoutMs: 2_000 });
+    const helpdesk = new HelpdeskControl(url);
+    const zh = await Harness.start({ tickets: zendesk });
+    try {
+      const inboxId = zh.newInbox();
+      const word = `papaya${randomUUID().slice(0, 6)}`;
+      const address = `zoe-${randomUUID().slice(0, 6)}@example.com`;
+      const inbound = await zh.sandbox.inbound({
+        inbox_id: inboxId,
+        from: address,
+        subject: word,
+        text: `About ${word}`,
+      });
+      const result = await zh.resultOf({ inboxId, messageId: inbound.message.message_id });
+      assert.equal(result.status, 'sent');
+      const ticketId = result.status === 'sent' ? result.ticketId : null;
+      assert.ok(ticketId);
+      assert.ok(
+        (await helpdesk.comments(ticketId)).some((c) => c.body.includes(word)),
+        'their words are at Zendesk',
+      );
+      const outcome = await erase(
+        { db: zh.db, agentmail: zh.agentmail, temporal: zh.client, ticketProvider: 'zendesk', zendesk },
+        { address, inboxes: [inboxId], requestedBy: 'test' },
+      );
+      assert.deepEqual(
+        outcome.receipt.erased.find((e) => e.where === 'zendesk'),
+        { where: 'zendesk', what: 'tickets of their threads deleted permanently', count: 1 },
+      );
+      assert.equal(
+        (await helpdesk.tickets()).some((t) => String(t.id) === ticketId),
+        false,
+        'the ticket is gone',
+      );
+      assert.deepEqual(await helpdesk.comments(ticketId), [], 'and its comments with it');
+    } finally {
+      await zh.close();
+      await standIn.app.close();
+    }
   });
 });
 
