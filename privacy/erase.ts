@@ -29,6 +29,12 @@ import { checkHistories, needlesOf, type HistoryCheck } from './history-check';
 
 export interface EraseRequest {
   address: string;
+  /**
+   * A new request after an earlier erasure of the same mailbox and inboxes finished (they wrote
+   * again since): a new erasure with its own receipt, instead of the first receipt. An unfinished
+   * one of the same round is resumed, as always.
+   */
+  again?: boolean | undefined;
   /** Only these inboxes; absent: every inbox of the organisation. */
   inboxes?: string[] | undefined;
   dryRun?: boolean | undefined;
@@ -98,8 +104,22 @@ const HISTORY_NOTE =
   'search attributes hold our inbox and message/thread ids, never the customer address. Each workflow below was checked.';
 
 /** The same mailbox and scope is the same erasure: it reports its first receipt. */
-export function erasureIdOf(mailboxHash: string, inboxes: string[] | undefined): string {
-  return sha256Hex(JSON.stringify(['erasure', mailboxHash, inboxes ? [...new Set(inboxes)].sort() : '*']));
+export function erasureIdOf(mailboxHash: string, inboxes: string[] | undefined, round = 1): string {
+  const scope = inboxes ? [...new Set(inboxes)].sort() : '*';
+  return sha256Hex(
+    JSON.stringify(round === 1 ? ['erasure', mailboxHash, scope] : ['erasure', mailboxHash, scope, round]),
+  );
+}
+
+/** `again`: the first round of this mailbox and scope not finished yet (a new one after the last finished). */
+async function roundOf(db: Db, mailboxHash: string, inboxes: string[] | undefined, again: boolean): Promise<string> {
+  let round = 1;
+  for (;;) {
+    const id = erasureIdOf(mailboxHash, inboxes, round);
+    const row = again ? await erasureRow(db, id) : undefined;
+    if (!row?.completed_at) return id;
+    round += 1;
+  }
 }
 
 interface ErasureRow {
@@ -115,18 +135,18 @@ export async function erase(deps: ErasureDeps, request: EraseRequest): Promise<E
   if (!/^[^\s@]+@[^\s@]+$/.test(address))
     throw new Error(`--address must be one email address (got something else); e.g. --address ada@example.com`);
   const mailboxHash = addressHash(mailboxOf(address));
-  const erasureId = erasureIdOf(mailboxHash, request.inboxes);
+  const erasureId = await roundOf(deps.db, mailboxHash, request.inboxes, Boolean(request.again));
   const earlier = await erasureRow(deps.db, erasureId);
   if (earlier?.completed_at && earlier.receipt) return { receipt: earlier.receipt, repeated: true, dryRun: false };
 
   const inboxes = request.inboxes ? [...new Set(request.inboxes)].sort() : await allInboxes(deps.agentmail);
   // The plan of an interrupted run is the plan: AgentMail's copy may be gone already.
   const plan = earlier?.plan ?? (await findMessages(deps.agentmail, address, inboxes));
-  // Looked for in Temporal's histories; held in memory only, never written anywhere.
-  const needles = [mailboxOf(address), address, ...(await textsOf(deps, plan))];
-
   if (request.dryRun)
     return { receipt: await dryRunReceipt(deps, request, erasureId, mailboxHash, plan), repeated: false, dryRun: true };
+
+  // Looked for in Temporal's histories; held in memory only, never written anywhere.
+  const needles = [mailboxOf(address), address, ...(await textsOf(deps, plan))];
 
   const started = await deps.db.query<{ started_at: Date }>(
     `INSERT INTO erasures (erasure_id, mailbox_hash, inboxes, requested_by, block, plan)

@@ -8,8 +8,9 @@
 //   npm run forget -- --address ada@example.com --dry-run              (what it would erase; nothing changes)
 //   npm run forget -- --address ada@example.com --block               (and hold their new mail for a person)
 //   … --by "Ana Lima"   (who asked, on the receipt; default: $USER)    … --json (the receipt as JSON)
+//   … --again           (a new request after an earlier erasure finished: they wrote again since)
 //
-// Running the same erasure again prints its first receipt. Reads DATABASE_URL, AGENTMAIL_API_KEY,
+// Running the same erasure again prints its first receipt (--again makes a new one). Reads DATABASE_URL, AGENTMAIL_API_KEY,
 // AGENTMAIL_BASE_URL, TICKET_PROVIDER (with ZENDESK_* to delete Zendesk tickets) and Temporal's
 // connection, like the worker.
 import { userInfo } from 'node:os';
@@ -24,7 +25,7 @@ import { erase, type Receipt } from '../privacy/erase';
 import { runMain, SetupError } from './services/main';
 
 const USAGE =
-  'usage: npm run forget -- --address <mailbox> [--inbox <inbox id> …] [--dry-run] [--block] [--by <who asked>] [--json]';
+  'usage: npm run forget -- --address <mailbox> [--inbox <inbox id> …] [--dry-run] [--block] [--again] [--by <who asked>] [--json]';
 
 async function main(): Promise<number> {
   const { values, positionals } = parseArgs({
@@ -33,6 +34,7 @@ async function main(): Promise<number> {
       inbox: { type: 'string', multiple: true },
       'dry-run': { type: 'boolean' },
       block: { type: 'boolean' },
+      again: { type: 'boolean' },
       by: { type: 'string' },
       json: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
@@ -63,6 +65,7 @@ async function main(): Promise<number> {
         inboxes: values.inbox,
         dryRun: values['dry-run'],
         block: values.block,
+        again: values.again,
         requestedBy: values.by ?? `cli:${userInfo().username}`,
       },
     );

@@ -309,6 +309,14 @@ describe('forget a customer: three threads in two inboxes', () => {
     // A NEW message from them after the erasure is a new message: answered as usual.
     const later = await send(plainInbox, spellings[0]!, 'A new question', 'Hello again, a new question.');
     assert.equal((await h.workflowResult(later.ref)).status, 'sent');
+    // And when they ask again, `again` is a new erasure of what came since, with its own receipt.
+    const second = await forgetOverHttp({ address: spellings[1], again: true });
+    assert.equal(second.repeated, false);
+    assert.notEqual(second.receipt.erasureId, receipt.erasureId);
+    assert.deepEqual(
+      second.receipt.messages.map((m) => m.messageId),
+      [later.ref.messageId],
+    );
   });
 
   test('a send under way when the erasure comes: the erasure waits for it, and the receipt says it went out before', async () => {

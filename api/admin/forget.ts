@@ -12,6 +12,8 @@ const forgetBody = z.object({
   inboxes: z.array(z.string().min(1)).min(1).max(100).optional(),
   dry_run: z.boolean().optional(),
   block: z.boolean().optional(),
+  /** A new request after an earlier erasure of the same mailbox finished (`npm run forget -- --again`). */
+  again: z.boolean().optional(),
   /** Who asked, for the receipt (the operator's name or ticket). */
   requested_by: z.string().min(1).max(200).optional(),
 });
@@ -35,6 +37,7 @@ export const forgetRoutes: FastifyPluginAsync<ForgetRouteOptions> = async (app, 
       inboxes: body.data.inboxes,
       dryRun: body.data.dry_run,
       block: body.data.block,
+      again: body.data.again,
       requestedBy: body.data.requested_by ?? 'admin-api',
     }).catch((error: unknown) => {
       if (error instanceof Error && error.message.startsWith('--address')) return { invalid: error.message };
