@@ -8,6 +8,9 @@ import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { OperationErasedError, LeaseLostError } from '../activities/operation-store/errors';
 import { OperationStore } from '../activities/operation-store/store';
+import { pruneExpiredRecords } from '../activities/upkeep/retention';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { DefaultLogger } from '@temporalio/worker';
 import type { DraftAnswer, Drafter, DraftRequest } from '../activities/draft/drafting/drafter';
 import { OfflineDrafter } from '../activities/draft/drafting/offline-drafter';
 import { ZendeskTickets } from '../activities/ticket/zendesk-tickets';
@@ -142,6 +145,34 @@ describe('the operation store after an erasure (the in-flight guarantees)', () =
     // Another message of the same inbox is untouched.
     const other = newRef();
     assert.equal((await claim(replyKey(other), 'x')).state, 'owned');
+  });
+});
+
+describe('retention and erasure', () => {
+  test('retention removes content past its period and keeps tombstones and erased messages', async () => {
+    const ref = { inboxId: 'retention@test', messageId: `<${randomUUID()}@test>` };
+    const old = new Date(Date.now() - 400 * 24 * 60 * 60 * 1000);
+    const [tombstone, content] = [replyKey(ref), `retention@test/<${randomUUID()}@test>/draft/v1`];
+    for (const [key, erased] of [
+      [tombstone, old],
+      [content, null],
+    ] as const)
+      await db.query(
+        `INSERT INTO operations (operation_key, kind, request_hash, status, result, erased_at, first_attempt_at, created_at, updated_at)
+         VALUES ($1, 'reply', $2, 'complete', '{"erased": true}', $3, $4, $4, $4)`,
+        [key, '0'.repeat(64), erased, old],
+      );
+    const env = new MockActivityEnvironment(undefined, { logger: new DefaultLogger('WARN') });
+    await env.run(pruneExpiredRecords, { db, config: { OPERATION_RETENTION_DAYS: 90 } });
+    const left = await db.query<{ operation_key: string }>(
+      'SELECT operation_key FROM operations WHERE operation_key = ANY($1::text[])',
+      [[tombstone, content]],
+    );
+    assert.deepEqual(
+      left.rows.map((r) => r.operation_key),
+      [tombstone],
+      'the tombstone stays, the old content goes',
+    );
   });
 });
 
