@@ -117,6 +117,7 @@ async function main(): Promise<void> {
             token: config.ADMIN_TOKEN,
             agentmail: createAgentMailClient({ apiKey: config.AGENTMAIL_API_KEY, baseUrl: config.AGENTMAIL_BASE_URL }),
             operationRetentionDays: config.OPERATION_RETENTION_DAYS,
+            ticketProvider: config.TICKET_PROVIDER,
           }
         : undefined,
   });

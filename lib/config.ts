@@ -78,6 +78,8 @@ const agentmailVars = {
 const apiSchema = z
   .object({
     ...commonVars,
+    /** Erasure (POST /admin/forget, privacy/): which help desk holds the tickets it erases or lists. */
+    TICKET_PROVIDER: ticketVars.TICKET_PROVIDER,
     /**
      * A trusted authenticating proxy in front of the API (OIDC, e.g. oauth2-proxy) names the person
      * in this request header (e.g. x-forwarded-email); the review routes then take a verdict from
@@ -468,6 +470,12 @@ const deskSchema = z.object({
 /** `npm run replay`: Temporal to start workflows, Postgres for the cursors, AgentMail to list the inbox. */
 const replaySchema = z.object({ ...commonVars, ...agentmailVars, OPERATION_RETENTION_DAYS });
 
+// Erasure (issue 36, `npm run forget`, privacy/): Postgres and AgentMail to find and erase a
+// customer's messages, Temporal to end open runs and check histories, and which help desk holds
+// the tickets (Postgres's are emptied; Zendesk's deleted with the ZENDESK_* settings, else listed).
+const forgetSchema = z.object({ ...commonVars, ...agentmailVars, ...ticketVars });
+export type ForgetConfig = z.infer<typeof forgetSchema> & WithTemporal;
+
 /** Every process that talks to Temporal gets the checked connection beside its variables. */
 interface WithTemporal {
   temporal: TemporalConnectionSettings;
@@ -516,6 +524,8 @@ function parseEnv<S extends z.ZodType>(
 export const loadApiConfig = (env: NodeJS.ProcessEnv = process.env): ApiConfig => parseEnv(apiSchema, env, 'API');
 export const loadWorkerConfig = (env: NodeJS.ProcessEnv = process.env): WorkerConfig =>
   parseEnv(workerSchema, env, 'worker');
+export const loadForgetConfig = (env: NodeJS.ProcessEnv = process.env): ForgetConfig =>
+  parseEnv(forgetSchema, env, 'forget');
 export const loadReplayConfig = (env: NodeJS.ProcessEnv = process.env): ReplayConfig =>
   parseEnv(replaySchema, env, 'replay');
 export function loadKnowledgeConfig(env: NodeJS.ProcessEnv = process.env): KnowledgeConfig {

@@ -2,7 +2,7 @@ import { Context } from '@temporalio/activity';
 import type { AgentMailClient } from 'agentmail';
 import { type MessageRef, OperationKind, type OperationReport } from '../../contract';
 import { fetchMessage } from '../agentmail/reads';
-import { runOperation } from '../operation-store/run-operation';
+import { erasedFailure, runOperation } from '../operation-store/run-operation';
 import * as metrics from '../../lib/metrics';
 import type { OperationStore } from '../operation-store/store';
 import type { TicketProvider } from './ticket-provider';
@@ -248,6 +248,8 @@ async function addComment(
   };
   const signal = Context.current().cancellationSignal;
   if (deps.tickets.keyedInStore) {
+    // No claim here, so the erasure's tombstone is looked at here: an erased message gets no comment.
+    if ((await deps.store.lookup(spec.key)).erased) throw erasedFailure(spec.key);
     // The comment's row is its record: added now, or there from an earlier attempt (a replay).
     const { commentId, added } = await deps.tickets.addComment(comment, { resumed: true, signal });
     const state = added === false ? 'replayed' : 'executed';
