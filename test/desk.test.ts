@@ -368,9 +368,11 @@ describe("the reviewer's page states", { skip }, () => {
   test('a verdict Temporal does not confirm within the deadline: "not confirmed yet", never "nothing was changed"; once it stands, the page shows it', async () => {
     const ref = await waiting('Slow answer', 'Is anyone there?');
     // A desk whose Temporal client hears the Update's answer late: the real server applies the
-    // verdict, the answer arrives past the desk's deadline (as when the worker is slow).
+    // verdict, then the call outlives the desk's deadline (a long poll on a task queue nobody
+    // serves, inside the Update's call), so the desk meets gRPC's DEADLINE_EXCEEDED as it would
+    // when Temporal is slow to answer.
     const deadlineMs = 1_500;
-    const late = new Client({
+    const late: Client = new Client({
       connection: h.client.connection,
       namespace: testEnv.namespace,
       interceptors: {
@@ -378,7 +380,11 @@ describe("the reviewer's page states", { skip }, () => {
           {
             async startUpdate(input, next) {
               const output = await next(input);
-              await new Promise((resolve) => setTimeout(resolve, deadlineMs + 1_000));
+              await late.connection.workflowService.pollWorkflowTaskQueue({
+                namespace: testEnv.namespace,
+                taskQueue: { name: `nobody-${randomUUID()}` },
+                identity: 'desk-test',
+              });
               return output;
             },
           },
