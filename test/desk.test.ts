@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import { Client } from '@temporalio/client';
 import type { Browser } from 'playwright-core';
+import pino from 'pino';
 import { inboundWorkflowId } from '../lib/hashing';
 import type { MessageRef, ReplyStatus } from '../contract';
 import { addReviewer, revokeReviewer } from '../review/reviewers';
@@ -439,6 +440,23 @@ describe("the reviewer's page states", { skip }, () => {
 });
 
 describe('the desk without a browser', { skip }, () => {
+  test('requests are logged at debug: a stylesheet or a favicon 404 writes no info line', async () => {
+    const lines: string[] = [];
+    const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
+    const quiet = await startDesk(h, { logger });
+    try {
+      assert.equal((await quiet.app.inject({ method: 'GET', url: '/desk.css' })).statusCode, 200);
+      assert.equal((await quiet.app.inject({ method: 'GET', url: '/favicon.ico' })).statusCode, 303);
+      assert.equal((await quiet.app.inject({ method: 'GET', url: '/sign-in' })).statusCode, 200);
+      assert.deepEqual(lines, []);
+      logger.level = 'debug';
+      await quiet.app.inject({ method: 'GET', url: '/desk.css' });
+      assert.match(lines.join(''), /"msg":"desk request"/);
+    } finally {
+      await quiet.app.close();
+    }
+  });
+
   test('behind TLS (DESK_PUBLIC_URL https, or a trusted proxy saying https) every cookie is Secure; sign-in attempts are rate-limited', async () => {
     const tls = await startDesk(h, { publicUrl: 'https://desk.example.com', signInAttemptsPerMinute: 3 });
     try {
