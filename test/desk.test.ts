@@ -444,6 +444,7 @@ describe('the desk without a browser', { skip }, () => {
     const lines: string[] = [];
     const logger = pino({ level: 'info' }, { write: (line: string) => void lines.push(line) });
     const quiet = await startDesk(h, { logger });
+    lines.length = 0; // Fastify's own "Server listening" line
     try {
       assert.equal((await quiet.app.inject({ method: 'GET', url: '/desk.css' })).statusCode, 200);
       assert.equal((await quiet.app.inject({ method: 'GET', url: '/favicon.ico' })).statusCode, 303);
