@@ -1,5 +1,5 @@
 import type { Client } from '@temporalio/client';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance } from 'fastify';
+import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import type { AgentMailClient } from '../lib/agentmail';
 import type { Db } from '../lib/db';
 import type { Logger } from '../lib/logger';
@@ -50,7 +50,7 @@ export function buildDesk(options: DeskOptions): FastifyInstance {
     bodyLimit: 256 * 1024,
     // Fastify's own request lines (every stylesheet, every favicon 404) would drown the message
     // lines at info: the hook below logs each request at debug instead.
-    disableRequestLogging: true,
+    logController: new LogController({ disableRequestLogging: true }),
   });
   app.setValidatorCompiler(zodValidatorCompiler);
   app.addHook('onResponse', async (request, reply) => {

@@ -149,6 +149,7 @@ async function main(): Promise<number> {
     if (useSandbox) {
       startApp('sandbox', 'sandbox/main.ts', {
         ...env,
+        LOG_FORMAT: appEnv.LOG_FORMAT,
         SANDBOX_PORT: String(SANDBOX_PORT),
         AGENTMAIL_API_KEY: secrets.agentmailApiKey,
         AGENTMAIL_WEBHOOK_SECRET: webhookSecret,
@@ -183,6 +184,7 @@ async function main(): Promise<number> {
             env: appEnv,
             reviewerToken,
             coalesceMs: Number(appEnv.REPLY_COALESCE_MS),
+            coalesceIsDevDefault: !env.REPLY_COALESCE_MS,
           }),
         ),
       );

@@ -78,6 +78,10 @@ describe('the dev banner', () => {
     assert.match(printed, /knowledge\s+examples\/knowledge/);
     assert.match(printed, /REPLY_COALESCE_MS \(5 s here\)/);
     assert.match(renderBanner(banner({ env: {} })), /knowledge\s+none \(KNOWLEDGE_DIR/);
+    assert.match(
+      renderBanner(banner({ coalesceIsDevDefault: true })),
+      /REPLY_COALESCE_MS=5000 \(npm run dev's default/,
+    );
   });
 
   test("on the dev stack's own defaults the commands stay short: no DATABASE_URL or Temporal address in front", () => {

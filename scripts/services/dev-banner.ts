@@ -44,6 +44,8 @@ export interface DevBannerOptions {
   reviewerToken: string | null;
   /** REPLY_COALESCE_MS as the worker runs with it. */
   coalesceMs: number;
+  /** True when it is `npm run dev`'s own default (REPLY_COALESCE_MS unset). */
+  coalesceIsDevDefault?: boolean;
 }
 
 /** A shell word in single quotes. */
@@ -148,7 +150,7 @@ export function devBanner(options: DevBannerOptions): BannerLine[] {
       `  approval      ${env.APPROVAL_REQUIRED_INBOXES ? `inboxes ${env.APPROVAL_REQUIRED_INBOXES}: decide in the review desk, ${deskUrl}` : 'none (APPROVAL_REQUIRED_INBOXES)'}`,
     ),
     text(
-      `  coalescing    REPLY_COALESCE_MS=${options.coalesceMs}${env.REPLY_COALESCE_MS ? '' : " (npm run dev's default; 30000 elsewhere)"}`,
+      `  coalescing    REPLY_COALESCE_MS=${options.coalesceMs}${options.coalesceIsDevDefault ? " (npm run dev's default; 30000 elsewhere)" : ''}`,
     ),
     text(`  admin routes  ${on(Boolean(env.ADMIN_TOKEN), '/admin/* with ADMIN_TOKEN')}`),
     text(
