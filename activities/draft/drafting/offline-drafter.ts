@@ -11,10 +11,16 @@ export class OfflineDrafter implements Drafter {
 
   async draft(request: DraftRequest): Promise<DraftAnswer> {
     const subject = request.subject.trim() || 'your message';
+    // A conversation goes on only once we have written in it; the customer's own unanswered
+    // messages before this one are the same burst, which this reply answers too.
+    const replied = request.thread.some((m) => m.direction === 'outbound');
+    const plural = (n: number) => `${n} earlier message${n === 1 ? '' : 's'}`;
     const earlier =
-      request.thread.length > 0
-        ? ` This continues our earlier conversation (${request.thread.length} earlier message${request.thread.length === 1 ? '' : 's'}).`
-        : '';
+      request.thread.length === 0
+        ? ''
+        : replied
+          ? ` This continues our earlier conversation (${plural(request.thread.length)}).`
+          : ` It answers your ${plural(request.thread.length)} too.`;
     const [best] = request.articles;
     const pointer = best ? [`Our help article "${best.title}" may already answer your question.`] : [];
     const reply = [
