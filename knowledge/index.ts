@@ -13,3 +13,4 @@ export * from './eval';
 export * from './embeddings';
 export * from './synonyms';
 export * from './synonym-store';
+export * from './language';
