@@ -14,3 +14,5 @@ export * from './embeddings';
 export * from './synonyms';
 export * from './synonym-store';
 export * from './language';
+export * from './message-text';
+export * from './message-text';

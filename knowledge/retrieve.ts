@@ -1,5 +1,6 @@
 import type { Db } from '../lib/db';
 import { cosineSimilarity, storedEmbeddings, type Embedder } from './embeddings';
+import { boundMessageText, searchableText } from './message-text';
 
 /**
  * Retrieval where Postgres runs: full-text search over the sections of the collections an inbox
@@ -49,20 +50,48 @@ export function searchTerms(text: string, max = 60): string[] {
   return [...new Set(words)].slice(0, max);
 }
 
+/** What to search for, in which collections, and how the caller stops it. */
+export interface RetrievalQuery {
+  collections: readonly string[];
+  /** The customer's text (the subject may lead it); only its first MESSAGE_TEXT_MAX_CHARS are read. */
+  text: string;
+  limit: number;
+  embedder?: Embedder | null;
+  /** The activity's cancellation: checked before every query, so a cancelled attempt stops within one. */
+  signal?: AbortSignal;
+  /** Called before every query (the activity's heartbeat), so a long retrieval is seen alive, and a dead one is not. */
+  heartbeat?: () => void;
+}
+
+/**
+ * At most this many of an email's sentences are searched on their own (besides the whole text),
+ * the first distinct ones: an email asks two or three things, not hundreds, and each search is a
+ * query. With the spelling look-up (two queries) a retrieval is at most MAX_RETRIEVAL_QUERIES
+ * queries, whatever the email (issue 39: a 5,000-line email was ~15,000).
+ */
+export const MAX_SENTENCE_SEARCHES = 6;
+export const MAX_RETRIEVAL_QUERIES = 2 + 1 + MAX_SENTENCE_SEARCHES;
+
 /**
  * The sections best matching a customer's email. An email often asks two things at once ("how
  * much is shipping to Sweden, and how long does it take?"): each of its sentences is searched on
  * its own as well as the whole, and the rankings are fused (reciprocal rank fusion), so the best
  * article for each question makes the top k instead of the one that shares the most words overall.
+ * Bounded: the text is cut (message-text.ts), the sentences searched are capped and de-duplicated,
+ * and the caller's signal and heartbeat are honoured before every query.
  */
-export async function retrieve(
-  db: Db,
-  query: { collections: readonly string[]; text: string; limit: number; embedder?: Embedder | null },
-): Promise<RetrievedSection[]> {
+export async function retrieve(db: Db, query: RetrievalQuery): Promise<RetrievedSection[]> {
   if (!query.embedder) return textRetrieve(db, query);
   const candidates = await textRetrieve(db, { ...query, limit: Math.max(20, query.limit) });
   if (candidates.length === 0) return [];
-  return rerank(db, candidates, query.text, query.embedder, query.limit);
+  beforeQuery(query);
+  return rerank(db, candidates, boundMessageText(query.text).text, query.embedder, query.limit);
+}
+
+/** Stops a cancelled retrieval before its next query, and says it is alive. */
+function beforeQuery(query: Pick<RetrievalQuery, 'signal' | 'heartbeat'>): void {
+  query.signal?.throwIfAborted();
+  query.heartbeat?.();
 }
 
 /** Embedding weight in the re-ranking: half the text rank (normalised to the best), half the cosine. */
@@ -94,15 +123,23 @@ async function rerank(
     .slice(0, limit);
 }
 
-async function textRetrieve(
-  db: Db,
-  query: { collections: readonly string[]; text: string; limit: number },
-): Promise<RetrievedSection[]> {
-  const parts = questionsIn(query.text);
-  const whole = await search(db, { ...query, limit: Math.max(query.limit, 10) });
-  if (parts.length < 2) return whole.slice(0, query.limit);
-  const rankings = [whole];
-  for (const part of parts) rankings.push(await search(db, { ...query, text: part, limit: 10 }));
+async function textRetrieve(db: Db, query: RetrievalQuery): Promise<RetrievedSection[]> {
+  const bounded = boundMessageText(query.text).text;
+  const whole = searchableText(bounded) || bounded;
+  if (query.collections.length === 0 || query.limit <= 0 || searchTerms(whole).length === 0) return [];
+  const parts = firstQuestionsFirst(questionsIn(whole)).slice(0, MAX_SENTENCE_SEARCHES);
+  const texts = [whole, ...(parts.length < 2 ? [] : parts)];
+  beforeQuery(query);
+  const corrections = await spellingCorrections(db, query.collections, [
+    ...new Set(texts.flatMap((text) => searchTerms(text))),
+  ]);
+  const rankings: RetrievedSection[][] = [];
+  for (const [index, text] of texts.entries()) {
+    beforeQuery(query);
+    const limit = index === 0 ? Math.max(query.limit, 10) : 10;
+    rankings.push(await search(db, { collections: query.collections, text, corrections, limit }));
+  }
+  if (rankings.length === 1) return rankings[0]!.slice(0, query.limit);
   const fused = new Map<string, { section: RetrievedSection; score: number }>();
   for (const ranking of rankings) {
     ranking.forEach((section, index) => {
@@ -138,21 +175,46 @@ const SYNONYM_WEIGHT = 0.35;
  */
 const LENGTH_NORMALISATION = 0.5;
 
-/** The sentences (and `…, and …` halves) of an email that hold at least two search terms. */
+/**
+ * The sentences that ask something (`?`) before the others, each group in the email's order: when
+ * only MAX_SENTENCE_SEARCHES of them are searched, the questions are, not the lines of a pasted log.
+ * The fused ranking does not depend on the order of the searches.
+ */
+const firstQuestionsFirst = (parts: readonly string[]): string[] => [
+  ...parts.filter((part) => part.endsWith('?')),
+  ...parts.filter((part) => !part.endsWith('?')),
+];
+
+/**
+ * The sentences (and `…, and …` halves) of an email that hold at least two search terms, each
+ * once: a sentence whose search terms are those of one before it (a repeated line, a quoted
+ * footer) would search the same thing again.
+ */
 export function questionsIn(text: string): string[] {
-  return text
-    .split(/[.?!;\n]+|,\s*(?:and|but|also|plus)\s+|\band also\b/i)
-    .map((part) => part.trim())
-    .filter((part) => searchTerms(part).length >= 2);
+  const seen = new Set<string>();
+  const parts: string[] = [];
+  // Each piece keeps the `?` that ended it (firstQuestionsFirst reads it; the search ignores it).
+  for (const raw of text.split(/(?<=\?)|[.!;\n]+|,\s*(?:and|but|also|plus)\s+|\band also\b/i)) {
+    const part = raw.replace(/^[\s?]+/, '').trim();
+    const terms = searchTerms(part);
+    if (terms.length < 2) continue;
+    const key = [...terms].sort().join(' ');
+    if (seen.has(key)) continue;
+    seen.add(key);
+    parts.push(part);
+  }
+  return parts;
 }
 
 async function search(
   db: Db,
-  query: { collections: readonly string[]; text: string; limit: number },
+  query: { collections: readonly string[]; text: string; limit: number; corrections: ReadonlyMap<string, string> },
 ): Promise<RetrievedSection[]> {
   const terms = searchTerms(query.text);
   if (terms.length === 0 || query.collections.length === 0 || query.limit <= 0) return [];
-  const corrections = await spellingCorrections(db, query.collections, terms);
+  const corrections = [
+    ...new Set(terms.flatMap((term) => (query.corrections.has(term) ? [query.corrections.get(term)!] : []))),
+  ].sort();
   const rows = await db.query<RetrievedSection>(
     // Synonyms (synonym-store.ts): every phrase of each group one of whose phrases is in the
     // customer's words ($6, in order) joins the query, each collection's groups its own. A phrase
@@ -242,12 +304,15 @@ async function search(
  * is matched to the nearest lexeme they do (same first letter, one edit for short words, two for
  * longer ones), from the collections' own vocabulary. The corrections are lexemes already. A word
  * of the collections' synonyms is known too (`hire` is expanded to `rent`, not corrected to `hike`).
+ * Asked once per retrieval for the terms of every text it searches (two queries), at most
+ * MAX_CORRECTED_TERMS of them: term → its correction.
  */
 async function spellingCorrections(
   db: Db,
   collections: readonly string[],
-  terms: readonly string[],
-): Promise<string[]> {
+  allTerms: readonly string[],
+): Promise<Map<string, string>> {
+  const terms = allTerms.slice(0, MAX_CORRECTED_TERMS);
   const rows = await db.query<{ term: string; lexemes: string[] }>(
     `SELECT t AS term, array_agg(DISTINCT l) FILTER (WHERE l IS NOT NULL) AS lexemes
        FROM unnest($2::text[]) AS t
@@ -270,7 +335,7 @@ async function spellingCorrections(
   ).rows;
   const vocabulary = new Set(words.filter((w) => !w.synonym).map((w) => w.lexeme));
   const known = new Set(words.map((w) => w.lexeme));
-  const corrections = new Set<string>();
+  const corrections = new Map<string, string>();
   for (const row of rows.rows) {
     const lexemes = row.lexemes ?? [];
     if (lexemes.length === 0 || lexemes.some((l) => known.has(l))) continue; // a stop word, or known
@@ -286,10 +351,13 @@ async function spellingCorrections(
       )
         best = { word, distance };
     }
-    if (best && /^[\p{L}\p{N}]+$/u.test(best.word)) corrections.add(best.word);
+    if (best && /^[\p{L}\p{N}]+$/u.test(best.word)) corrections.set(row.term, best.word);
   }
-  return [...corrections].sort();
+  return corrections;
 }
+
+/** The edit-distance loop is terms × vocabulary: the terms looked at are bounded too. */
+const MAX_CORRECTED_TERMS = 200;
 
 /** Optimal string alignment distance (a transposition is one edit), or limit + 1 once it is surely above limit. */
 export function editDistance(a: string, b: string, limit = Infinity): number {

@@ -9,6 +9,7 @@ import {
   RetryableFailureType,
 } from '../../contract';
 import {
+  boundMessageText,
   collectionsFor,
   type Embedder,
   liveCollections,
@@ -85,13 +86,23 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
   if (done !== undefined) return await outcomeOf(deps, done, { key, kind: OperationKind.draft, state: 'replayed' });
 
   const message = await fetchMessage(deps.agentmail, ref);
-  const text = message.extractedText ?? message.text ?? '';
+  // What one message may cost is bounded (issue 39): the text searched and shown to the model is
+  // cut at MESSAGE_TEXT_MAX_CHARS, and the cut is said to the model and recorded with the draft.
+  const { text, cut: textCut } = boundMessageText(message.extractedText ?? message.text ?? '');
   const collections = await liveCollections(
     deps.db,
     collectionsFor(ref.inboxId, deps.config.KNOWLEDGE_INBOX_COLLECTIONS),
   );
   const knowledge = collections.length > 0;
-  const query = { collections, text: `${message.subject ?? ''}\n${text}`, limit: deps.config.KNOWLEDGE_TOP_K };
+  const context = Context.current();
+  const query = {
+    collections,
+    text: `${message.subject ?? ''}\n${text}`,
+    limit: deps.config.KNOWLEDGE_TOP_K,
+    // Retrieval runs before the operation's own heartbeat: it heartbeats and honours cancellation itself.
+    signal: context.cancellationSignal,
+    heartbeat: context.info.isLocal ? undefined : () => context.heartbeat(),
+  };
   const sections: RetrievedSection[] = knowledge
     ? await retrieve(deps.db, { ...query, embedder: deps.embedder ?? null }).catch(async (error: unknown) => {
         if (!deps.embedder) throw error;
@@ -145,12 +156,16 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
         timestamp: message.timestamp,
         thread: earlier,
         othersLeftOut: others.length,
+        textCut,
         knowledge,
         articles,
       };
-      const answer = await deps.drafter.draft(draftRequest, { signal: Context.current().cancellationSignal });
+      const answer = await deps.drafter.draft(draftRequest, { signal: context.cancellationSignal });
       const judged = judgeAnswer(answer, draftRequest);
-      const knowledgeFields = knowledge ? { citations: judged.citations, considered: articles.map((a) => a.id) } : {};
+      const knowledgeFields = {
+        ...(knowledge ? { citations: judged.citations, considered: articles.map((a) => a.id) } : {}),
+        ...(textCut ? { textCut } : {}),
+      };
       if (judged.handoff !== null) {
         // Never sent without a person; an unusable reply is replaced by a neutral holding text a reviewer can edit.
         const usable = draftProblem(judged.reply) === null ? judged.reply.trim() : HOLDING_REPLY;
