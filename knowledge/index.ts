@@ -15,4 +15,6 @@ export * from './synonyms';
 export * from './synonym-store';
 export * from './language';
 export * from './message-text';
+export * from './relevance-floor';
 export * from './message-text';
+export * from './relevance-floor';

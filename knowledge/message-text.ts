@@ -59,12 +59,13 @@ export function searchableText(text: string): string {
 }
 
 /**
- * A greeting at the start of a line, with the name after it ("Hi there,", "Hello Fernhill team!",
- * "Hei!", "Guten Tag,"): left out of the search. Only when it ends at punctuation or the line's
- * end, so "Hi, my parcel…" keeps "my parcel…" and "Hello" alone is dropped.
+ * A greeting at the start of a line, with up to three words of a name after it ("Hi there,",
+ * "Hello Fernhill team!", "Hei!", "Guten Tag,"): left out of the search. Only when punctuation or
+ * the line's end follows, so "Hi, my parcel…" keeps "my parcel…" and "hi what time do you open?"
+ * is a question, not a greeting.
  */
 const GREETING =
-  /^(?:hi+|hey+|hello+|hiya|dear|good (?:morning|afternoon|evening)|greetings|hei|hallo|hej|moin|guten tag|bonjour|salut|hola|buenos d[ií]as|buongiorno|ciao|hoi|goedemiddag|goedemorgen)\b[^.!?,\n]{0,40}?(?:[.!?,:]+|$)/iu;
+  /^(?:hi+|hey+|hello+|hiya|dear|good (?:morning|afternoon|evening)|greetings|hei|hallo|hej|moin|guten tag|bonjour|salut|hola|buenos d[ií]as|buongiorno|ciao|hoi|goedemiddag|goedemorgen)(?:\s+[\p{L}'’-]+){0,3}\s*(?:[.!?,:]+|$)/iu;
 
 /** A line that closes a letter: what comes after it is a signature. */
 const SIGN_OFF =

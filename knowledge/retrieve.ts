@@ -73,19 +73,45 @@ export const MAX_SENTENCE_SEARCHES = 6;
 export const MAX_RETRIEVAL_QUERIES = 2 + 1 + MAX_SENTENCE_SEARCHES;
 
 /**
+ * How relevant the best article is, per collection: of each text searched (the whole email, each
+ * of its sentences), the share of its words (lexemes; a synonym's or a correction's counting what
+ * it counts in the ranking) that its top section holds; the best of them. A share, not the BM25
+ * score: BM25 depends on the collection's size (in a one-article collection every word is in every
+ * article, so every rarity is nil), a share does not. Below its collection's floor nothing is
+ * relevant enough: the drafter hands off (relevance-floor.ts).
+ */
+export interface CollectionRelevance {
+  collection: string;
+  /** 0 (nothing matched) to 1 (the best article holds every word of the email, or of one of its sentences). */
+  score: number;
+}
+
+export interface Retrieval {
+  sections: RetrievedSection[];
+  relevance: CollectionRelevance[];
+}
+
+/**
  * The sections best matching a customer's email. An email often asks two things at once ("how
  * much is shipping to Sweden, and how long does it take?"): each of its sentences is searched on
- * its own as well as the whole, and the rankings are fused (reciprocal rank fusion), so the best
- * article for each question makes the top k instead of the one that shares the most words overall.
- * Bounded: the text is cut (message-text.ts), the sentences searched are capped and de-duplicated,
- * and the caller's signal and heartbeat are honoured before every query.
+ * its own as well as the whole, and the rankings are fused (reciprocal rank fusion, the whole
+ * counting double), so the best article for each question makes the top k instead of the one that
+ * shares the most words overall. Bounded: the text is cut (message-text.ts), the sentences
+ * searched are capped and de-duplicated, and the caller's signal and heartbeat are honoured before
+ * every query.
  */
 export async function retrieve(db: Db, query: RetrievalQuery): Promise<RetrievedSection[]> {
+  return (await retrieveWithRelevance(db, query)).sections;
+}
+
+/** retrieve(), with how relevant each collection's best article is (for the relevance floor). */
+export async function retrieveWithRelevance(db: Db, query: RetrievalQuery): Promise<Retrieval> {
   if (!query.embedder) return textRetrieve(db, query);
   const candidates = await textRetrieve(db, { ...query, limit: Math.max(20, query.limit) });
-  if (candidates.length === 0) return [];
+  if (candidates.sections.length === 0) return candidates;
   beforeQuery(query);
-  return rerank(db, candidates, boundMessageText(query.text).text, query.embedder, query.limit);
+  const text = boundMessageText(query.text).text;
+  return { ...candidates, sections: await rerank(db, candidates.sections, text, query.embedder, query.limit) };
 }
 
 /** Stops a cancelled retrieval before its next query, and says it is alive. */
@@ -123,39 +149,73 @@ async function rerank(
     .slice(0, limit);
 }
 
-async function textRetrieve(db: Db, query: RetrievalQuery): Promise<RetrievedSection[]> {
+async function textRetrieve(db: Db, query: RetrievalQuery): Promise<Retrieval> {
   const bounded = boundMessageText(query.text).text;
   const whole = searchableText(bounded) || bounded;
-  if (query.collections.length === 0 || query.limit <= 0 || searchTerms(whole).length === 0) return [];
+  const nothing = { sections: [], relevance: query.collections.map((collection) => ({ collection, score: 0 })) };
+  if (query.collections.length === 0 || query.limit <= 0 || searchTerms(whole).length === 0) return nothing;
   const parts = firstQuestionsFirst(questionsIn(whole)).slice(0, MAX_SENTENCE_SEARCHES);
   const texts = [whole, ...(parts.length < 2 ? [] : parts)];
   beforeQuery(query);
   const corrections = await spellingCorrections(db, query.collections, [
     ...new Set(texts.flatMap((text) => searchTerms(text))),
   ]);
-  const rankings: RetrievedSection[][] = [];
+  const rankings: SearchHit[][] = [];
   for (const [index, text] of texts.entries()) {
     beforeQuery(query);
     const limit = index === 0 ? Math.max(query.limit, 10) : 10;
     rankings.push(await search(db, { collections: query.collections, text, corrections, limit }));
   }
-  if (rankings.length === 1) return rankings[0]!.slice(0, query.limit);
+  const relevance = query.collections.map((collection) => ({
+    collection,
+    score: Math.max(
+      0,
+      ...rankings.flatMap((ranking) =>
+        ranking
+          .filter((hit) => hit.collection === collection)
+          .slice(0, 1)
+          .map((hit) => Math.min(1, hit.matched / hit.queryWords)),
+      ),
+    ),
+  }));
+  const plain = (hit: SearchHit): RetrievedSection => {
+    const { queryWords: _queryWords, matched: _matched, ...section } = hit;
+    return section;
+  };
+  if (rankings.length === 1) return { sections: rankings[0]!.slice(0, query.limit).map(plain), relevance };
   const fused = new Map<string, { section: RetrievedSection; score: number }>();
-  for (const ranking of rankings) {
-    ranking.forEach((section, index) => {
-      const entry = fused.get(section.id) ?? { section, score: 0 };
-      entry.score += 1 / (RRF_K + index + 1);
-      fused.set(section.id, entry);
+  for (const [position, ranking] of rankings.entries()) {
+    const weight = position === 0 ? WHOLE_TEXT_WEIGHT : 1;
+    ranking.forEach((hit, index) => {
+      const entry = fused.get(hit.id) ?? { section: plain(hit), score: 0 };
+      entry.score += weight / (RRF_K + index + 1);
+      fused.set(hit.id, entry);
     });
   }
-  return [...fused.values()]
+  const sections = [...fused.values()]
     .sort((a, b) => b.score - a.score || (a.section.id < b.section.id ? -1 : 1))
     .slice(0, query.limit)
     .map(({ section, score }) => ({ ...section, rank: score }));
+  return { sections, relevance };
 }
+
+/**
+ * The whole email's ranking counts twice a sentence's in the fusion: a long email's sentences
+ * include chat ("going to scotland next month") whose matches are noise, while the whole text
+ * weighs every word by its rarity. Measured 1, 2, 3 (docs/knowledge.md, "Ranking"): 2 was best on
+ * both the bundled and the held-out questions.
+ */
+const WHOLE_TEXT_WEIGHT = 2;
 
 /** Reciprocal rank fusion's usual constant: a first place counts, a tenth place still a little. */
 const RRF_K = 10;
+
+/**
+ * What a spelling correction counts against a word the customer wrote as the collection does (1):
+ * a correction is a guess, and a word no article uses ("charlie", "bravo") is corrected to the
+ * nearest one that some article does. Half: measured 1 and 0.5 (docs/knowledge.md, "Ranking").
+ */
+const CORRECTION_WEIGHT = 0.5;
 
 /**
  * What a word that only a synonym group brought into the query counts, per word of the customer's
@@ -206,16 +266,19 @@ export function questionsIn(text: string): string[] {
   return parts;
 }
 
+/** A section as one search ranked it, with the number of the searched text's words (lexemes) in its collection's language. */
+type SearchHit = RetrievedSection & { queryWords: number; matched: number };
+
 async function search(
   db: Db,
   query: { collections: readonly string[]; text: string; limit: number; corrections: ReadonlyMap<string, string> },
-): Promise<RetrievedSection[]> {
+): Promise<SearchHit[]> {
   const terms = searchTerms(query.text);
   if (terms.length === 0 || query.collections.length === 0 || query.limit <= 0) return [];
   const corrections = [
     ...new Set(terms.flatMap((term) => (query.corrections.has(term) ? [query.corrections.get(term)!] : []))),
   ].sort();
-  const rows = await db.query<RetrievedSection>(
+  const rows = await db.query<SearchHit>(
     // Synonyms (synonym-store.ts): every phrase of each group one of whose phrases is in the
     // customer's words ($6, in order) joins the query, each collection's groups its own. A phrase
     // counts only where a section holds the whole phrase (by the same rule): "send back" scores
@@ -244,20 +307,23 @@ async function search(
               websearch_to_tsquery(said.language, $2) || to_tsquery('simple', $3) || coalesce(
                 (SELECT string_agg(format('(%s)', y.match), ' | ') FROM synonyms y WHERE y.collection = said.collection
                 )::tsquery, ''::tsquery) AS q,
-              tsvector_to_array(to_tsvector(said.language, $2)) || $4::text[] AS lexemes
+              tsvector_to_array(to_tsvector(said.language, $2)) AS lexemes
          FROM said
      ),
      hits AS (
        SELECT s.id, s.collection, s.source, s.position, u.lexeme, w.weight,
               length(s.search)::float8 AS len,
               cardinality(u.positions) AS tf,
+              -- How many of the customer's words this lexeme stands for, for the relevance share: its
+              -- own word or a correction one, a synonym's the words of the phrase that brought it.
+              CASE WHEN w.weight = 1 OR u.lexeme = ANY($4::text[]) THEN 1 ELSE round(w.weight / $7::float8) END AS covers,
               CASE WHEN 'A' = ANY(u.weights) THEN 3 WHEN 'B' = ANY(u.weights) THEN 2 ELSE 1 END AS place
          FROM knowledge_sections s
          JOIN query ON query.collection = s.collection
          JOIN knowledge_articles a ON a.collection = s.collection AND a.source = s.source AND a.retired_at IS NULL
          CROSS JOIN LATERAL unnest(s.search) AS u
          CROSS JOIN LATERAL (
-           SELECT CASE WHEN u.lexeme = ANY(query.lexemes) THEN 1
+           SELECT CASE WHEN u.lexeme = ANY(query.lexemes) THEN 1 WHEN u.lexeme = ANY($4::text[]) THEN $9::float8
                        ELSE (SELECT max(y.weight) FROM synonyms y
                               WHERE y.collection = s.collection AND u.lexeme = ANY(y.lexemes) AND s.search @@ y.match)
                   END AS weight
@@ -273,16 +339,18 @@ async function search(
      scored AS (
        SELECT h.id, h.collection, h.source, h.position,
               sum(ln(1 + (total.n - df.df + 0.5) / (df.df + 0.5)) * h.place * (h.tf * 2.2) / (h.tf + 1.2 * (1 - $8::float8 + $8::float8 * h.len / total.avglen))
-                  * h.weight) AS rank
+                  * h.weight) AS rank,
+              sum(h.covers) AS matched
          FROM hits h JOIN df USING (lexeme) CROSS JOIN total
         GROUP BY h.id, h.collection, h.source, h.position
      ),
      best AS (
-       SELECT DISTINCT ON (collection, source) id, rank FROM scored ORDER BY collection, source, rank DESC, position
+       SELECT DISTINCT ON (collection, source) id, rank, matched FROM scored ORDER BY collection, source, rank DESC, position
      )
      SELECT s.id, s.collection, s.source, s.title, s.heading, s.body, s.content_hash AS "contentHash",
-            best.rank::float8 AS rank
-       FROM best JOIN knowledge_sections s USING (id)
+            best.rank::float8 AS rank, best.matched::float8 AS matched,
+            greatest(1, cardinality(query.lexemes))::int AS "queryWords"
+       FROM best JOIN knowledge_sections s USING (id) JOIN query ON query.collection = s.collection
       ORDER BY best.rank DESC, s.id
       LIMIT $5`,
     [
@@ -294,6 +362,7 @@ async function search(
       wordsOf(query.text).join(' '),
       SYNONYM_WEIGHT,
       LENGTH_NORMALISATION,
+      CORRECTION_WEIGHT,
     ],
   );
   return rows.rows;

@@ -13,9 +13,10 @@ import {
   collectionsFor,
   type Embedder,
   liveCollections,
+  relevanceVerdict,
   retrievalRefs,
-  retrieve,
-  type RetrievedSection,
+  type Retrieval,
+  retrieveWithRelevance,
 } from '../../knowledge';
 import type { ActivityConfig } from '../../lib/config';
 import type { Db } from '../../lib/db';
@@ -64,6 +65,7 @@ export interface DraftDeps {
     | 'OPERATION_LEASE_MS'
     | 'KNOWLEDGE_INBOX_COLLECTIONS'
     | 'KNOWLEDGE_TOP_K'
+    | 'KNOWLEDGE_RELEVANCE_FLOORS'
     | 'HANDOFF'
     | 'DRAFT_ALLOWED_LINK_DOMAINS'
     | 'REPLYONCE_OWN_ADDRESSES'
@@ -103,19 +105,34 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
     signal: context.cancellationSignal,
     heartbeat: context.info.isLocal ? undefined : () => context.heartbeat(),
   };
-  const sections: RetrievedSection[] = knowledge
-    ? await retrieve(deps.db, { ...query, embedder: deps.embedder ?? null }).catch(async (error: unknown) => {
-        if (!deps.embedder) throw error;
-        // The embedding service is down: the text ranking alone (a changed ranking is a changed request).
-        log.warn('embeddings unavailable; retrieving by full-text search alone', { error: String(error) });
-        return retrieve(deps.db, query);
-      })
-    : [];
+  const retrieval: Retrieval = knowledge
+    ? await retrieveWithRelevance(deps.db, { ...query, embedder: deps.embedder ?? null }).catch(
+        async (error: unknown) => {
+          if (!deps.embedder || context.cancellationSignal.aborted) throw error;
+          // The embedding service is down: the text ranking alone (a changed ranking is a changed request).
+          log.warn('embeddings unavailable; retrieving by full-text search alone', { error: String(error) });
+          return retrieveWithRelevance(deps.db, query);
+        },
+      )
+    : { sections: [], relevance: [] };
+  const sections = retrieval.sections;
+  const relevance = knowledge
+    ? relevanceVerdict(retrieval.relevance, deps.config.KNOWLEDGE_RELEVANCE_FLOORS)
+    : undefined;
   // Without a knowledge base the request is what it always was, so drafts stored before keep their hash.
   const request = {
     inboxId: ref.inboxId,
     messageId: ref.messageId,
-    ...(knowledge ? { knowledge: { collections, articles: retrievalRefs(sections) } } : {}),
+    ...(knowledge
+      ? {
+          knowledge: {
+            collections,
+            articles: retrievalRefs(sections),
+            // Only when below, so requests above the floor keep the hash they had before the floor.
+            ...(relevance?.below ? { belowRelevanceFloor: true } : {}),
+          },
+        }
+      : {}),
   };
   await supersedeUnfinished(deps.db, key, requestHash(request));
 
@@ -159,6 +176,7 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
         textCut,
         knowledge,
         articles,
+        ...(relevance ? { relevance } : {}),
       };
       const answer = await deps.drafter.draft(draftRequest, { signal: context.cancellationSignal });
       const judged = judgeAnswer(answer, draftRequest);

@@ -1,4 +1,5 @@
 import type { TextCut } from '../../../knowledge/message-text';
+import type { RelevanceVerdict } from '../../../knowledge/relevance-floor';
 
 /**
  * The drafting provider interface. The workflow asks for one draft per message; the draft
@@ -34,6 +35,12 @@ export interface DraftRequest {
   knowledge: boolean;
   /** The top articles for this message (the best section of each), best first; what the model may cite. */
   articles: readonly KnowledgeArticle[];
+  /**
+   * Set with a knowledge base: whether the best article is below the relevance floor
+   * (knowledge/relevance-floor.ts). Below it the drafter hands off with `reason`: the offline
+   * drafter always; the model is told so in its prompt.
+   */
+  relevance?: RelevanceVerdict;
 }
 
 export interface KnowledgeArticle {
