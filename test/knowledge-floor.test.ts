@@ -1,5 +1,8 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { OfflineDrafter } from '../activities/draft/drafting/offline-drafter';
 import { judgeAnswer } from '../activities/draft/drafting/answer';
@@ -8,8 +11,10 @@ import {
   readFolder,
   readSynonymFile,
   relevanceVerdict,
+  retrieve,
   retrieveWithRelevance,
   syncCollection,
+  syncConfigured,
   syncSynonyms,
 } from '../knowledge';
 import { createDb, type Db } from '../lib/db';
@@ -131,3 +136,33 @@ describe("the eval's hand-off figures", () => {
     assert.equal(calibrateFloor([0.5], [false]), null);
   });
 });
+
+describe('the live default runs what the figures measured', () => {
+  test('a collection synced from the bundled help centre loads its synonyms, as npm run eval does; a file named for it wins', async () => {
+    const live = `floor-live-${randomUUID().slice(0, 8)}`;
+    const sources = (synonyms?: string) => ({
+      KNOWLEDGE_DIR: `${live}=${BUNDLED.knowledge}`,
+      KNOWLEDGE_SYNONYMS: synonyms,
+      KNOWLEDGE_LANGUAGE: 'english',
+      KNOWLEDGE_COLLECTION_LANGUAGES: {},
+    });
+    try {
+      const report = await syncConfigured(db, sources());
+      const groups = (await readSynonymFile(BUNDLED_SYNONYMS)).length;
+      assert.deepEqual(report.collections[0]?.synonyms, { groups, change: 'loaded' });
+      const hire = await retrieve(db, { collections: [live], text: 'Can I hire a tent?', limit: 3 });
+      assert.equal(hire[0]?.source, 'products/rental.md');
+      const own = folderWithSynonyms('rent, borrow\n');
+      const replaced = await syncConfigured(db, sources(`${live}=${own}`));
+      assert.deepEqual(replaced.collections[0]?.synonyms, { groups: 1, change: 'replaced' });
+    } finally {
+      await db.query('DELETE FROM knowledge_collections WHERE name = $1', [live]);
+    }
+  });
+});
+
+function folderWithSynonyms(text: string): string {
+  const file = path.join(mkdtempSync(path.join(tmpdir(), 'synonyms-')), 'synonyms.txt');
+  writeFileSync(file, text);
+  return file;
+}
