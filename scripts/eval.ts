@@ -30,6 +30,7 @@ import {
   readFolder,
   readSynonymFile,
   DEFAULT_RELEVANCE_FLOOR,
+  detectLanguage,
   relevanceVerdict,
   retrieveWithRelevance,
   scoreEvaluation,
@@ -87,6 +88,8 @@ export interface EvalReport {
   floor: number;
   /** Each question's relevance score (the floor's input), in the file's order: for calibrating a floor. */
   relevance: number[];
+  /** Each question's outcome, in the file's order. */
+  outcomes: QuestionOutcome[];
   /** The synonyms file used and its groups; null: none. */
   synonyms: { file: string; groups: number } | null;
   line: string;
@@ -150,7 +153,15 @@ export async function runEvaluation(db: Db, options: EvalOptions): Promise<EvalR
     const scores = scoreEvaluation(questions, outcomes);
     const modelJudged = options.drafter !== null && options.drafter.name !== 'offline';
     // The offline drafter's hand-offs are the relevance floor's, deterministic: real figures too.
-    return { scores, modelJudged, floor, relevance: relevanceScores, synonyms, line: summaryLine(scores) };
+    return {
+      scores,
+      modelJudged,
+      floor,
+      relevance: relevanceScores,
+      outcomes,
+      synonyms,
+      line: summaryLine(scores),
+    };
   } finally {
     await db.query('DELETE FROM knowledge_collections WHERE name = $1', [collection]);
   }
@@ -183,6 +194,23 @@ export function calibrateFloor(
     if (best === null || f1 > best.f1) best = { floor, precision, recall, f1 };
   }
   return best && { floor: best.floor, precision: best.precision, recall: best.recall };
+}
+
+/**
+ * Recall@3 and MRR of the English questions and of the others (by knowledge/language.ts's
+ * detection), so a set's figures say whether mail in another language is served as well (issue 37).
+ */
+function languageLine(report: EvalReport, questionsFile: string): string {
+  const questions = parseQuestions(readFileSync(questionsFile, 'utf8'));
+  const part = (keep: (language: string | undefined) => boolean) => {
+    const picked = questions.flatMap((q, i) => (keep(detectLanguage(q.text)) ? [i] : []));
+    const scores = scoreEvaluation(
+      picked.map((i) => questions[i]!),
+      picked.map((i) => report.outcomes[i]!),
+    );
+    return `${scores.answerable} answerable, recall@3 ${scores.recallAt3.toFixed(3)}, MRR ${scores.mrr.toFixed(3)}`;
+  };
+  return `by language: English ${part((l) => l === 'en')}; other or unknown ${part((l) => l !== 'en')}`;
 }
 
 function calibrationLine(report: EvalReport, questionsFile: string): string {
@@ -264,6 +292,7 @@ async function main(): Promise<number> {
       console.log(
         `drafted by the ${drafter.name} drafter: its hand-offs are the relevance floor's (${report.floor}), hand-off precision ${s.handoffPrecision?.toFixed(3) ?? 'n/a'}, recall ${s.handoffRecall?.toFixed(3) ?? 'n/a'}; set DRAFT_PROVIDER for a model's`,
       );
+    console.log(languageLine(report, questionsFile));
     if (values.calibrate) console.log(calibrationLine(report, questionsFile));
     console.log(report.line);
     return 0;

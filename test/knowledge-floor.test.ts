@@ -1,6 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -8,6 +8,7 @@ import { OfflineDrafter } from '../activities/draft/drafting/offline-drafter';
 import { judgeAnswer } from '../activities/draft/drafting/answer';
 import {
   DEFAULT_RELEVANCE_FLOOR,
+  parseQuestions,
   readFolder,
   readSynonymFile,
   relevanceVerdict,
@@ -166,3 +167,17 @@ function folderWithSynonyms(text: string): string {
   writeFileSync(file, text);
   return file;
 }
+
+describe('the second held-out set', () => {
+  test('npm run eval -- --held-out-2 is well-formed: every expected article exists, some questions expect a hand-off', async () => {
+    const questions = parseQuestions(readFileSync(BUNDLED.heldOut2, 'utf8'));
+    assert.ok(questions.length >= 40, `${questions.length} questions`);
+    const { documents } = await readFolder(BUNDLED.knowledge);
+    const sources = new Set(documents.map((d) => d.source));
+    assert.deepEqual(
+      questions.flatMap((q) => q.expected_sources).filter((s) => !sources.has(s)),
+      [],
+    );
+    assert.ok(questions.some((q) => q.handoff && q.expected_sources.length === 0));
+  });
+});
