@@ -13,3 +13,8 @@ export * from './eval';
 export * from './embeddings';
 export * from './synonyms';
 export * from './synonym-store';
+export * from './language';
+export * from './message-text';
+export * from './relevance-floor';
+export * from './message-text';
+export * from './relevance-floor';

@@ -283,6 +283,12 @@ export const knowledgeVars = {
   /** How many articles the model is shown (the best section of each). */
   KNOWLEDGE_TOP_K: z.coerce.number().int().min(1).max(20).default(5),
   /**
+   * The relevance floor (issue 37, knowledge/relevance-floor.ts): collection → the per-word score
+   * below which no article is relevant enough and the drafter hands off; `*` for every other
+   * collection. Unlisted: the floor calibrated on the bundled held-out questions.
+   */
+  KNOWLEDGE_RELEVANCE_FLOORS: jsonSetting(z.record(z.string().min(1), z.number().min(0)), '{"*": 0.3, "billing": 0.4}'),
+  /**
    * Where a hand-off goes in an inbox that needs no approval: `review` (waits for a person's
    * verdict like an approval) or `ticket` (a ticket note, no email). Unset: `ticket`.
    */

@@ -10,6 +10,7 @@ import {
 import { runOperation } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
 import type { ActivityConfig } from '../../lib/config';
+import type { TextCut } from '../../knowledge/message-text';
 
 /**
  * Drafts, the one module for them: the rule a reply's text must pass (contract/draft-text.ts, also
@@ -31,6 +32,8 @@ export interface StoredDraft {
   handoff?: null | { kind: 'model' | 'bad-citation' | 'no-citation'; reason: string };
   /** The draft rules the model's text tripped (activities/draft/draft-check.ts): a person approves it first. */
   holds?: HoldRule[];
+  /** Set when only the start of the message was read (knowledge/message-text.ts): the ticket note says so. */
+  textCut?: TextCut;
 }
 
 /** The text as it will be stored and sent, or a final `InvalidDraft` naming what is wrong with it. */

@@ -10,6 +10,7 @@ import type { ActivityConfig } from '../../lib/config';
 import type { Db } from '../../lib/db';
 import { storedDraft, type StoredDraft } from '../draft/draft-store';
 import { foldSkippedTicket } from './skipped-fold';
+import { textCutNotice } from '../../knowledge/message-text';
 
 /**
  * One ticket per conversation (an AgentMail thread): the thread's first message to get here opens
@@ -153,6 +154,7 @@ export async function commentDraftNote(
 export function noteWithDraft(note: string, draft: StoredDraft): string {
   const lines = [note];
   if (draft.handoff) lines.push(`Handed off to a person: ${draft.handoff.reason}`);
+  if (draft.textCut) lines.push(textCutNotice(draft.textCut));
   if (draft.considered !== undefined)
     lines.push(`Articles considered: ${draft.considered.length > 0 ? draft.considered.join(', ') : 'none matched'}`);
   if (draft.citations !== undefined && draft.citations.length > 0)

@@ -4,7 +4,7 @@ import type { DraftAnswer, Drafter, DraftRequest } from './drafter';
  * The default drafter: deterministic, no network, so the system works out of the box and
  * tests are reproducible. It acknowledges the message and promises a human follow-up. With a
  * knowledge base it speaks the same structured answer as a model: it points to the best-matching
- * article and cites it, or hands off when no article matches.
+ * article and cites it, or hands off when no article matches or the best is below the relevance floor.
  */
 export class OfflineDrafter implements Drafter {
   readonly name = 'offline';
@@ -35,6 +35,9 @@ export class OfflineDrafter implements Drafter {
     ].join('\n');
     if (request.knowledge && !best)
       return { reply, citations: [], handoff: { reason: 'no article in the knowledge base matches this message' } };
+    // Below the relevance floor the best article is not an answer: a person answers (issue 37).
+    if (request.knowledge && request.relevance?.below)
+      return { reply, citations: [], handoff: { reason: request.relevance.reason ?? 'no article is relevant enough' } };
     return { reply, citations: best ? [best.id] : [], handoff: null };
   }
 }
