@@ -3,37 +3,29 @@ import {
   ApplicationFailure,
   CancellationScope,
   condition,
-  getExternalWorkflowHandle,
   log,
-  patched,
-  proxyActivities,
-  proxyLocalActivities,
   setCurrentDetails,
   setHandler,
   setWorkflowOptions,
   upsertSearchAttributes,
   workflowInfo,
-  type RetryPolicy,
 } from '@temporalio/workflow';
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
-import type { Activities } from '../activities';
 import {
   decisionKey,
+  FailureType,
   draftKey,
   draftProblem,
-  FailureType,
   HOLD_RULES,
   type HoldRule,
   type InboundMessageInput,
   type InboundMessageResult,
-  LOCAL_RETRY_THRESHOLD_MS,
   type MessageRef,
   type OperationKind,
   type OperationReport,
   operationsQuery,
   type OperationView,
   providerDraftKey,
-  releaseTurnSignal,
   replyKey,
   type ReplyStatus,
   type ReviewInput,
@@ -45,17 +37,13 @@ import {
   reviewUpdate,
   type ReviewVerdict,
   SearchAttributes,
-  SHARED_TURN_KEEPERS_PATCH,
   threadTicketKey,
   ticketKey,
   ticketNoteKey,
   ticketReplyKey,
-  type TurnGrant,
-  type TurnHandBack,
-  type TurnKeeperRef,
-  turnSignal,
-  turnWantedSignal,
 } from '../contract';
+import { boundedCleanup, leasedEffects, localSteps, quickCalls, reviewerNotifier } from './message/proxies';
+import { threadTurn } from './message/turn';
 
 /**
  * One workflow per inbound message (its ID comes from inbox_id + message_id): decide whether a
@@ -64,83 +52,6 @@ import {
  * key, and only IDs and keys pass through here, never bodies or drafted text (history is
  * stored unencrypted; an edited text in a reviewer's payload is the one exception, documented).
  */
-
-/**
- * Only answers that prove a bug or a permanent refusal stop retrying; everything else backs off
- * and retries with the same operation key. Bounded by RETRY_FOR below (each proxy's schedule-to-close).
- */
-const retry: RetryPolicy = {
-  initialInterval: '1 second',
-  backoffCoefficient: 2,
-  maximumInterval: '1 minute',
-  nonRetryableErrorTypes: Object.values(FailureType),
-};
-
-/**
- * How long one step keeps retrying an answer that may pass (AgentMail or Postgres down, a model
- * rate-limiting us) before the message fails visibly (ReplyStatus=failed). Longer than
- * AgentMail's own ~27.5 h of webhook retries and than the send's reconcile-after (~23 h), so an
- * outage of a day heals by itself; past it a person looks, and a replay of the message (the
- * workflow may be started again once failed) resumes it with the same keys, so nothing repeats.
- */
-const RETRY_FOR = '2 days';
-
-/**
- * The effects behind operation keys. They heartbeat while they hold their lease, so a crashed
- * worker is noticed after the heartbeat timeout instead of the whole start-to-close timeout,
- * and the retry takes the effect over once the lease has run out.
- */
-const effects = proxyActivities<Activities>({
-  startToCloseTimeout: '2 minutes',
-  scheduleToCloseTimeout: RETRY_FOR,
-  heartbeatTimeout: '10 seconds',
-  retry,
-});
-
-/** Reads and effects idempotent by nature: quick, no lease. */
-const quick = proxyActivities<Activities>({
-  startToCloseTimeout: '30 seconds',
-  scheduleToCloseTimeout: RETRY_FOR,
-  retry,
-});
-
-/**
- * Short steps that need no task queue of their own: the decision (one AgentMail read and one
- * Postgres query, recorded in the operation store) and the labels (set-like). As local
- * activities they run inside the workflow task that asks for them, which saves the Temporal
- * server a task dispatch and a workflow task per step (README, Performance, has the figures).
- * Their results are kept in history as markers, so a replay does not run them again; a worker
- * that crashes mid-step loses its workflow task, and the next worker runs the step again — the
- * operation key makes that a replay of the recorded decision (test/crash-windows). Backoffs
- * longer than the threshold become durable timers.
- */
-const local = proxyLocalActivities<Activities>({
-  startToCloseTimeout: '30 seconds',
-  scheduleToCloseTimeout: RETRY_FOR,
-  localRetryThreshold: LOCAL_RETRY_THRESHOLD_MS,
-  retry,
-});
-
-/**
- * Giving a budget reservation back on the way out of a failed run. Bounded, so a Postgres outage
- * cannot keep the run from failing; a release that never lands only means fewer replies, not more.
- */
-const release = proxyLocalActivities<Activities>({
-  startToCloseTimeout: '10 seconds',
-  localRetryThreshold: LOCAL_RETRY_THRESHOLD_MS,
-  retry: { ...retry, maximumAttempts: 5 },
-});
-
-/**
- * Telling reviewers that a reply waits: not awaited, so a webhook that is down never holds up a
- * verdict, and bounded, so it stops trying after an hour (the desk's queue shows the reply anyway).
- */
-const notifier = proxyActivities<Activities>({
-  startToCloseTimeout: '30 seconds',
-  scheduleToCloseTimeout: '1 hour',
-  heartbeatTimeout: '10 seconds',
-  retry,
-});
 
 type DraftVersion = 1 | 2;
 
@@ -201,7 +112,7 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     const decision = await operations.run(
       keys.decision,
       'decision',
-      local.decideReply({
+      localSteps.decideReply({
         ...ref,
         key: keys.decision,
         budgetKey: keys.versions[1].reply,
@@ -222,7 +133,7 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
         await operations.run(
           keys.ticket,
           'ticket',
-          effects.openTicket({
+          leasedEffects.openTicket({
             ...ref,
             key: keys.ticket,
             threadId: decision.threadId,
@@ -253,9 +164,8 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     // Awaited below; until then (the turn may take days behind an approval) a final failure of the
     // ticket must not count as an unhandled rejection, which would fail workflow tasks, not the run.
     void ticketing.catch(() => undefined);
-    // A thread is answered in order, one message at a time: wait for this message's turn. A later
-    // message of a burst may take it instead, and then its reply answers this one too. Runs started
-    // before the shared keepers (recorded histories, runs moved by hand) replay the per-thread keeper.
+    // A thread is answered in order, one message at a time: wait for this message's turn. A newer
+    // message of the same sender may take it instead, and once its reply is sent it answers this one too.
     // ThreadId goes with the first status set after the decision (each upsert is a history event).
     let threadPending = thread;
     const withThread = (more: SearchAttributeUpdatePair[] = []) => {
@@ -263,19 +173,44 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
       threadPending = [];
       return pairs;
     };
-    const input = { ...ref, threadId: decision.threadId };
-    const grant = patched(SHARED_TURN_KEEPERS_PATCH)
-      ? await turn.take(input, () => setStatus('waiting_turn', withThread()))
-      : (setStatus('waiting_turn', withThread()), await turn.takeFromThread(input));
+    const grant = await turn.take({ ...ref, threadId: decision.threadId }, (burstLeftMs) => {
+      setStatus('waiting_turn', withThread());
+      if (burstLeftMs > 0)
+        log.info(`waiting ${Math.ceil(burstLeftMs / 1000)} s for the customer's burst to end (REPLY_COALESCE_MS)`);
+    });
     if (grant.kind === 'covered') {
       const [, ticketId] = await bothSettled(
-        local.releaseReplyBudget({ budgetKey: keys.versions[1].reply }),
+        localSteps.releaseReplyBudget({ budgetKey: keys.versions[1].reply }),
         ticketing,
       );
       reserved = false;
       operations.skip(keys.versions[1].reply, 'reply', `answered together with ${grant.by}`);
+      log.info(`answered together: the reply sent to ${grant.by} covers this message`, { coveredBy: grant.by });
       setStatus('answered-together', withThread([{ key: SearchAttributes.CoveredBy, value: grant.by }]));
       return { status: 'answered-together', coveredBy: grant.by, ticketId };
+    }
+    if (grant.kind === 'person-answering') {
+      // A teammate answers this thread: no automatic reply until a person hands it back.
+      const [, ticketId] = await bothSettled(
+        localSteps.releaseReplyBudget({ budgetKey: keys.versions[1].reply }),
+        ticketing,
+      );
+      reserved = false;
+      await operations.run(
+        keys.ticketNote,
+        'ticket-note',
+        leasedEffects.commentDraftNote({
+          ...ref,
+          key: keys.ticketNote,
+          ticketId,
+          draftKey: keys.versions[1].draft,
+          note: 'not answered automatically: a person of the team answers this thread (hand it back to let the agent answer)',
+        }),
+        (c) => c.commentId,
+      );
+      operations.skip(keys.versions[1].reply, 'reply', 'a person answers this thread');
+      setStatus('skipped', withThread([{ key: SearchAttributes.SkipReason, value: 'person-answering' }]));
+      return { status: 'skipped', reason: 'person-answering', ticketId };
     }
     const covers = grant.covers;
 
@@ -283,7 +218,7 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     const drafting = operations.run(
       keys.versions[1].draft,
       'draft',
-      effects.draftReply({ ...ref, key: keys.versions[1].draft }),
+      leasedEffects.draftReply({ ...ref, key: keys.versions[1].draft }),
       (d) =>
         [
           `${d.characters} characters`,
@@ -303,7 +238,13 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
       operations.run(
         keys.ticketNote,
         'ticket-note',
-        effects.commentDraftNote({ ...ref, key: keys.ticketNote, ticketId, draftKey: keys.versions[1].draft, note }),
+        leasedEffects.commentDraftNote({
+          ...ref,
+          key: keys.ticketNote,
+          ticketId,
+          draftKey: keys.versions[1].draft,
+          note,
+        }),
         (c) => c.commentId,
       );
     if (handoff !== null) {
@@ -315,7 +256,7 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     }
     if (handoff !== null && !decision.approval.required && handoff.route === 'ticket') {
       operations.skip(keys.versions[1].reply, 'reply', `handed off: ${handoff.kind}`);
-      await local.releaseReplyBudget({ budgetKey: keys.versions[1].reply });
+      await localSteps.releaseReplyBudget({ budgetKey: keys.versions[1].reply });
       reserved = false;
       await turn.release();
       setStatus('handed_off');
@@ -331,7 +272,11 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
       await operations.run(
         keys.versions[1].providerDraft,
         'provider-draft',
-        effects.createProviderDraft({ ...ref, key: keys.versions[1].providerDraft, draftKey: keys.versions[1].draft }),
+        leasedEffects.createProviderDraft({
+          ...ref,
+          key: keys.versions[1].providerDraft,
+          draftKey: keys.versions[1].draft,
+        }),
         (d) => d.draftId,
       );
       const reason =
@@ -353,7 +298,7 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
               ? 'escalated'
               : null;
         if (event === null) return;
-        notifier
+        reviewerNotifier
           .notifyReviewers({ ...ref, key: notifyKey(ref, event), event, reason, draftKey: keys.versions[1].draft })
           .catch((error: unknown) =>
             log.warn('reviewers were not notified', { event, failure: failureSummary(error) }),
@@ -361,7 +306,7 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
       };
       // A verdict recorded by an earlier run of this message (a replay) stands; otherwise the window
       // opens now, before the status tells a person to judge, so a verdict sent on seeing it is not refused.
-      const recalled = await quick.recallReview({ key: keys.review });
+      const recalled = await quickCalls.recallReview({ key: keys.review });
       if (recalled === null) {
         review.open({ revision: 1, draftKey: keys.versions[1].draft, reason });
         if (held) {
@@ -376,7 +321,7 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
         recalled !== null
           ? Promise.resolve(recalled)
           : (async () =>
-              effects.recordReview({
+              leasedEffects.recordReview({
                 ...ref,
                 key: keys.review,
                 review: await review.wait(waiting, held ? null : decision.approval.timeoutMs, (status) => {
@@ -389,11 +334,11 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
       review.stands({ verdict: verdict.verdict, revision: verdict.revision ?? 1, reviewer: verdict.reviewer ?? '' });
       // A verdict stands: AgentMail's copy of the draft goes, so nobody can send it from the console.
       // What goes out is our stored text of the approved version.
-      await quick.deleteProviderDraft({ inboxId: ref.inboxId, providerDraftKey: keys.versions[1].providerDraft });
+      await quickCalls.deleteProviderDraft({ inboxId: ref.inboxId, providerDraftKey: keys.versions[1].providerDraft });
 
       if (verdict.verdict === 'reject') {
         operations.skip(keys.versions[1].reply, 'reply', 'rejected by the reviewer');
-        await local.releaseReplyBudget({ budgetKey: keys.versions[1].reply });
+        await localSteps.releaseReplyBudget({ budgetKey: keys.versions[1].reply });
         reserved = false;
         await turn.release();
         setStatus('rejected');
@@ -405,7 +350,7 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
         await operations.run(
           keys.versions[version].draft,
           'draft',
-          effects.reviseDraft({ ...ref, key: keys.versions[version].draft, reviewKey: keys.review }),
+          leasedEffects.reviseDraft({ ...ref, key: keys.versions[version].draft, reviewKey: keys.review }),
           () => 'edited by the reviewer',
         );
       }
@@ -416,21 +361,25 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     const sent = await operations.run(
       keys.versions[version].reply,
       'reply',
-      effects.sendReply({ ...ref, draftKey: keys.versions[version].draft, replyKey: keys.versions[version].reply }),
+      leasedEffects.sendReply({
+        ...ref,
+        draftKey: keys.versions[version].draft,
+        replyKey: keys.versions[version].reply,
+      }),
       (s) => `${s.reconciled ? 'reconciled ' : ''}${s.messageId}`,
     );
 
     await operations.run(
       keys.ticketReply,
       'ticket-reply',
-      local.finishReply({
+      localSteps.finishReply({
         ...ref,
         key: keys.ticketReply,
         ticketId,
         draftKey: keys.versions[version].draft,
         replyMessageId: sent.messageId,
         covers,
-        ...turn.handBack(),
+        ...turn.handBack(true),
       }),
       (c) => c.commentId,
     );
@@ -448,7 +397,7 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     if (reserved && !sendStarted) {
       // Even when the run is being cancelled; a failure here must not hide the run's own.
       await CancellationScope.nonCancellable(() =>
-        release.releaseReplyBudget({ budgetKey: keys.versions[1].reply }),
+        boundedCleanup.releaseReplyBudget({ budgetKey: keys.versions[1].reply }),
       ).catch(() => undefined);
     }
     // The thread's next message must not wait on a run that failed.
@@ -457,72 +406,6 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     operations.failPending(failureSummary(error));
     throw error;
   }
-}
-
-/**
- * This message's turn in its thread. Since the shared keepers (workflows/turn-keeper.ts): asked for
- * by a local activity that sends the thread's keeper an Update; a free thread's turn is its result,
- * a queued one comes by a `turn` signal; given back by a local activity that tells the keeper only
- * when the keeper said someone waits (`turnWanted`). Before them (workflows/thread.ts, replayed for
- * older runs): asked for by signal-with-start, always answered by signal, given back by a signal.
- */
-function threadTurn() {
-  let grant: TurnGrant | undefined;
-  let holding: TurnKeeperRef | null = null;
-  let sharedKeeper = false;
-  // A shared keeper says so when another message of the thread waits behind this one's turn: only
-  // then is it told when the turn is done (a lone thread's keeper hears nothing more).
-  let someoneWaits = false;
-  setHandler(turnSignal, (answer) => {
-    grant ??= answer; // the first answer counts; a repeat changes nothing
-  });
-  setHandler(turnWantedSignal, () => {
-    someoneWaits = true;
-  });
-  return {
-    /** The shared keepers: `onQueued` runs when the turn is not given at once (the run shows it waits). */
-    async take(input: MessageRef & { threadId: string }, onQueued: () => void): Promise<TurnGrant> {
-      sharedKeeper = true;
-      const { workflowId, runId } = workflowInfo();
-      const taken = await local.takeTurn({ ...input, workflowId, runId });
-      if (taken.answer.kind === 'queued') {
-        onQueued();
-        await condition(() => grant !== undefined);
-      } else {
-        grant ??= taken.answer;
-      }
-      if (grant!.kind === 'go') holding = { keeperWorkflowId: taken.keeperWorkflowId, threadKey: taken.threadKey };
-      return grant!;
-    },
-    /** The per-thread keeper of the builds before (histories recorded then replay this). */
-    async takeFromThread(input: MessageRef & { threadId: string }): Promise<TurnGrant> {
-      const { workflowId, runId } = workflowInfo();
-      const { threadWorkflowId } = await local.requestTurn({ ...input, workflowId, runId });
-      await condition(() => grant !== undefined);
-      if (grant!.kind === 'go') holding = { keeperWorkflowId: threadWorkflowId, threadKey: null };
-      return grant!;
-    },
-    /** What the activity that gives the turn back needs; the turn counts as given back from here on. */
-    handBack(): TurnHandBack | { runId: string; threadWorkflowId: string } {
-      const held = holding;
-      holding = null;
-      const runId = workflowInfo().runId;
-      if (sharedKeeper) return { runId, someoneWaits, ...(held ?? { keeperWorkflowId: '', threadKey: null }) };
-      return { runId, threadWorkflowId: held?.keeperWorkflowId ?? '' };
-    },
-    /** Gives the turn back before the reply's end (rejected, handed off, failed); `bounded` on the way out of a failure. */
-    async release(options: { bounded?: boolean } = {}): Promise<void> {
-      if (holding === null) return;
-      const held = holding;
-      holding = null;
-      const runId = workflowInfo().runId;
-      if (sharedKeeper) {
-        await (options.bounded ? release : local).giveTurnBack({ ...held, runId, someoneWaits });
-        return;
-      }
-      await getExternalWorkflowHandle(held.keeperWorkflowId).signal(releaseTurnSignal, { runId });
-    },
-  };
 }
 
 /**
