@@ -6,8 +6,10 @@ import {
   awaitVerdict,
   decide,
   draft,
+  endErased,
   failRun,
   handOffToTicket,
+  isErased,
   leaveToPerson,
   noteOnTicket,
   openThreadTicket,
@@ -74,6 +76,7 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     if (version === null) return { status: 'rejected', ticketId, covers };
     return await sendReply(run, version, ticketId, covers);
   } catch (error) {
+    if (isErased(error)) return await endErased(run);
     await failRun(run, error);
     throw error;
   }

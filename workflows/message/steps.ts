@@ -1,5 +1,6 @@
-import { CancellationScope, log } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, CancellationScope, log } from '@temporalio/workflow';
 import {
+  FailureType,
   HOLD_RULES,
   type InboundMessageResult,
   notifyKey,
@@ -329,4 +330,28 @@ export async function failRun(run: MessageRun, error: unknown): Promise<void> {
   await CancellationScope.nonCancellable(() => run.turn.release({ bounded: true })).catch(() => undefined);
   run.setStatus('failed');
   run.operations.failPending(failureSummary(error));
+}
+
+/**
+ * The customer was forgotten (privacy/erase.ts) while this run was under way, or before a rerun: an
+ * activity answered `Erased`. Nothing more happens for this message — no draft, no ticket, no send —
+ * but the run's own bookkeeping (the budget it reserved, the thread's turn) is given back like any
+ * ending, and the run ends `erased`, not failed: it is the outcome the operator asked for.
+ */
+export async function endErased(run: MessageRun): Promise<InboundMessageResult> {
+  if (run.budget.reserved && !run.budget.sendStarted) {
+    await CancellationScope.nonCancellable(() =>
+      boundedCleanup.releaseReplyBudget({ budgetKey: run.keys.versions[1].reply }),
+    ).catch(() => undefined);
+  }
+  await CancellationScope.nonCancellable(() => run.turn.release({ bounded: true })).catch(() => undefined);
+  run.setStatus('erased');
+  run.operations.failPending("erased on the customer's request");
+  return { status: 'erased' };
+}
+
+/** Whether a failure is an activity's `Erased` answer (the operation store's tombstone). */
+export function isErased(error: unknown): boolean {
+  const cause = error instanceof ActivityFailure ? error.cause : error;
+  return cause instanceof ApplicationFailure && cause.type === FailureType.Erased;
 }
