@@ -116,6 +116,7 @@ export function queuePage(
     'Waiting',
     frame,
     html`<h1>Waiting for a person</h1>
+      <p><a href="/threads">Threads a person answers</a> (the agent leaves them to the team until handed back)</p>
       <form method="get" action="/" class="inline filter">
         <label for="inbox">Inbox</label>
         <select id="inbox" name="inbox">

@@ -6,7 +6,7 @@ import { Client } from '@temporalio/client';
 import type { Browser } from 'playwright-core';
 import pino from 'pino';
 import { inboundWorkflowId } from '../lib/hashing';
-import type { MessageRef, ReplyStatus } from '../contract';
+import { type MessageRef, type ReplyStatus, reviewUpdate } from '../contract';
 import { addReviewer, revokeReviewer } from '../review/reviewers';
 import { listReviewAudit } from '../review/audit';
 import { axeViolations, seriousOrWorse, signIn, startDesk } from './support/desk';
@@ -439,6 +439,62 @@ describe("the reviewer's page states", { skip }, () => {
     assert.match(String(await status(ref)), /awaiting_approval|escalated/, 'the reply still waits');
     await h.client.workflow.getHandle(inboundWorkflowId(ref)).terminate('test over');
     await Promise.all([attacker.close(), victim.close()]);
+  });
+
+  test('a thread a teammate answered is listed under "Threads a person answers"; handing it back there lets the agent answer its next message', async () => {
+    // Prepare: a thread whose first reply a reviewer rejects, then a teammate answers in it (AgentMail's console)
+    const inboxId = h.newInbox();
+    const threadId = randomUUID();
+    const from = `held-${randomUUID().slice(0, 8)}@customer.example`;
+    const write = async (text: string): Promise<MessageRef> => {
+      const inbound = await h.sandbox.inbound({
+        inbox_id: inboxId,
+        thread_id: threadId,
+        from,
+        subject: 'Tent pole',
+        text,
+      });
+      return { inboxId, messageId: inbound.message.message_id };
+    };
+    const first = await write('My tent pole snapped on the first night.');
+    await eventually(
+      async () => (['awaiting_approval', 'escalated'].includes(String(await status(first))) ? true : undefined),
+      'the first reply to wait for a person',
+    );
+    await h.client.workflow
+      .getHandle(inboundWorkflowId(first))
+      .executeUpdate(reviewUpdate, { args: [{ verdict: 'reject', revision: 1, reviewer: grace.id }] });
+    assert.equal(await finalStatus(first), 'rejected');
+    await h.agentmail.inboxes.messages.reply(inboxId, first.messageId, {
+      text: 'Grace here: a new pole is on its way.',
+    });
+    const second = await write('Thank you, Grace!');
+    assert.equal(await finalStatus(second), 'skipped');
+
+    // Act: the reviewer finds the thread on its page and hands it back
+    const context = await browser.newContext();
+    const page = await signIn(context, desk.url, ada.token);
+    await page.getByRole('link', { name: 'Threads a person answers' }).click();
+    await eventually(async () => {
+      await page.reload();
+      return (await page.content()).includes(threadId) ? true : undefined;
+    }, 'the thread on the page (visibility catches up)');
+    assert.deepEqual(seriousOrWorse(await axeViolations(page)), []);
+    await keepScreenshot(page, 'desk-threads');
+    const row = page.locator('tr', { hasText: threadId });
+    await row.getByRole('button', { name: 'Let the agent answer this thread again' }).click();
+    await page.waitForURL(`${desk.url}/threads?done=handed-back`);
+    assert.match(await page.locator('.notice').first().innerText(), /Handed back/);
+    assert.equal(await page.locator('tr', { hasText: threadId }).count(), 0, 'no longer listed');
+
+    // Assess: the customer's next message is the agent's again (its reply waits for approval in this inbox)
+    const third = await write('One more question: do you sell spare pegs?');
+    await eventually(
+      async () => (['awaiting_approval', 'escalated'].includes(String(await status(third))) ? true : undefined),
+      'the next message answered by the agent again',
+    );
+    await h.client.workflow.getHandle(inboundWorkflowId(third)).terminate('test over');
+    await context.close();
   });
 });
 

@@ -98,7 +98,10 @@ export async function threadRoutes(app: FastifyInstance, options: ThreadsOptions
       if (!mayReview(reviewer, inbox))
         return htmlReply(reply, 403, threadsPage(request, reply, [], false, 'You may not review that inbox.'));
       await handBackThread(options.db, { inboxId: inbox, threadId: thread, by: reviewer.id });
-      request.log.info({ inboxId: inbox, threadId: thread, reviewer: reviewer.id }, 'desk: thread handed back to the agent');
+      request.log.info(
+        { inboxId: inbox, threadId: thread, reviewer: reviewer.id },
+        'desk: thread handed back to the agent',
+      );
       return reply.code(303).redirect('/threads?done=handed-back');
     },
   );
@@ -116,7 +119,11 @@ export async function threadRoutes(app: FastifyInstance, options: ThreadsOptions
         html`<tr>
           <td>${t.inboxId}</td>
           <td><code>${t.threadId}</code></td>
-          <td><time datetime="${t.lastLeftAt.toISOString()}">${t.lastLeftAt.toISOString().slice(0, 16).replace('T', ' ')} UTC</time></td>
+          <td>
+            <time datetime="${t.lastLeftAt.toISOString()}"
+              >${t.lastLeftAt.toISOString().slice(0, 16).replace('T', ' ')} UTC</time
+            >
+          </td>
           <td>${t.messages}</td>
           <td>
             <form method="post" action="/threads/hand-back" class="inline">
@@ -133,27 +140,29 @@ export async function threadRoutes(app: FastifyInstance, options: ThreadsOptions
       pageFrame,
       html`<h1>Threads a person answers</h1>
         <p>
-          Someone of the team wrote in these threads (not the agent), so the agent leaves the customer's later messages to
-          a person. Hand a thread back when the agent may answer it again. <a href="/">Back to the queue</a>
+          Someone of the team wrote in these threads (not the agent), so the agent leaves the customer's later messages
+          to a person. Hand a thread back when the agent may answer it again. <a href="/">Back to the queue</a>
         </p>
         ${done ? html`<p class="notice ok" role="status">Handed back: the agent answers the customer's next message.</p>` : ''}
         ${problem ? html`<p class="notice error" role="alert">${problem}</p>` : ''}
-        ${threads.length === 0
-          ? html`<p>No thread is held by a person.</p>`
-          : html`<table>
-              <thead>
-                <tr>
-                  <th scope="col">Inbox</th>
-                  <th scope="col">Thread</th>
-                  <th scope="col">Last left to a person</th>
-                  <th scope="col">Messages left</th>
-                  <th scope="col">Action</th>
-                </tr>
-              </thead>
-              <tbody>
-                ${rows}
-              </tbody>
-            </table>`}`,
+        ${
+          threads.length === 0
+            ? html`<p>No thread is held by a person.</p>`
+            : html`<table>
+                <thead>
+                  <tr>
+                    <th scope="col">Inbox</th>
+                    <th scope="col">Thread</th>
+                    <th scope="col">Last left to a person</th>
+                    <th scope="col">Messages left</th>
+                    <th scope="col">Action</th>
+                  </tr>
+                </thead>
+                <tbody>
+                  ${rows}
+                </tbody>
+              </table>`
+        }`,
     );
   }
 }
