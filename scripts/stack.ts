@@ -146,7 +146,7 @@ function printBanner(stack: TemporalStack, ms: number, reviewerToken: string | n
       `  API (balancer)  http://127.0.0.1:${PORTS.balancer}  → api-1 :${PORTS.api[0]}, api-2 :${PORTS.api[1]}`,
       `  Temporal        ${stack.address}  (mTLS; namespace ${stack.namespace}; logs in .data/stack/logs)`,
       `  Web UI          ${stack.uiUrl}/namespaces/${stack.namespace}/workflows`,
-      ...deskBannerLines(`http://127.0.0.1:${PORTS.desk}`, reviewerToken, '  Review desk     '),
+      ...deskBannerLines(`http://127.0.0.1:${PORTS.desk}`, reviewerToken, '  Review desk     ', stack.appDatabaseUrl),
       `  Sandbox         http://127.0.0.1:${PORTS.sandbox}  (the local AgentMail)`,
       `  Postgres        app: ${stack.appDatabaseUrl.replace(/:[^:@/]+@/, ':***@')}  (role replyonce_app; Temporal has its own)`,
       '',

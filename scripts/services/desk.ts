@@ -16,12 +16,21 @@ export async function firstReviewerToken(databaseUrl: string): Promise<string | 
   }
 }
 
-/** The banner's lines for the desk. */
-export function deskBannerLines(url: string, token: string | null, label = '  Review desk   '): string[] {
+/**
+ * The banner's lines for the desk. `databaseUrl` is the stack's own database when it is not the one
+ * `npm run reviewer` finds by itself, so the printed command works as printed.
+ */
+export function deskBannerLines(
+  url: string,
+  token: string | null,
+  label = '  Review desk   ',
+  databaseUrl?: string,
+): string[] {
+  const add = `${databaseUrl ? `DATABASE_URL='${databaseUrl}' ` : ''}npm run reviewer -- add --name "New reviewer"`;
   return [
     `${label}${url}`,
     token
       ? `${' '.repeat(label.length)}sign in with this reviewer token (shown once, only its hash is kept): ${token}`
-      : `${' '.repeat(label.length)}reviewers exist already; npm run reviewer -- add --name "…" makes a token`,
+      : `${' '.repeat(label.length)}reviewers exist already; ${add} makes a token`,
   ];
 }
