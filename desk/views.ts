@@ -147,6 +147,24 @@ export interface MessageView {
 export interface Citation {
   title: string;
   url: string | null;
+  /** The cited section's heading and the start of its text (drafts stored before these have neither). */
+  heading?: string | null;
+  text?: string | null;
+}
+
+/** The articles the draft rests on: each one's title (a link when it has one), section and text, never a bare id. */
+function citationList(citations: readonly Citation[]): Html | '' {
+  if (citations.length === 0) return '';
+  return html`<h3>Cited articles</h3>
+    <ul class="citations">
+      ${citations.map(
+        (c) =>
+          html`<li>
+            ${c.url ? html`<a href="${c.url}" rel="noreferrer noopener">${c.title}</a>` : html`<strong>${c.title}</strong>`}
+            ${c.heading ? html` — ${c.heading}` : ''} ${c.text ? html`<blockquote>${c.text}</blockquote>` : ''}
+          </li>`,
+      )}
+    </ul>`;
 }
 
 function verdictLine(verdict: NonNullable<ReviewState['verdict']>): Html {
@@ -173,16 +191,7 @@ export function messagePage(frame: Frame, view: MessageView): string {
           </article>`,
       )
     : html`<p class="notice error" role="alert">${view.thread.problem}</p>`;
-  const citations =
-    view.draft && view.draft.citations.length > 0
-      ? html`<h3>Cited articles</h3>
-          <ul class="citations">
-            ${view.draft.citations.map(
-              (c) =>
-                html`<li>${c.url ? html`<a href="${c.url}" rel="noreferrer noopener">${c.title}</a>` : c.title}</li>`,
-            )}
-          </ul>`
-      : '';
+  const citations = view.draft ? citationList(view.draft.citations) : '';
   const decide = waiting
     ? html`<section aria-labelledby="decide">
         <h2 id="decide">Your verdict</h2>

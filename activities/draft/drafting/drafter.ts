@@ -1,3 +1,5 @@
+import type { DraftAttachment } from './attachments';
+
 /**
  * The drafting provider interface. The workflow asks for one draft per message; the draft
  * activity stores the text before anything is sent, so a drafter is called once per message
@@ -30,6 +32,13 @@ export interface DraftRequest {
   knowledge: boolean;
   /** The top articles for this message (the best section of each), best first; what the model may cite. */
   articles: readonly KnowledgeArticle[];
+  /**
+   * The customer's language (customer-language.ts): `reply` is the ISO 639-1 code to answer in,
+   * null when the detector could not name it (then: the language of the message). Absent: not detected.
+   */
+  language?: { detected: string | null; reply: string | null };
+  /** The message's attachments: name, type, size and the text a reader extracted (never the bytes). */
+  attachments?: readonly DraftAttachment[];
 }
 
 export interface KnowledgeArticle {
