@@ -153,7 +153,7 @@ export interface Citation {
 }
 
 /** The articles the draft rests on: each one's title (a link when it has one), section and text, never a bare id. */
-function citationList(citations: readonly Citation[]): Html | '' {
+export function citationList(citations: Citation[]): Html | string {
   if (citations.length === 0) return '';
   return html`<h3>Cited articles</h3>
     <ul class="citations">
