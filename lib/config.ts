@@ -1,6 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { draftProblem } from '../contract/draft-text';
+import { BUSINESS_HOURS_EXAMPLE, type BusinessHours, parseBusinessHours } from './business-hours';
 import { checkProviderSettings, draftingVars, ticketVars } from './provider-config';
 import { loadTemporalConnection, type TemporalConnectionSettings } from './temporal-connection';
 
@@ -172,6 +173,7 @@ const signatureText = z
       });
   });
 
+export const ACKNOWLEDGMENT_OCCASIONS = ['handoff', 'held', 'approval', 'ceiling'] as const;
 const ISO_639_1 = /^[a-z]{2}$/;
 const languageNames = new Intl.DisplayNames(['en'], { type: 'language', fallback: 'none' });
 /** tinyld names Norwegian `no`; people write `nb` or `nn` as often: one language to the rule. */
@@ -245,6 +247,46 @@ export const mailVars = {
         return z.NEVER;
       }
       return Object.fromEntries(entries.map((entry) => [entry.collection, entry.value.replace(/\/?$/, '/')]));
+    }),
+  /**
+   * A short word back to the customer when a person must answer (lib/business-hours.ts says by
+   * when): inbox → the occasions it is sent on, `*` for every other inbox; unset: never.
+   * Occasions: `handoff` (the agent did not know), `held` (a draft tripped a rule), `approval` (an
+   * approval inbox), `ceiling` (the inbox's hourly ceiling).
+   */
+  HANDOFF_ACKNOWLEDGMENT: jsonSetting(
+    z.record(z.string().min(1), z.array(z.enum(ACKNOWLEDGMENT_OCCASIONS)).min(1)),
+    '{"*": ["handoff", "held"], "sales@example.com": ["handoff", "held", "approval", "ceiling"]}',
+  ).transform((map) => Object.fromEntries(Object.entries(map).map(([inbox, list]) => [inbox.toLowerCase(), list]))),
+  /** Inbox (or `*`) → business hours: a time zone, opening hours per weekday, holidays (lib/business-hours.ts). */
+  BUSINESS_HOURS: z
+    .string()
+    .default('{}')
+    .transform((value, ctx): Record<string, BusinessHours> => {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(value.trim().startsWith('{') ? value : readFileSync(value, 'utf8'));
+      } catch (error) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `is not valid JSON, or names a file that cannot be read (${(error as Error).message}); e.g. ${BUSINESS_HOURS_EXAMPLE}`,
+        });
+        return z.NEVER;
+      }
+      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+        ctx.addIssue({ code: 'custom', message: `must be a JSON object of inboxes, e.g. ${BUSINESS_HOURS_EXAMPLE}` });
+        return z.NEVER;
+      }
+      const out: Record<string, BusinessHours> = {};
+      for (const [inbox, entry] of Object.entries(parsed)) {
+        const hours = parseBusinessHours(entry);
+        if (typeof hours === 'string') {
+          ctx.addIssue({ code: 'custom', message: `[${JSON.stringify(inbox)}] ${hours}` });
+          return z.NEVER;
+        }
+        out[inbox.toLowerCase()] = hours;
+      }
+      return out;
     }),
   /** The signature appended to every reply (after the text rule; never the model's to write). `\n` starts a new line. */
   REPLY_SIGNATURE: signatureText.optional(),

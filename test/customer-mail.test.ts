@@ -7,13 +7,20 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { attachmentHandoff, type DraftAttachment } from '../activities/draft/drafting/attachments';
 import { createDrafter } from '../activities/draft/drafting/create-drafter';
+import { OfflineDrafter } from '../activities/draft/drafting/offline-drafter';
+import { createActivities } from '../activities';
+import { PostgresTickets } from '../activities/ticket/postgres-tickets';
+import type { AcknowledgmentInput, AcknowledgmentOutcome } from '../activities/send/send-acknowledgment';
+import { MockActivityEnvironment } from '@temporalio/testing';
 import { customerLanguage } from '../activities/draft/drafting/customer-language';
 import { conversationPrompt, systemPrompt } from '../activities/draft/drafting/prompt';
 import { withArticleLinks } from '../activities/draft/citations';
-import { withSignature } from '../activities/draft/signature';
-import { draftKey, operationsQuery, type MessageRef } from '../contract';
+import { withSignature } from '../lib/signature';
+import { draftKey, operationKey, operationsQuery, type MessageRef } from '../contract';
 import { readFolder, syncCollection } from '../knowledge';
-import { ConfigError, loadWorkerConfig } from '../lib/config';
+import { activityConfig, ConfigError, loadWorkerConfig } from '../lib/config';
+import { acknowledgmentText } from '../lib/acknowledgment-text';
+import { answerBy, parseBusinessHours } from '../lib/business-hours';
 import { inboundWorkflowId } from '../lib/hashing';
 import { buildModelStandIn } from '../sandbox/model/app';
 import type { InboundRequest } from '../sandbox/routes/control';
@@ -66,7 +73,7 @@ describe('the rules, without a server', () => {
     assert.equal(mixed.reply, 'en');
   });
 
-  test('SUPPORTED_LANGUAGES, ATTACHMENT_READERS, the signatures and KNOWLEDGE_LINK_BASES: a bad value stops start-up naming the variable', () => {
+  test('SUPPORTED_LANGUAGES, ATTACHMENT_READERS, the signatures, KNOWLEDGE_LINK_BASES, BUSINESS_HOURS and HANDOFF_ACKNOWLEDGMENT: a bad value stops start-up naming the variable', () => {
     const env = { DATABASE_URL: 'postgres://u:p@127.0.0.1:5432/db', AGENTMAIL_API_KEY: 'k' };
     const ok = loadWorkerConfig({
       ...env,
@@ -90,6 +97,23 @@ describe('the rules, without a server', () => {
       ['REPLY_SIGNATURE', '<b>The team</b>', /REPLY_SIGNATURE contains HTML/],
       ['REPLY_INBOX_SIGNATURES', '{"a@example.com": ""}', /REPLY_INBOX_SIGNATURES must be a JSON object/],
       ['KNOWLEDGE_LINK_BASES', 'help.example.com', /KNOWLEDGE_LINK_BASES has "help.example.com", not an http\(s\) URL/],
+      [
+        'BUSINESS_HOURS',
+        '{"*": {"zone": "Mars/Base", "hours": {"mon": "09:00-17:00"}}}',
+        /BUSINESS_HOURS \["\*"\] zone "Mars\/Base" is not an IANA time zone/,
+      ],
+      [
+        'BUSINESS_HOURS',
+        '{"*": {"zone": "UTC", "hours": {"mon": "17:00-09:00"}}}',
+        /BUSINESS_HOURS \["\*"\] hours\.mon "17:00-09:00" closes before it opens/,
+      ],
+      [
+        'BUSINESS_HOURS',
+        '{"*": {"zone": "UTC", "hours": {"mon": "09:00-17:00"}, "holidays": ["25/12/2026"]}}',
+        /BUSINESS_HOURS \["\*"\] holidays has "25\/12\/2026"/,
+      ],
+      ['BUSINESS_HOURS', '{not json', /BUSINESS_HOURS is not valid JSON/],
+      ['HANDOFF_ACKNOWLEDGMENT', '{"*": ["weekends"]}', /HANDOFF_ACKNOWLEDGMENT must be a JSON object/],
     ] as const)
       assert.throws(
         () => loadWorkerConfig({ ...env, [name]: value }),
@@ -156,6 +180,25 @@ describe('the rules, without a server', () => {
     assert.equal(attachmentHandoff('See the photo attached.', [logo]), null);
     const read = attachment({ text: 'Order FH-2231', unread: null, filename: 'order.txt' });
     assert.equal(attachmentHandoff('The order is attached.', [read]), null, 'read: the model has it');
+  });
+
+  test('business hours: "by when" counts opening hours in the team\'s zone, skipping nights, weekends and holidays', () => {
+    const hours = parseBusinessHours({
+      zone: 'Europe/London',
+      hours: { mon: '09:00-17:30', tue: '09:00-17:30', wed: '09:00-17:30', thu: '09:00-17:30', fri: '09:00-17:00' },
+      holidays: ['2026-12-25', '2026-12-28'],
+    });
+    assert.ok(typeof hours !== 'string');
+    const by = (at: string) => answerBy(new Date(at), hours)?.toUTC().toISO();
+    assert.equal(by('2026-12-02T10:00:00Z'), '2026-12-03T09:30:00.000Z', 'Wednesday 10:00 + 8 h: Thursday 09:30');
+    assert.equal(by('2026-12-04T19:00:00Z'), '2026-12-07T17:00:00.000Z', 'Friday evening: Monday 17:00');
+    assert.equal(by('2026-12-24T16:00:00Z'), '2026-12-29T15:30:00.000Z', 'past Christmas, a weekend and a holiday');
+    assert.equal(by('2026-06-01T08:00:00Z'), '2026-06-01T16:00:00.000Z', 'British Summer Time: 09:00 BST is 08:00 UTC');
+    assert.match(
+      acknowledgmentText('fr', answerBy(new Date('2026-12-04T19:00:00Z'), hours)),
+      /vous répondra d’ici le lundi 7 décembre à 17:00/,
+    );
+    assert.match(acknowledgmentText(null, null), /will answer it as soon as possible/);
   });
 
   test('links and the signature are added once', () => {
@@ -413,5 +456,75 @@ describe('mail as customers write it, end to end', () => {
       (e) => e.message.in_reply_to === refund.ref.messageId,
     );
     assert.match(reply!.message.text!, /: https:\/\/help\.fernhill\.example\/articles\/[a-z-]+\/[a-z-]+\n?$/);
+  });
+
+  test('an acknowledgment: in the customer\'s language with "by when" from the business hours, counted against the budget, one email when its send is lost', async () => {
+    const ackInbox = inbox('ack');
+    const { ref } = await arrive(ackInbox, {
+      text: 'Hallo, wo ist meine Bestellung? Ich habe vor zwei Wochen bestellt und nichts ist angekommen.',
+    });
+    await h.resultOf(ref);
+    const config = activityConfig({
+      HANDOFF_ACKNOWLEDGMENT: { [ackInbox]: ['handoff'] },
+      BUSINESS_HOURS: {
+        '*': {
+          zone: 'Europe/Berlin',
+          hours: {
+            mon: { open: 540, close: 1020 },
+            tue: { open: 540, close: 1020 },
+            wed: { open: 540, close: 1020 },
+            thu: { open: 540, close: 1020 },
+            fri: { open: 540, close: 1020 },
+          },
+          holidays: new Set<string>(),
+          answerWithinHours: 8,
+        },
+      },
+      REPLY_INBOX_SIGNATURES: { [ackInbox]: SIGNATURE },
+    });
+    const activities = createActivities({
+      db: h.db,
+      agentmail: h.agentmail,
+      drafter: new OfflineDrafter(),
+      tickets: new PostgresTickets(h.db),
+      config,
+    });
+    const key = operationKey(ref, 'acknowledgment');
+    const run = (occasion: 'handoff' | 'held') =>
+      new MockActivityEnvironment().run<
+        [AcknowledgmentInput],
+        AcknowledgmentOutcome,
+        typeof activities.sendAcknowledgment
+      >(activities.sendAcknowledgment, { ...ref, key, occasion, draftKey: draftKey(ref) });
+    const before = (await h.sandbox.outbox({ inbox_id: ackInbox })).length;
+
+    assert.deepEqual(await run('held'), { sent: false, reason: 'not-configured' }, 'held is not configured here');
+    // The send's answer is lost after AgentMail accepted it; the retry carries the same Idempotency-Key.
+    await h.sandbox.setFaults({
+      match: {
+        method: 'POST',
+        path: new RegExp(`/v0/inboxes/${ackInbox.replace(/[.+]/g, '\\$&')}/messages/.+/reply$`),
+        count: 1,
+      },
+      action: 'drop-after-commit',
+    });
+    await assert.rejects(run('handoff'));
+    const sent = await run('handoff');
+    await h.sandbox.clearFaults();
+    const again = await run('handoff');
+    assert.equal(sent.sent && again.sent && again.replayed, true);
+    const acks = (await h.sandbox.outbox({ inbox_id: ackInbox })).slice(before);
+    assert.equal(acks.length, 1, 'one email');
+    const text = acks[0]!.message.text!;
+    assert.match(
+      text,
+      /^Hallo,\n\nvielen Dank für Ihre Nachricht\. Eine Person aus unserem Team antwortet Ihnen bis \S+, \d+\. \S+ um \d\d:\d\d /,
+    );
+    assert.ok(text.endsWith(`\n\n${SIGNATURE}`));
+    assert.equal(acks[0]!.idempotency_key !== null, true);
+    const reserved = await h.db.query('SELECT 1 FROM reply_reservations WHERE reply_key = $1 AND released_at IS NULL', [
+      key,
+    ]);
+    assert.equal(reserved.rowCount, 1, 'counted against the reply budget');
   });
 });

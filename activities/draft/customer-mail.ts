@@ -7,7 +7,7 @@ import { readAttachments } from './attachment-reader';
 import { citedArticles, withArticleLinks, type CitedArticle } from './citations';
 import { attachmentHandoff, type DraftAttachment } from './drafting/attachments';
 import { customerLanguage } from './drafting/customer-language';
-import { signatureFor, withSignature } from './signature';
+import { signatureFor, withSignature } from '../../lib/signature';
 
 /**
  * The draft step's part of mail as customers write it (issue 37): the message's language and

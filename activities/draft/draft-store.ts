@@ -13,7 +13,7 @@ import type { ActivityConfig } from '../../lib/config';
 import type { HandoffKind } from './drafting/answer';
 import type { CitedArticle } from './citations';
 import type { MailRecord } from './customer-mail';
-import { signatureFor, type SignatureConfig, withSignature } from './signature';
+import { signatureFor, type SignatureConfig, withSignature } from '../../lib/signature';
 
 const signing = (config: Partial<SignatureConfig>): SignatureConfig => ({
   REPLY_SIGNATURE: config.REPLY_SIGNATURE,

@@ -1,4 +1,4 @@
-import type { ActivityConfig } from '../../lib/config';
+import type { ActivityConfig } from './config';
 
 /**
  * The signature every reply ends with (REPLY_INBOX_SIGNATURES for the inbox, else REPLY_SIGNATURE):
