@@ -47,11 +47,9 @@ export async function readCustomerMail(
   text: string,
   signal?: AbortSignal,
 ): Promise<CustomerMail> {
-  const { unsupported, ...language } = customerLanguage(
-    // The subject says little ("Re: order 42"); the body says the language.
-    text.trim() !== '' ? text : (message.subject ?? ''),
-    deps.config.SUPPORTED_LANGUAGES,
-  );
+  // The body says the language; a subject alone ("Re: order 42", "Rechnung") is too little to hand a
+  // message off for, so a message without text has no detected language.
+  const { unsupported, ...language } = customerLanguage(text, deps.config.SUPPORTED_LANGUAGES);
   const attachments = await readAttachments(deps, ref, message.attachments, signal);
   return { language, unsupported, attachments };
 }
