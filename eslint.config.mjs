@@ -187,7 +187,7 @@ export default tseslint.config(
               message: 'The contract is contract/: activities never import workflow code.',
             },
             {
-              regex: '^(\\.\\./)+(decide|draft|ticket|send|turns|upkeep)/(?!draft-store$|reply-budget$)',
+              regex: '^(\\.\\./)+(decide|draft|ticket|send|turns|upkeep|notify)/(?!draft-store$|reply-budget$)',
               message:
                 "A step's folder imports contract/, lib/, operation-store/, agentmail/ and failures/ only; move what two steps share there.",
             },
@@ -197,6 +197,69 @@ export default tseslint.config(
             },
           ],
         },
+      ],
+    },
+  },
+  {
+    // intake/ and activities/ are one layer: only upkeep/ calls across it, because the webhook
+    // watchdog's recovery *is* intake's catch-up (it hands missed messages over like any other entry).
+    files: ['activities/**/*.ts'],
+    ignores: ['activities/upkeep/**'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '^(\\.\\./)+intake(/|$)',
+              message:
+                "Only activities/upkeep/ (the watchdog's catch-up) imports intake/: a step hands work over through its workflow.",
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    // The processes (api/, desk/) sit at the top, beside worker/ and scripts/: they may read what the
+    // layers below publish (intake/, review/, knowledge/, the operation store and the stored draft),
+    // but never import another process, and never workflow code (its types only).
+    files: ['api/**/*.ts', 'desk/**/*.ts'],
+    rules: {
+      '@typescript-eslint/no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '^(\\.\\./)+(worker|scripts|sandbox|bench|test)(/|$)',
+              message:
+                'api/ and desk/ are processes: what two processes share belongs in lib/ (or the layer that owns it).',
+            },
+            {
+              regex: '^(\\.\\./)+workflows(/|$)',
+              message: 'Processes talk to workflows through Temporal and contract/, never by importing workflow code.',
+              allowTypeImports: true,
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['api/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ regex: '^(\\.\\./)+desk(/|$)', message: 'api/ and desk/ are separate processes.' }] },
+      ],
+    },
+  },
+  {
+    files: ['desk/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ regex: '^(\\.\\./)+api(/|$)', message: 'api/ and desk/ are separate processes.' }] },
       ],
     },
   },

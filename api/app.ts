@@ -32,7 +32,15 @@ export interface AppOptions {
   /** REVIEW_PROXY_USER_HEADER: the header a trusted authenticating proxy names the reviewer in (off when unset). */
   reviewProxyUserHeader?: string | undefined;
   /** Set (ADMIN_TOKEN) to serve /admin/*; absent, those routes do not exist (404). */
-  admin?: { token: string; agentmail: AgentMailClient; operationRetentionDays: number } | undefined;
+  admin?:
+    | {
+        token: string;
+        agentmail: AgentMailClient;
+        operationRetentionDays: number;
+        /** Where tickets are, for POST /admin/forget (default postgres). */
+        ticketProvider?: 'postgres' | 'zendesk';
+      }
+    | undefined;
 }
 
 /**
@@ -132,7 +140,13 @@ export function buildApp(options: AppOptions): FastifyInstance {
       operationRetentionDays,
       temporal: options.temporal,
     });
-    app.register(adminRoutes, { token, catchUp, onHandedOver: () => intake.relay?.wake() });
+    const erasure = {
+      db: options.db,
+      agentmail,
+      temporal: options.temporal,
+      ticketProvider: options.admin.ticketProvider ?? 'postgres',
+    };
+    app.register(adminRoutes, { token, catchUp, onHandedOver: () => intake.relay?.wake(), erasure });
   }
   // Reviewers bring their own tokens (review/reviewers.ts): served whether or not ADMIN_TOKEN is set.
   app.register(reviewRoutes, {

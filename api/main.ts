@@ -9,7 +9,7 @@ import { connectTemporalClient, describeTemporal, plainReason } from '../lib/tem
 import { activeTracing } from '../lib/tracing';
 import { buildApp } from './app';
 import { StartupChecks } from './startup-checks';
-import { MetricsPortInUseError, startMetricsServer } from '../worker/metrics-server';
+import { MetricsPortInUseError, startMetricsServer } from '../lib/metrics-server';
 
 /** A start-up failure with a cause the operator can act on, said in one line. */
 class StartupError extends Error {
@@ -117,6 +117,7 @@ async function main(): Promise<void> {
             token: config.ADMIN_TOKEN,
             agentmail: createAgentMailClient({ apiKey: config.AGENTMAIL_API_KEY, baseUrl: config.AGENTMAIL_BASE_URL }),
             operationRetentionDays: config.OPERATION_RETENTION_DAYS,
+            ticketProvider: config.TICKET_PROVIDER,
           }
         : undefined,
   });

@@ -37,6 +37,12 @@ export const FailureType = {
   DatabaseRejected: 'DatabaseRejected',
   /** AgentMail refused a request that retrying cannot fix (a 4xx other than 404, 408, 409, 429). */
   AgentMailRejected: 'AgentMailRejected',
+  /**
+   * The message was erased on the customer's request (privacy/erase.ts): its operations are
+   * tombstones, so nothing of it is drafted, sent, ticketed or notified again. The workflow ends
+   * ReplyStatus=erased.
+   */
+  Erased: 'Erased',
   /** The review notification webhook refused the post (a 4xx other than 408/429): its URL or its workspace is wrong. */
   NotifyRejected: 'NotifyRejected',
 } as const;

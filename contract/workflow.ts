@@ -36,7 +36,12 @@ export type ReplyStatus =
   /** Waiting for the thread's turn (conversations: one message of a thread at a time). */
   | 'waiting_turn'
   /** Covered by a later message's reply: the burst was answered once (CoveredBy names that message). */
-  | 'answered-together';
+  | 'answered-together'
+  /**
+   * The customer asked to be forgotten (privacy/erase.ts): an activity answered `Erased` and the
+   * run ended without drafting, sending, ticketing or notifying anything more.
+   */
+  | 'erased';
 
 /**
  * The rules a drafted reply (the model's, never a reviewer's edit) is checked against before it may
@@ -68,7 +73,9 @@ export type InboundMessageResult =
   | { status: 'handed_off'; ticketId: string | null; covers: string[] }
   /** A later message of the same thread answered this one with its own reply. */
   | { status: 'answered-together'; coveredBy: string; ticketId: string | null }
-  | { status: 'skipped'; reason: string; ticketId: string | null };
+  | { status: 'skipped'; reason: string; ticketId: string | null }
+  /** The message was erased (FailureType.Erased): nothing of it is kept, nothing more was done. */
+  | { status: 'erased' };
 
 /**
  * A person's verdict on a drafted reply, from the admin route, the desk, the Web UI or

@@ -1,7 +1,9 @@
 import { diffLines } from 'diff';
 import { html, type Html } from './html';
 import type { SignedIn } from './sessions';
-import type { WaitingMessage } from './waiting';
+import type { QueueRow, QueueSort } from './queue-details';
+import { QUEUE_SORTS } from './queue-details';
+import { WAITING_STATUSES } from './waiting';
 import type { ReviewState } from '../contract';
 
 /** The desk's pages. Server-rendered, no script; the one stylesheet is /desk.css (CSP default-src 'self'). */
@@ -66,27 +68,50 @@ const STATUS_LABEL: Record<string, string> = {
   escalated: 'escalated',
   held: 'held by a rule',
   handed_off: 'handed off',
+  sending: 'approved: being sent',
+  sent: 'sent',
+  rejected: 'rejected: nothing sent',
+  'answered-together': 'answered together with a later message',
 };
 
 export const statusLabel = (status: string): string => STATUS_LABEL[status] ?? status.replace(/_/g, ' ');
 
+const when = (at: Date): string => `${at.toISOString().replace('T', ' ').slice(0, 16)} UTC`;
+
 export function queuePage(
   frame: Frame,
-  queue: { messages: WaitingMessage[]; more: boolean; inboxes: string[]; inbox: string | null; now: Date },
+  queue: {
+    messages: QueueRow[];
+    more: boolean;
+    inboxes: string[];
+    inbox: string | null;
+    q: string | null;
+    sort: QueueSort;
+    now: Date;
+  },
 ): string {
   const rows = queue.messages.map(
     (m) =>
       html`<tr>
-        <td><a href="/messages/${encodeURIComponent(m.workflowId)}">Review</a></td>
+        <th scope="row">
+          <a href="/messages/${encodeURIComponent(m.workflowId)}">${m.subject ?? '(no subject)'}</a>
+        </th>
+        <td>${m.from ?? '—'}</td>
         <td>${m.inboxId}</td>
-        <td><span class="status ${m.status}">${statusLabel(m.status)}</span></td>
-        <td>${m.reason ?? '—'}</td>
-        <td><time datetime="${m.startedAt.toISOString()}">${age(m.startedAt, queue.now)}</time></td>
+        <td>
+          <time datetime="${m.arrivedAt.toISOString()}">${when(m.arrivedAt)}</time> (${age(m.arrivedAt, queue.now)} ago)
+        </td>
+        <td>${m.threadLength === null ? '—' : `${m.threadLength} ${m.threadLength === 1 ? 'message' : 'messages'}`}</td>
+        <td><span class="status ${m.status}">${statusLabel(m.status)}</span><br />${m.reason ?? ''}</td>
       </tr>`,
   );
   const options = queue.inboxes.map(
     (inbox) => html`<option value="${inbox}" ${inbox === queue.inbox ? html`selected` : ''}>${inbox}</option>`,
   );
+  const sorts = Object.entries(QUEUE_SORTS).map(
+    ([value, label]) => html`<option value="${value}" ${value === queue.sort ? html`selected` : ''}>${label}</option>`,
+  );
+  const filtered = queue.inbox !== null || queue.q !== null;
   return page(
     'Waiting',
     frame,
@@ -97,23 +122,30 @@ export function queuePage(
           <option value="">All inboxes</option>
           ${options}
         </select>
+        <label for="q">Subject or customer</label>
+        <input id="q" name="q" type="search" value="${queue.q ?? ''}" />
+        <label for="sort">Sort by</label>
+        <select id="sort" name="sort">
+          ${sorts}
+        </select>
         <button type="submit">Filter</button>
       </form>
       ${
         queue.messages.length === 0
-          ? html`<p class="empty">Nothing is waiting${queue.inbox ? html` in ${queue.inbox}` : ''}.</p>`
+          ? html`<p class="empty">Nothing is waiting${filtered ? ' that matches' : ''}.</p>`
           : html`<table>
               <caption>
-                ${queue.messages.length} ${queue.messages.length === 1 ? 'message' : 'messages'}, oldest
-                first${queue.more ? ' (more are waiting: decide on these first)' : ''}
+                ${queue.messages.length} ${queue.messages.length === 1 ? 'message' : 'messages'},
+                ${QUEUE_SORTS[queue.sort]}${queue.more ? ' (more are waiting: decide on these first)' : ''}
               </caption>
               <thead>
                 <tr>
-                  <th scope="col">Message</th>
+                  <th scope="col">Subject</th>
+                  <th scope="col">Customer</th>
                   <th scope="col">Inbox</th>
+                  <th scope="col">Came</th>
+                  <th scope="col">Conversation</th>
                   <th scope="col">Status</th>
-                  <th scope="col">Reason</th>
-                  <th scope="col">Waiting for</th>
                 </tr>
               </thead>
               <tbody>
@@ -138,8 +170,10 @@ export interface MessageView {
   state: ReviewState;
   draft: { text: string; citations: Citation[] } | null;
   thread: ThreadMessage[] | { problem: string };
-  /** What became of this reviewer's last action on the page. */
-  notice: { kind: 'ok' | 'error'; text: string } | null;
+  /** The verdict that stands, when one does. */
+  outcome: Outcome | null;
+  /** What became of this reviewer's last action on the page (`pending`: sent, not confirmed). */
+  notice: { kind: 'ok' | 'error' | 'pending'; text: string } | null;
   /** The editor's text, when the page is shown again after a refused edit. */
   editing: string | null;
 }
@@ -150,6 +184,47 @@ export interface Citation {
   /** The cited section's heading and the start of its text (drafts stored before these have neither). */
   heading?: string | null;
   text?: string | null;
+}
+
+/** The verdict that stands, by whom, and the text that went or will go out (from the store, not history). */
+export interface Outcome {
+  verdict: 'approve' | 'reject';
+  /** The reviewer's name (an id that is no reviewer of ours, as it is). */
+  by: string;
+  revision: number;
+  /** Whether the reviewer's edit is what goes out; null until the worker has recorded the verdict. */
+  edited: boolean | null;
+  /** The approved (or rejected) text; null until recorded. */
+  text: string | null;
+}
+
+/** The status as it becomes: a verdict stands while the run has not yet moved on from waiting. */
+export function statusAsItBecomes(state: ReviewState): string {
+  const stillWaiting = (WAITING_STATUSES as readonly string[]).includes(state.status);
+  if (state.verdict === null || !stillWaiting) return state.status;
+  return state.verdict.verdict === 'approve' ? 'sending' : 'rejected';
+}
+
+function verdictSection(outcome: Outcome, status: string): Html {
+  const approved = outcome.verdict === 'approve';
+  const what = approved ? (outcome.edited ? 'approved with an edit' : 'approved') : 'rejected';
+  const heading =
+    outcome.text === null
+      ? 'The text is being recorded: reload in a moment to see it.'
+      : approved
+        ? status === 'sent'
+          ? 'The reply that went out'
+          : 'The reply that will go out'
+        : 'The draft that was rejected (nothing is sent)';
+  return html`<section aria-labelledby="verdict" class="verdict ${outcome.verdict}">
+    <h2 id="verdict">The verdict</h2>
+    <p class="standing" role="status">
+      <strong>${what[0]?.toUpperCase()}${what.slice(1)}</strong> by <strong>${outcome.by}</strong>, on revision
+      ${outcome.revision}.
+    </p>
+    <h3>${heading}</h3>
+    ${outcome.text === null ? '' : html`<pre class="sent">${outcome.text}</pre>`}
+  </section>`;
 }
 
 /** The articles the draft rests on: each one's title (a link when it has one), section and text, never a bare id. */
@@ -167,16 +242,10 @@ export function citationList(citations: Citation[]): Html | string {
     </ul>`;
 }
 
-function verdictLine(verdict: NonNullable<ReviewState['verdict']>): Html {
-  return html`<p class="notice standing" role="status">
-    The verdict that stands: <strong>${verdict.verdict === 'approve' ? 'approved' : 'rejected'}</strong> by
-    ${verdict.reviewer}, on revision ${verdict.revision}.
-  </p>`;
-}
-
 export function messagePage(frame: Frame, view: MessageView): string {
   const { state } = view;
   const waiting = state.revision !== null && state.verdict === null && view.draft !== null;
+  const status = statusAsItBecomes(state);
   const action = `/messages/${encodeURIComponent(view.workflowId)}`;
   const thread = Array.isArray(view.thread)
     ? view.thread.map(
@@ -184,65 +253,73 @@ export function messagePage(frame: Frame, view: MessageView): string {
           html`<article class="mail ${m.isThisOne ? 'this' : ''}">
             <h3>
               ${m.from}
-              <time datetime="${m.at.toISOString()}">${m.at.toISOString().replace('T', ' ').slice(0, 16)} UTC</time>
+              <time datetime="${m.at.toISOString()}">${when(m.at)}</time>
             </h3>
             ${m.subject ? html`<p class="subject">${m.subject}</p>` : ''}
             <pre>${m.text}</pre>
           </article>`,
       )
     : html`<p class="notice error" role="alert">${view.thread.problem}</p>`;
-  const citations = view.draft ? citationList(view.draft.citations) : '';
+  // Approving is in the editor's form: the browser sends the text the editor holds, and the desk
+  // sends the draft as drafted only while that text is the draft unchanged (desk/forms.ts).
   const decide = waiting
     ? html`<section aria-labelledby="decide">
         <h2 id="decide">Your verdict</h2>
-        <div class="actions">
-          <form method="post" action="${action}/review">
-            <input type="hidden" name="_csrf" value="${frame.csrf}" />
-            <input type="hidden" name="revision" value="${state.revision}" />
-            <input type="hidden" name="verdict" value="approve" />
-            <button type="submit" class="approve">Approve and send</button>
-          </form>
-          <form method="post" action="${action}/review">
-            <input type="hidden" name="_csrf" value="${frame.csrf}" />
-            <input type="hidden" name="revision" value="${state.revision}" />
-            <input type="hidden" name="verdict" value="reject" />
-            <button type="submit" class="reject">Reject (send nothing)</button>
-          </form>
-        </div>
-        <form method="post" action="${action}/preview" class="stack">
+        <form method="post" action="${action}/review" class="stack">
           <input type="hidden" name="_csrf" value="${frame.csrf}" />
           <input type="hidden" name="revision" value="${state.revision}" />
-          <label for="text">Edit the reply, then review your changes before approving</label>
+          <label for="text">Edit the reply here if it needs it: approving sends what this box holds</label>
           <textarea id="text" name="text" rows="12">${view.editing ?? view.draft?.text ?? ''}</textarea>
-          <button type="submit">Show my changes</button>
+          <div class="actions">
+            <button type="submit" name="verdict" value="approve" class="approve">Approve and send</button>
+            <button type="submit" formaction="${action}/preview">Show my changes</button>
+          </div>
+          <p class="hint">
+            With an edit, <em>Approve and send</em> first shows your changes against the draft; nothing is sent until
+            you approve them there.
+          </p>
+        </form>
+        <form method="post" action="${action}/review" class="actions">
+          <input type="hidden" name="_csrf" value="${frame.csrf}" />
+          <input type="hidden" name="revision" value="${state.revision}" />
+          <input type="hidden" name="verdict" value="reject" />
+          <button type="submit" class="reject">Reject (send nothing)</button>
         </form>
       </section>`
     : '';
+  const draftSection = waiting
+    ? html`<section aria-labelledby="draft">
+        <h2 id="draft">The draft (revision ${state.revision})</h2>
+        <pre class="draft">${view.draft?.text ?? ''}</pre>
+        ${citationList(view.draft?.citations ?? [])}
+      </section>`
+    : view.outcome
+      ? verdictSection(view.outcome, status)
+      : html`<section aria-labelledby="draft">
+          <h2 id="draft">The draft</h2>
+          <p class="empty">No draft awaits a verdict (status: ${statusLabel(status)}).</p>
+        </section>`;
+  const noticeRole = view.notice?.kind === 'error' ? 'alert' : 'status';
   return page(
     'Message',
     frame,
     html`<p><a href="/">← Back to the queue</a></p>
       <h1>A reply in ${view.inboxId}</h1>
-      ${view.notice ? html`<p class="notice ${view.notice.kind}" role="${view.notice.kind === 'error' ? 'alert' : 'status'}">${view.notice.text}</p>` : ''}
+      ${view.notice ? html`<p class="notice ${view.notice.kind}" role="${noticeRole}">${view.notice.text}</p>` : ''}
       <dl class="facts">
         <dt>Status</dt>
-        <dd><span class="status ${state.status}">${statusLabel(state.status)}</span></dd>
+        <dd><span class="status ${status}">${statusLabel(status)}</span></dd>
         <dt>Why a person looks</dt>
-        <dd>${state.reason ?? '—'}</dd>
+        <dd>${state.reason ?? (view.outcome ? 'decided' : '—')}</dd>
         <dt>Revision</dt>
-        <dd>${state.revision ?? '—'}</dd>
+        <dd>${state.revision ?? view.outcome?.revision ?? '—'}</dd>
       </dl>
-      ${state.verdict ? verdictLine(state.verdict) : ''}
       <div class="columns">
         <section aria-labelledby="thread">
           <h2 id="thread">The customer's thread</h2>
           ${thread}
         </section>
-        <section aria-labelledby="draft">
-          <h2 id="draft">The draft${state.revision !== null ? html` (revision ${state.revision})` : ''}</h2>
-          ${view.draft ? html`<pre class="draft">${view.draft.text}</pre>` : html`<p class="empty">No draft is waiting.</p>`}
-          ${citations}
-        </section>
+        ${draftSection}
       </div>
       ${decide}`,
   );
@@ -250,7 +327,15 @@ export function messagePage(frame: Frame, view: MessageView): string {
 
 export function previewPage(
   frame: Frame,
-  view: { workflowId: string; inboxId: string; revision: number; before: string; after: string },
+  view: {
+    workflowId: string;
+    inboxId: string;
+    revision: number;
+    before: string;
+    after: string;
+    /** Why the diff is shown instead of a verdict (the plain approve pressed after an edit). */
+    notice: string | null;
+  },
 ): string {
   const action = `/messages/${encodeURIComponent(view.workflowId)}`;
   // Both end in a line break, so a line added at the end is not shown as the last line changed.
@@ -273,6 +358,7 @@ export function previewPage(
     frame,
     html`<p><a href="${action}">← Back to the message</a></p>
       <h1>Your changes to the reply in ${view.inboxId}</h1>
+      ${view.notice ? html`<p class="notice pending" role="status">${view.notice}</p>` : ''}
       <p>Removed lines are struck through, added lines underlined, against revision ${view.revision}.</p>
       <pre class="diff" aria-label="Changes to the draft">${lines}</pre>
       ${
@@ -282,6 +368,7 @@ export function previewPage(
               <input type="hidden" name="revision" value="${view.revision}" />
               <input type="hidden" name="verdict" value="approve" />
               <input type="hidden" name="text" value="${view.after}" />
+              <input type="hidden" name="edit" value="confirmed" />
               <button type="submit" class="approve">Approve and send the edited reply</button>
             </form>`
           : html`<p class="notice" role="status">
@@ -318,7 +405,7 @@ form.stack { display: flex; flex-direction: column; gap: .5rem; max-width: 48rem
 button { font: inherit; padding: .35rem .9rem; border: 1px solid #12324a; background: #f1f4f8; color: #12324a; border-radius: 4px; cursor: pointer; }
 button.approve { background: #145c2e; border-color: #145c2e; color: #fff; }
 button.reject { background: #8a1c1c; border-color: #8a1c1c; color: #fff; }
-textarea, input[type=password] { font: inherit; padding: .4rem; border: 1px solid #666; border-radius: 4px; }
+textarea, input[type=password], input[type=search] { font: inherit; padding: .4rem; border: 1px solid #666; border-radius: 4px; }
 textarea { font-family: ui-monospace, monospace; }
 pre { white-space: pre-wrap; word-break: break-word; font-family: ui-monospace, monospace; background: #f6f7f9; padding: .7rem; border-radius: 4px; margin: .3rem 0; }
 .columns { display: grid; grid-template-columns: 1fr 1fr; gap: 1.5rem; }
@@ -334,7 +421,11 @@ article.mail time { font-weight: normal; color: #444; margin-left: .5rem; }
 .notice { padding: .6rem .8rem; border-radius: 4px; background: #eef3f8; border: 1px solid #9bb3cc; }
 .notice.ok { background: #e8f4ec; border-color: #6aa77f; }
 .notice.error { background: #fbeaea; border-color: #c07070; }
-.notice.standing { background: #fff6e0; border-color: #c9a04a; }
+.notice.pending { background: #eef3f8; border-color: #5b7fa6; }
+.verdict { border: 1px solid #9bb3cc; border-radius: 4px; padding: .2rem 1rem .8rem; }
+.verdict.approve { border-color: #6aa77f; }
+.verdict h2 { margin-top: .6rem; }
+.status.sending, .status.sent { background: #e8f4ec; }
 .actions { display: flex; gap: 1rem; margin: .8rem 0 1.2rem; }
 .status { padding: .05rem .4rem; border-radius: 3px; background: #e6e9ef; }
 .status.escalated, .status.held { background: #fde8c8; }

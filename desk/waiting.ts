@@ -21,6 +21,7 @@ export const QUEUE_LIMIT = 200;
 export interface WaitingMessage {
   workflowId: string;
   inboxId: string;
+  messageId: string;
   status: string;
   startedAt: Date;
   /** Why a person must look (the workflow's reviewState), or null when the query did not answer. */
@@ -49,10 +50,12 @@ export async function waitingMessages(
       break;
     }
     const inboxId = info.typedSearchAttributes.get(SearchAttributes.InboxId);
-    if (inboxId === undefined || !mayReview(reviewer, inboxId)) continue;
+    const messageId = info.typedSearchAttributes.get(SearchAttributes.MessageId);
+    if (inboxId === undefined || messageId === undefined || !mayReview(reviewer, inboxId)) continue;
     found.push({
       workflowId: info.workflowId,
       inboxId,
+      messageId,
       status: info.typedSearchAttributes.get(SearchAttributes.ReplyStatus) ?? 'unknown',
       startedAt: info.startTime,
       reason: null,

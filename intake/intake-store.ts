@@ -80,13 +80,15 @@ const KNOWN_EVENTS = { max: 50_000, ttl: 60 * 60_000 };
 
 /**
  * ONE statement (so one transaction, one round trip): the intake row, the event row — `queued`
- * when this statement created the job, `duplicate` when it existed — and the inbox's cursor.
+ * when this statement created the job, `duplicate` when it existed or its message was erased (an
+ * erased message is never a job again: privacy/erase.ts) — and the inbox's cursor.
  * Concurrent copies of one message serialize on the intake row's key: exactly one creates it.
  */
 const ACCEPT_DELIVERY = `
 WITH job AS (
   INSERT INTO intake (workflow_id, task_queue, inbox_id, message_id, thread_id, message_at, first_event_id, next_attempt_at)
-  VALUES ($1, $2, $3, $4, $5, $6::timestamptz, $7, now() + $8 * interval '1 millisecond')
+  SELECT $1, $2, $3, $4, $5, $6::timestamptz, $7, now() + $8 * interval '1 millisecond'
+   WHERE NOT EXISTS (SELECT 1 FROM erased_messages WHERE workflow_id = $1)
   ON CONFLICT (workflow_id) DO NOTHING
   RETURNING workflow_id
 ), event AS (
@@ -106,6 +108,7 @@ WITH input AS (
 ), job AS (
   INSERT INTO intake (workflow_id, task_queue, inbox_id, message_id, thread_id, message_at)
   SELECT workflow_id, $1, inbox_id, message_id, thread_id, message_at FROM input
+   WHERE NOT EXISTS (SELECT 1 FROM erased_messages e WHERE e.workflow_id = input.workflow_id)
   ON CONFLICT (workflow_id) DO NOTHING
   RETURNING workflow_id
 ), cursor AS (

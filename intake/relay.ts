@@ -1,5 +1,5 @@
 import type { Client } from '@temporalio/client';
-import { inTransaction, type Db } from '../lib/db';
+import { inTransaction, postgresAuthenticationFailure, type Db } from '../lib/db';
 import type { Logger } from '../lib/logger';
 import * as metrics from '../lib/metrics';
 import { IntakeStore, startErrorClass, type IntakeJob } from './intake-store';
@@ -207,8 +207,14 @@ export class IntakeRelay {
         // line per try, naming the variable, and the tries back off: no stack trace every second.
         this.passFailures += 1;
         waitMs = Math.min(PASS_BACKOFF_MAX_MS, this.options.pollMs * 2 ** Math.min(this.passFailures - 1, 10));
+        const refused = postgresAuthenticationFailure(error);
         const code = connectionErrorCode(error);
-        if (code !== undefined)
+        if (refused !== null)
+          this.deps.logger.warn(
+            { code: 'auth', retryInMs: waitMs, failures: this.passFailures },
+            `intake relay: Postgres refused DATABASE_URL's credentials: ${refused}; trying again in ${Math.round(waitMs / 1000)} s`,
+          );
+        else if (code !== undefined)
           this.deps.logger.warn(
             { code, retryInMs: waitMs, failures: this.passFailures },
             `intake relay: cannot reach Postgres (DATABASE_URL): ${code}; trying again in ${Math.round(waitMs / 1000)} s`,

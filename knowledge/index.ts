@@ -14,3 +14,7 @@ export * from './embeddings';
 export * from './synonyms';
 export * from './synonym-store';
 export * from './language';
+export * from './message-text';
+export * from './relevance-floor';
+export * from './message-text';
+export * from './relevance-floor';

@@ -1,3 +1,4 @@
+import path from 'node:path';
 import { collectionEntries } from '../lib/config';
 import type { Db } from '../lib/db';
 import { embedMissing, type Embedder } from './embeddings';
@@ -33,6 +34,16 @@ export interface SyncReport {
   problems: SourceProblem[];
 }
 
+/**
+ * The bundled help centre (examples/knowledge/) and the synonym groups written for it. A collection
+ * synced from that folder loads them unless KNOWLEDGE_SYNONYMS names another file for it: the
+ * README's figures for the bundled set are measured with them (`npm run eval`), so the documented
+ * `npm run knowledge:sync` must run what was measured (issue 37), in the CLI and the worker's schedule alike.
+ */
+const BUNDLED_EXAMPLES = path.resolve(__dirname, '..', 'examples', 'knowledge');
+export const BUNDLED_HELP_CENTRE = path.join(BUNDLED_EXAMPLES, 'help-centre');
+export const BUNDLED_HELP_CENTRE_SYNONYMS = path.join(BUNDLED_EXAMPLES, 'synonyms.txt');
+
 /** Reads every configured source and syncs each collection; nothing configured, nothing done. */
 export async function syncConfigured(
   db: Db,
@@ -43,6 +54,9 @@ export async function syncConfigured(
   const pages = collectionEntries(sources.KNOWLEDGE_URLS);
   const synonymFiles = new Map(collectionEntries(sources.KNOWLEDGE_SYNONYMS).map((s) => [s.collection, s.value]));
   const collections = configuredCollections(sources);
+  for (const folder of folders)
+    if (!synonymFiles.has(folder.collection) && path.resolve(folder.value) === BUNDLED_HELP_CENTRE)
+      synonymFiles.set(folder.collection, BUNDLED_HELP_CENTRE_SYNONYMS);
   const report: SyncReport = { collections: [], problems: [] };
   for (const [collection, file] of synonymFiles)
     if (!collections.includes(collection))

@@ -1,5 +1,6 @@
 import type { Db } from '../lib/db';
 import { cosineSimilarity, storedEmbeddings, type Embedder } from './embeddings';
+import { boundMessageText, searchableText } from './message-text';
 
 /**
  * Retrieval where Postgres runs: full-text search over the sections of the collections an inbox
@@ -49,20 +50,74 @@ export function searchTerms(text: string, max = 60): string[] {
   return [...new Set(words)].slice(0, max);
 }
 
+/** What to search for, in which collections, and how the caller stops it. */
+export interface RetrievalQuery {
+  collections: readonly string[];
+  /** The customer's text (the subject may lead it); only its first MESSAGE_TEXT_MAX_CHARS are read. */
+  text: string;
+  limit: number;
+  embedder?: Embedder | null;
+  /** The activity's cancellation: checked before every query, so a cancelled attempt stops within one. */
+  signal?: AbortSignal;
+  /** Called before every query (the activity's heartbeat), so a long retrieval is seen alive, and a dead one is not. */
+  heartbeat?: () => void;
+}
+
+/**
+ * At most this many of an email's sentences are searched on their own (besides the whole text),
+ * the first distinct ones: an email asks two or three things, not hundreds, and each search is a
+ * query. With the spelling look-up (two queries) a retrieval is at most MAX_RETRIEVAL_QUERIES
+ * queries, whatever the email (issue 39: a 5,000-line email was ~15,000).
+ */
+export const MAX_SENTENCE_SEARCHES = 6;
+export const MAX_RETRIEVAL_QUERIES = 2 + 1 + MAX_SENTENCE_SEARCHES;
+
+/**
+ * How relevant the best article is, per collection: of each text searched (the whole email, each
+ * of its sentences), the share of its words (lexemes; a synonym's or a correction's counting what
+ * it counts in the ranking) that its top section holds; the best of them. A share, not the BM25
+ * score: BM25 depends on the collection's size (in a one-article collection every word is in every
+ * article, so every rarity is nil), a share does not. Below its collection's floor nothing is
+ * relevant enough: the drafter hands off (relevance-floor.ts).
+ */
+export interface CollectionRelevance {
+  collection: string;
+  /** 0 (nothing matched) to 1 (the best article holds every word of the email, or of one of its sentences). */
+  score: number;
+}
+
+export interface Retrieval {
+  sections: RetrievedSection[];
+  relevance: CollectionRelevance[];
+}
+
 /**
  * The sections best matching a customer's email. An email often asks two things at once ("how
  * much is shipping to Sweden, and how long does it take?"): each of its sentences is searched on
- * its own as well as the whole, and the rankings are fused (reciprocal rank fusion), so the best
- * article for each question makes the top k instead of the one that shares the most words overall.
+ * its own as well as the whole, and the rankings are fused (reciprocal rank fusion, the whole
+ * counting double), so the best article for each question makes the top k instead of the one that
+ * shares the most words overall. Bounded: the text is cut (message-text.ts), the sentences
+ * searched are capped and de-duplicated, and the caller's signal and heartbeat are honoured before
+ * every query.
  */
-export async function retrieve(
-  db: Db,
-  query: { collections: readonly string[]; text: string; limit: number; embedder?: Embedder | null },
-): Promise<RetrievedSection[]> {
+export async function retrieve(db: Db, query: RetrievalQuery): Promise<RetrievedSection[]> {
+  return (await retrieveWithRelevance(db, query)).sections;
+}
+
+/** retrieve(), with how relevant each collection's best article is (for the relevance floor). */
+export async function retrieveWithRelevance(db: Db, query: RetrievalQuery): Promise<Retrieval> {
   if (!query.embedder) return textRetrieve(db, query);
   const candidates = await textRetrieve(db, { ...query, limit: Math.max(20, query.limit) });
-  if (candidates.length === 0) return [];
-  return rerank(db, candidates, query.text, query.embedder, query.limit);
+  if (candidates.sections.length === 0) return candidates;
+  beforeQuery(query);
+  const text = boundMessageText(query.text).text;
+  return { ...candidates, sections: await rerank(db, candidates.sections, text, query.embedder, query.limit) };
+}
+
+/** Stops a cancelled retrieval before its next query, and says it is alive. */
+function beforeQuery(query: Pick<RetrievalQuery, 'signal' | 'heartbeat'>): void {
+  query.signal?.throwIfAborted();
+  query.heartbeat?.();
 }
 
 /** Embedding weight in the re-ranking: half the text rank (normalised to the best), half the cosine. */
@@ -94,31 +149,73 @@ async function rerank(
     .slice(0, limit);
 }
 
-async function textRetrieve(
-  db: Db,
-  query: { collections: readonly string[]; text: string; limit: number },
-): Promise<RetrievedSection[]> {
-  const parts = questionsIn(query.text);
-  const whole = await search(db, { ...query, limit: Math.max(query.limit, 10) });
-  if (parts.length < 2) return whole.slice(0, query.limit);
-  const rankings = [whole];
-  for (const part of parts) rankings.push(await search(db, { ...query, text: part, limit: 10 }));
+async function textRetrieve(db: Db, query: RetrievalQuery): Promise<Retrieval> {
+  const bounded = boundMessageText(query.text).text;
+  const whole = searchableText(bounded) || bounded;
+  const nothing = { sections: [], relevance: query.collections.map((collection) => ({ collection, score: 0 })) };
+  if (query.collections.length === 0 || query.limit <= 0 || searchTerms(whole).length === 0) return nothing;
+  const parts = firstQuestionsFirst(questionsIn(whole)).slice(0, MAX_SENTENCE_SEARCHES);
+  const texts = [whole, ...(parts.length < 2 ? [] : parts)];
+  beforeQuery(query);
+  const corrections = await spellingCorrections(db, query.collections, [
+    ...new Set(texts.flatMap((text) => searchTerms(text))),
+  ]);
+  const rankings: SearchHit[][] = [];
+  for (const [index, text] of texts.entries()) {
+    beforeQuery(query);
+    const limit = index === 0 ? Math.max(query.limit, 10) : 10;
+    rankings.push(await search(db, { collections: query.collections, text, corrections, limit }));
+  }
+  const relevance = query.collections.map((collection) => ({
+    collection,
+    score: Math.max(
+      0,
+      ...rankings.flatMap((ranking) =>
+        ranking
+          .filter((hit) => hit.collection === collection)
+          .slice(0, 1)
+          .map((hit) => Math.min(1, hit.matched / hit.queryWords)),
+      ),
+    ),
+  }));
+  const plain = (hit: SearchHit): RetrievedSection => {
+    const { queryWords: _queryWords, matched: _matched, ...section } = hit;
+    return section;
+  };
+  if (rankings.length === 1) return { sections: rankings[0]!.slice(0, query.limit).map(plain), relevance };
   const fused = new Map<string, { section: RetrievedSection; score: number }>();
-  for (const ranking of rankings) {
-    ranking.forEach((section, index) => {
-      const entry = fused.get(section.id) ?? { section, score: 0 };
-      entry.score += 1 / (RRF_K + index + 1);
-      fused.set(section.id, entry);
+  for (const [position, ranking] of rankings.entries()) {
+    const weight = position === 0 ? WHOLE_TEXT_WEIGHT : 1;
+    ranking.forEach((hit, index) => {
+      const entry = fused.get(hit.id) ?? { section: plain(hit), score: 0 };
+      entry.score += weight / (RRF_K + index + 1);
+      fused.set(hit.id, entry);
     });
   }
-  return [...fused.values()]
+  const sections = [...fused.values()]
     .sort((a, b) => b.score - a.score || (a.section.id < b.section.id ? -1 : 1))
     .slice(0, query.limit)
     .map(({ section, score }) => ({ ...section, rank: score }));
+  return { sections, relevance };
 }
+
+/**
+ * The whole email's ranking counts twice a sentence's in the fusion: a long email's sentences
+ * include chat ("going to scotland next month") whose matches are noise, while the whole text
+ * weighs every word by its rarity. Measured 1, 2, 3 (docs/knowledge.md, "Ranking"): 2 was best on
+ * both the bundled and the held-out questions.
+ */
+const WHOLE_TEXT_WEIGHT = 2;
 
 /** Reciprocal rank fusion's usual constant: a first place counts, a tenth place still a little. */
 const RRF_K = 10;
+
+/**
+ * What a spelling correction counts against a word the customer wrote as the collection does (1):
+ * a correction is a guess, and a word no article uses ("charlie", "bravo") is corrected to the
+ * nearest one that some article does. Half: measured 1 and 0.5 (docs/knowledge.md, "Ranking").
+ */
+const CORRECTION_WEIGHT = 0.5;
 
 /**
  * What a word that only a synonym group brought into the query counts, per word of the customer's
@@ -138,22 +235,50 @@ const SYNONYM_WEIGHT = 0.35;
  */
 const LENGTH_NORMALISATION = 0.5;
 
-/** The sentences (and `…, and …` halves) of an email that hold at least two search terms. */
+/**
+ * The sentences that ask something (`?`) before the others, each group in the email's order: when
+ * only MAX_SENTENCE_SEARCHES of them are searched, the questions are, not the lines of a pasted log.
+ * The fused ranking does not depend on the order of the searches.
+ */
+const firstQuestionsFirst = (parts: readonly string[]): string[] => [
+  ...parts.filter((part) => part.endsWith('?')),
+  ...parts.filter((part) => !part.endsWith('?')),
+];
+
+/**
+ * The sentences (and `…, and …` halves) of an email that hold at least two search terms, each
+ * once: a sentence whose search terms are those of one before it (a repeated line, a quoted
+ * footer) would search the same thing again.
+ */
 export function questionsIn(text: string): string[] {
-  return text
-    .split(/[.?!;\n]+|,\s*(?:and|but|also|plus)\s+|\band also\b/i)
-    .map((part) => part.trim())
-    .filter((part) => searchTerms(part).length >= 2);
+  const seen = new Set<string>();
+  const parts: string[] = [];
+  // Each piece keeps the `?` that ended it (firstQuestionsFirst reads it; the search ignores it).
+  for (const raw of text.split(/(?<=\?)|[.!;\n]+|,\s*(?:and|but|also|plus)\s+|\band also\b/i)) {
+    const part = raw.replace(/^[\s?]+/, '').trim();
+    const terms = searchTerms(part);
+    if (terms.length < 2) continue;
+    const key = [...terms].sort().join(' ');
+    if (seen.has(key)) continue;
+    seen.add(key);
+    parts.push(part);
+  }
+  return parts;
 }
+
+/** A section as one search ranked it, with the number of the searched text's words (lexemes) in its collection's language. */
+type SearchHit = RetrievedSection & { queryWords: number; matched: number };
 
 async function search(
   db: Db,
-  query: { collections: readonly string[]; text: string; limit: number },
-): Promise<RetrievedSection[]> {
+  query: { collections: readonly string[]; text: string; limit: number; corrections: ReadonlyMap<string, string> },
+): Promise<SearchHit[]> {
   const terms = searchTerms(query.text);
   if (terms.length === 0 || query.collections.length === 0 || query.limit <= 0) return [];
-  const corrections = await spellingCorrections(db, query.collections, terms);
-  const rows = await db.query<RetrievedSection>(
+  const corrections = [
+    ...new Set(terms.flatMap((term) => (query.corrections.has(term) ? [query.corrections.get(term)!] : []))),
+  ].sort();
+  const rows = await db.query<SearchHit>(
     // Synonyms (synonym-store.ts): every phrase of each group one of whose phrases is in the
     // customer's words ($6, in order) joins the query, each collection's groups its own. A phrase
     // counts only where a section holds the whole phrase (by the same rule): "send back" scores
@@ -182,20 +307,23 @@ async function search(
               websearch_to_tsquery(said.language, $2) || to_tsquery('simple', $3) || coalesce(
                 (SELECT string_agg(format('(%s)', y.match), ' | ') FROM synonyms y WHERE y.collection = said.collection
                 )::tsquery, ''::tsquery) AS q,
-              tsvector_to_array(to_tsvector(said.language, $2)) || $4::text[] AS lexemes
+              tsvector_to_array(to_tsvector(said.language, $2)) AS lexemes
          FROM said
      ),
      hits AS (
        SELECT s.id, s.collection, s.source, s.position, u.lexeme, w.weight,
               length(s.search)::float8 AS len,
               cardinality(u.positions) AS tf,
+              -- How many of the customer's words this lexeme stands for, for the relevance share: its
+              -- own word or a correction one, a synonym's the words of the phrase that brought it.
+              CASE WHEN w.weight = 1 OR u.lexeme = ANY($4::text[]) THEN 1 ELSE round(w.weight / $7::float8) END AS covers,
               CASE WHEN 'A' = ANY(u.weights) THEN 3 WHEN 'B' = ANY(u.weights) THEN 2 ELSE 1 END AS place
          FROM knowledge_sections s
          JOIN query ON query.collection = s.collection
          JOIN knowledge_articles a ON a.collection = s.collection AND a.source = s.source AND a.retired_at IS NULL
          CROSS JOIN LATERAL unnest(s.search) AS u
          CROSS JOIN LATERAL (
-           SELECT CASE WHEN u.lexeme = ANY(query.lexemes) THEN 1
+           SELECT CASE WHEN u.lexeme = ANY(query.lexemes) THEN 1 WHEN u.lexeme = ANY($4::text[]) THEN $9::float8
                        ELSE (SELECT max(y.weight) FROM synonyms y
                               WHERE y.collection = s.collection AND u.lexeme = ANY(y.lexemes) AND s.search @@ y.match)
                   END AS weight
@@ -211,16 +339,18 @@ async function search(
      scored AS (
        SELECT h.id, h.collection, h.source, h.position,
               sum(ln(1 + (total.n - df.df + 0.5) / (df.df + 0.5)) * h.place * (h.tf * 2.2) / (h.tf + 1.2 * (1 - $8::float8 + $8::float8 * h.len / total.avglen))
-                  * h.weight) AS rank
+                  * h.weight) AS rank,
+              sum(h.covers) AS matched
          FROM hits h JOIN df USING (lexeme) CROSS JOIN total
         GROUP BY h.id, h.collection, h.source, h.position
      ),
      best AS (
-       SELECT DISTINCT ON (collection, source) id, rank FROM scored ORDER BY collection, source, rank DESC, position
+       SELECT DISTINCT ON (collection, source) id, rank, matched FROM scored ORDER BY collection, source, rank DESC, position
      )
      SELECT s.id, s.collection, s.source, s.title, s.heading, s.body, s.content_hash AS "contentHash",
-            best.rank::float8 AS rank
-       FROM best JOIN knowledge_sections s USING (id)
+            best.rank::float8 AS rank, best.matched::float8 AS matched,
+            greatest(1, cardinality(query.lexemes))::int AS "queryWords"
+       FROM best JOIN knowledge_sections s USING (id) JOIN query ON query.collection = s.collection
       ORDER BY best.rank DESC, s.id
       LIMIT $5`,
     [
@@ -232,6 +362,7 @@ async function search(
       wordsOf(query.text).join(' '),
       SYNONYM_WEIGHT,
       LENGTH_NORMALISATION,
+      CORRECTION_WEIGHT,
     ],
   );
   return rows.rows;
@@ -242,12 +373,15 @@ async function search(
  * is matched to the nearest lexeme they do (same first letter, one edit for short words, two for
  * longer ones), from the collections' own vocabulary. The corrections are lexemes already. A word
  * of the collections' synonyms is known too (`hire` is expanded to `rent`, not corrected to `hike`).
+ * Asked once per retrieval for the terms of every text it searches (two queries), at most
+ * MAX_CORRECTED_TERMS of them: term → its correction.
  */
 async function spellingCorrections(
   db: Db,
   collections: readonly string[],
-  terms: readonly string[],
-): Promise<string[]> {
+  allTerms: readonly string[],
+): Promise<Map<string, string>> {
+  const terms = allTerms.slice(0, MAX_CORRECTED_TERMS);
   const rows = await db.query<{ term: string; lexemes: string[] }>(
     `SELECT t AS term, array_agg(DISTINCT l) FILTER (WHERE l IS NOT NULL) AS lexemes
        FROM unnest($2::text[]) AS t
@@ -270,7 +404,7 @@ async function spellingCorrections(
   ).rows;
   const vocabulary = new Set(words.filter((w) => !w.synonym).map((w) => w.lexeme));
   const known = new Set(words.map((w) => w.lexeme));
-  const corrections = new Set<string>();
+  const corrections = new Map<string, string>();
   for (const row of rows.rows) {
     const lexemes = row.lexemes ?? [];
     if (lexemes.length === 0 || lexemes.some((l) => known.has(l))) continue; // a stop word, or known
@@ -286,10 +420,13 @@ async function spellingCorrections(
       )
         best = { word, distance };
     }
-    if (best && /^[\p{L}\p{N}]+$/u.test(best.word)) corrections.add(best.word);
+    if (best && /^[\p{L}\p{N}]+$/u.test(best.word)) corrections.set(row.term, best.word);
   }
-  return [...corrections].sort();
+  return corrections;
 }
+
+/** The edit-distance loop is terms × vocabulary: the terms looked at are bounded too. */
+const MAX_CORRECTED_TERMS = 200;
 
 /** Optimal string alignment distance (a transposition is one edit), or limit + 1 once it is surely above limit. */
 export function editDistance(a: string, b: string, limit = Infinity): number {

@@ -80,6 +80,8 @@ const agentmailVars = {
 const apiSchema = z
   .object({
     ...commonVars,
+    /** Erasure (POST /admin/forget, privacy/): which help desk holds the tickets it erases or lists. */
+    TICKET_PROVIDER: ticketVars.TICKET_PROVIDER,
     /**
      * A trusted authenticating proxy in front of the API (OIDC, e.g. oauth2-proxy) names the person
      * in this request header (e.g. x-forwarded-email); the review routes then take a verdict from
@@ -420,6 +422,12 @@ export const knowledgeVars = {
   /** How many articles the model is shown (the best section of each). */
   KNOWLEDGE_TOP_K: z.coerce.number().int().min(1).max(20).default(5),
   /**
+   * The relevance floor (issue 37, knowledge/relevance-floor.ts): collection → the per-word score
+   * below which no article is relevant enough and the drafter hands off; `*` for every other
+   * collection. Unlisted: the floor calibrated on the bundled held-out questions.
+   */
+  KNOWLEDGE_RELEVANCE_FLOORS: jsonSetting(z.record(z.string().min(1), z.number().min(0)), '{"*": 0.3, "billing": 0.4}'),
+  /**
    * Where a hand-off goes in an inbox that needs no approval: `review` (waits for a person's
    * verdict like an approval) or `ticket` (a ticket note, no email). Unset: `ticket`.
    */
@@ -608,6 +616,12 @@ const deskSchema = z.object({
 /** `npm run replay`: Temporal to start workflows, Postgres for the cursors, AgentMail to list the inbox. */
 const replaySchema = z.object({ ...commonVars, ...agentmailVars, OPERATION_RETENTION_DAYS });
 
+// Erasure (issue 36, `npm run forget`, privacy/): Postgres and AgentMail to find and erase a
+// customer's messages, Temporal to end open runs and check histories, and which help desk holds
+// the tickets (Postgres's are emptied; Zendesk's deleted with the ZENDESK_* settings, else listed).
+const forgetSchema = z.object({ ...commonVars, ...agentmailVars, ...ticketVars });
+export type ForgetConfig = z.infer<typeof forgetSchema> & WithTemporal;
+
 /** Every process that talks to Temporal gets the checked connection beside its variables. */
 interface WithTemporal {
   temporal: TemporalConnectionSettings;
@@ -649,13 +663,15 @@ function parseEnv<S extends z.ZodType>(
   }
   throw new ConfigError(
     `The ${processName} cannot start: its configuration is invalid.\n${problems.join('\n')}\n` +
-      'Set these environment variables (see the configuration table in README.md) and start it again.',
+      'Set these environment variables (see docs/configuration.md) and start it again.',
   );
 }
 
 export const loadApiConfig = (env: NodeJS.ProcessEnv = process.env): ApiConfig => parseEnv(apiSchema, env, 'API');
 export const loadWorkerConfig = (env: NodeJS.ProcessEnv = process.env): WorkerConfig =>
   parseEnv(workerSchema, env, 'worker');
+export const loadForgetConfig = (env: NodeJS.ProcessEnv = process.env): ForgetConfig =>
+  parseEnv(forgetSchema, env, 'forget');
 export const loadReplayConfig = (env: NodeJS.ProcessEnv = process.env): ReplayConfig =>
   parseEnv(replaySchema, env, 'replay');
 export function loadKnowledgeConfig(env: NodeJS.ProcessEnv = process.env): KnowledgeConfig {

@@ -80,3 +80,22 @@ export function describeDatabaseUrl(url: string): string {
     return '(an unparseable URL)';
   }
 }
+
+/**
+ * A wrong user or password, said as such: `authentication failed for user <name>` (Postgres's
+ * 28P01 / 28000), or null for any other error. It is not an unreachable host, and needs no stack.
+ */
+export function postgresAuthenticationFailure(error: unknown): string | null {
+  const seen = new Set<unknown>();
+  let current: unknown = error;
+  while (typeof current === 'object' && current !== null && !seen.has(current)) {
+    seen.add(current);
+    const { code, message } = current as { code?: unknown; message?: unknown };
+    if (code === '28P01' || code === '28000') {
+      const user = typeof message === 'string' ? /for user "([^"]+)"/.exec(message)?.[1] : undefined;
+      return `authentication failed for user ${user ?? '(unknown)'}`;
+    }
+    current = (current as { cause?: unknown }).cause;
+  }
+  return null;
+}

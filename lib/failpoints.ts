@@ -14,7 +14,8 @@ export const EFFECT_FAILPOINT_KINDS = ['decision', 'draft', 'thread-ticket', 'ti
 export type EffectFailpointKind = (typeof EFFECT_FAILPOINT_KINDS)[number];
 export type EffectStage = 'after-effect' | 'after-store';
 
-export type Failpoint = `${EffectFailpointKind}.${EffectStage}` | 'intake.after-commit' | 'turn.after-request';
+export type Failpoint =
+  `${EffectFailpointKind}.${EffectStage}` | 'intake.after-commit' | 'turn.after-request' | 'erasure.after-tombstones';
 
 /** Every failpoint: a closed set, so a typo is a type error in code and a start-up error in REPLYONCE_FAILPOINTS. */
 export const FAILPOINTS: readonly Failpoint[] = [
@@ -22,6 +23,8 @@ export const FAILPOINTS: readonly Failpoint[] = [
   'intake.after-commit',
   // After a message asked its thread for its turn (signal-with-start), before the local activity returned.
   'turn.after-request',
+  // An erasure (privacy/erase.ts) after its messages were tombstoned, before their content was erased.
+  'erasure.after-tombstones',
 ];
 
 /** The failpoint of an effect's stage, or undefined for an effect that has none (provider-draft, review, …). */

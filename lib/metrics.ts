@@ -117,12 +117,9 @@ export const decisions = new Counter({
   registers: [registry],
 });
 
-/** How an inbound message's workflow ended: its final ReplyStatus, or failed. */
-export type WorkflowOutcome = 'sent' | 'skipped' | 'rejected' | 'handed_off' | 'failed';
-
 export const workflowOutcomes = new Counter({
   name: 'replyonce_workflow_outcomes_total',
-  help: 'Inbound-message workflows by how they ended: sent, skipped (no reply owed), rejected (by a reviewer), handed_off (the agent did not know: a ticket for a person, no email), failed (a non-retryable failure ended the run). Counted by the worker that ran the last workflow task.',
+  help: 'Inbound-message workflows by how they ended: sent, answered-together (covered by the sent reply of a later message of its burst), skipped (no reply owed), rejected (by a reviewer), handed_off (the agent did not know: a ticket for a person, no email), failed (a non-retryable failure ended the run). Counted by the worker that ran the last workflow task.',
   labelNames: ['status'] as const,
   registers: [registry],
 });

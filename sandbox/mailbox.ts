@@ -145,6 +145,17 @@ export class Mailbox {
       }));
   }
 
+  /** AgentMail's `DELETE …/messages/:id`: permanently (the sandbox keeps no trash). */
+  deleteMessage(inboxId: string, messageId: string): void {
+    this.message(inboxId, messageId);
+    this.messages.delete(key(inboxId, messageId));
+  }
+
+  /** AgentMail's `DELETE …/threads/:id`: the thread and every message in it, permanently. */
+  deleteThread(inboxId: string, threadId: string): void {
+    for (const m of this.threadMessages(inboxId, threadId)) this.messages.delete(key(inboxId, m.value.message_id));
+  }
+
   updateLabels(inboxId: string, messageId: string, add: string[], remove: string[]): MessageRaw {
     const message = this.message(inboxId, messageId);
     message.labels = [...new Set([...message.labels, ...add])].filter((l) => !remove.includes(l));

@@ -1,5 +1,5 @@
-import pino from 'pino';
 import { z } from 'zod';
+import { createLogger } from '../lib/logger';
 import { buildSandbox } from './app';
 
 /**
@@ -39,7 +39,8 @@ function readEnv(): z.output<typeof envSchema> {
 
 async function main(): Promise<void> {
   const env = readEnv();
-  const logger = pino({ level: process.env.LOG_LEVEL ?? 'info', redact: ['req.headers.authorization'] });
+  // The same logger as the app's processes: pretty lines beside theirs under `npm run dev` (LOG_FORMAT).
+  const logger = createLogger('sandbox');
   const { app } = buildSandbox({
     apiKey: env.AGENTMAIL_API_KEY,
     webhookSecret: env.AGENTMAIL_WEBHOOK_SECRET,

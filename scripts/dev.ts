@@ -3,7 +3,8 @@
 //   Temporal dev server   127.0.0.1:7233, Web UI :8233, state in .data/temporal/dev.sqlite   (unless TEMPORAL_ADDRESS)
 //   PostgreSQL            the local cluster on 127.0.0.1:55432, database `replyonce`           (unless DATABASE_URL)
 //   sandbox               the local AgentMail stand-in on :4010, mailbox in memory             (unless AGENTMAIL_API_KEY)
-//   worker, api           the app, the API on :3000; logs pretty-printed (LOG_FORMAT=json for JSON)
+//   worker, api           the app, the API on :3000; logs pretty-printed (LOG_FORMAT=json for JSON);
+//                         REPLY_COALESCE_MS 5 s unless set (30 s elsewhere), so a test email is answered soon
 //   desk                  the review desk on :3300 (a first reviewer's token printed once)
 //
 // Ports: DEV_PORT_BASE=N puts the API on N, the sandbox on N+1, Temporal on N+2, its Web UI on
@@ -14,7 +15,8 @@ import path from 'node:path';
 import { loadTemporalConfig } from '../lib/config';
 import { migrateDatabase } from './db-migrate';
 import { setupTemporal } from './services/temporal-setup';
-import { deskBannerLines, firstReviewerToken } from './services/desk';
+import { firstReviewerToken } from './services/desk';
+import { DEV_DEFAULTS, type DevPorts, devBanner, renderBanner } from './services/dev-banner';
 import { loadDevSecrets } from './services/dev-secrets';
 import { runMain } from './services/main';
 import { assertPortFree, freePort, waitForPort } from './services/ports';
@@ -28,9 +30,9 @@ const ROOT = path.resolve(__dirname, '..');
 const DATA = path.join(ROOT, '.data');
 /** The defaults, and their order from DEV_PORT_BASE. */
 const DEFAULT_PORTS = { api: 3000, sandbox: 4010, temporal: 7233, temporalUi: 8233, desk: 3300 } as const;
-type DevPorts = Record<keyof typeof DEFAULT_PORTS, number>;
-const TASK_QUEUE = 'replyonce';
-const SANDBOX_INBOX = 'support@sandbox.agentmail.local';
+const TASK_QUEUE = DEV_DEFAULTS.taskQueue;
+/** `npm run dev`'s REPLY_COALESCE_MS unless set: a burst's window short enough to watch. */
+export const DEV_COALESCE_MS = 5_000;
 /** tsx compiles on first start; on a slow machine the API takes a while to listen. */
 const LISTEN_TIMEOUT_MS = 60_000;
 /** Bundling the workflow code comes first: the worker polls a while after the API listens. */
@@ -134,6 +136,9 @@ async function main(): Promise<number> {
       // The webhook the sandbox posts to: the watchdog watches and re-enables that one only.
       ...(useSandbox ? { PUBLIC_WEBHOOK_URL: `http://127.0.0.1:${API_PORT}/webhooks/agentmail` } : {}),
       DESK_PUBLIC_URL: env.DESK_PUBLIC_URL || `http://127.0.0.1:${DESK_PORT}`,
+      // A newcomer's test email is answered in seconds, not after production's 30 s wait for a
+      // burst to end; the banner says the value (set REPLY_COALESCE_MS to try another).
+      REPLY_COALESCE_MS: env.REPLY_COALESCE_MS || String(DEV_COALESCE_MS),
     };
     // The worker's /readyz says when it polls; on a port of its own so a second stack never meets it.
     const metricsPort = env.METRICS_PORT || String(await freePort());
@@ -144,6 +149,7 @@ async function main(): Promise<number> {
     if (useSandbox) {
       startApp('sandbox', 'sandbox/main.ts', {
         ...env,
+        LOG_FORMAT: appEnv.LOG_FORMAT,
         SANDBOX_PORT: String(SANDBOX_PORT),
         AGENTMAIL_API_KEY: secrets.agentmailApiKey,
         AGENTMAIL_WEBHOOK_SECRET: webhookSecret,
@@ -163,19 +169,25 @@ async function main(): Promise<number> {
     // "Running" means a message sent now is answered: the worker polls its task queue.
     const polling = listening && (await waitForWorkerPolling(Number(metricsPort), POLL_TIMEOUT_MS, stopped));
     if (polling) {
-      printBanner({
-        namespace,
-        useSandbox,
-        temporalUi: temporal?.uiUrl,
-        temporalAddress,
-        databaseUrl,
-        // The sandbox's key is a local dev secret; a real AgentMail key is never printed.
-        agentmailApiKey: useSandbox ? agentmail.AGENTMAIL_API_KEY : undefined,
-        agentmailBaseUrl: agentmail.AGENTMAIL_BASE_URL,
-        ports,
-        env: appEnv,
-        reviewerToken,
-      });
+      console.log(
+        renderBanner(
+          devBanner({
+            namespace,
+            taskQueue: TASK_QUEUE,
+            useSandbox,
+            temporalUi: temporal?.uiUrl,
+            temporalAddress,
+            databaseUrl,
+            // The sandbox's key is a local dev secret; a real AgentMail key is never printed.
+            sandboxApiKey: useSandbox ? agentmail.AGENTMAIL_API_KEY : undefined,
+            ports,
+            env: appEnv,
+            reviewerToken,
+            coalesceMs: Number(appEnv.REPLY_COALESCE_MS),
+            coalesceIsDevDefault: !env.REPLY_COALESCE_MS,
+          }),
+        ),
+      );
     } else if (!signalled && !group.failedProcess) {
       console.error(
         listening
@@ -231,107 +243,6 @@ async function localDatabase(): Promise<string> {
   const { adminUrl } = await ensureLocalPostgres();
   await ensureDatabase(adminUrl, 'replyonce');
   return DEFAULT_DEV_DATABASE_URL;
-}
-
-/** The catch-up against this stack: `--dev` fills in what `npm run dev` uses, unless a port moved. */
-function replayCommand(options: {
-  useSandbox: boolean;
-  databaseUrl: string;
-  temporalAddress: string;
-  namespace: string;
-  ports: DevPorts;
-}): string {
-  const moved = [
-    ...(options.databaseUrl !== DEFAULT_DEV_DATABASE_URL ? [`DATABASE_URL='${options.databaseUrl}'`] : []),
-    ...(options.useSandbox && options.ports.sandbox !== DEFAULT_PORTS.sandbox
-      ? [`AGENTMAIL_BASE_URL='http://127.0.0.1:${options.ports.sandbox}'`]
-      : []),
-    ...(options.temporalAddress !== `127.0.0.1:${DEFAULT_PORTS.temporal}`
-      ? [`TEMPORAL_ADDRESS='${options.temporalAddress}'`]
-      : []),
-    ...(options.namespace !== 'replyonce' ? [`TEMPORAL_NAMESPACE='${options.namespace}'`] : []),
-    ...(options.useSandbox ? [] : ['AGENTMAIL_API_KEY="$AGENTMAIL_API_KEY"']),
-  ];
-  return `  ${moved.length > 0 ? `${moved.join(' ')} ` : ''}npm run replay -- --dev --all   (catch-up: hands over what the webhooks missed)`;
-}
-
-function printBanner(options: {
-  namespace: string;
-  useSandbox: boolean;
-  temporalUi: string | undefined;
-  temporalAddress: string;
-  databaseUrl: string;
-  agentmailApiKey: string | undefined;
-  agentmailBaseUrl: string | undefined;
-  ports: DevPorts;
-  env: NodeJS.ProcessEnv;
-  reviewerToken: string | null;
-}): void {
-  const API_PORT = options.ports.api;
-  const SANDBOX_PORT = options.ports.sandbox;
-  const inbound = JSON.stringify({
-    inbox_id: SANDBOX_INBOX,
-    from: 'customer@example.com',
-    subject: 'Hello',
-    text: 'Where is my order?',
-  });
-  const lines = [
-    '',
-    'replyonce is running (Ctrl-C stops everything)',
-    `  API           http://127.0.0.1:${API_PORT}`,
-    ...deskBannerLines(`http://127.0.0.1:${options.ports.desk}`, options.reviewerToken),
-    options.temporalUi
-      ? `  Temporal UI   ${options.temporalUi}/namespaces/${options.namespace}/workflows`
-      : `  Temporal      ${options.temporalAddress} (namespace ${options.namespace})`,
-  ];
-  if (options.useSandbox) {
-    lines.push(
-      `  Sandbox       http://127.0.0.1:${SANDBOX_PORT}/_sandbox  (the local AgentMail: its controls)`,
-      `  Outbox        http://127.0.0.1:${SANDBOX_PORT}/_sandbox/outbox  (the replies we sent)`,
-      "  (the sandbox's mailbox lives in memory: a restart of `npm run dev` empties it; Temporal's history and Postgres stay in .data/)",
-      '',
-      'Send a test email through the sandbox:',
-      `  curl -sS -X POST http://127.0.0.1:${SANDBOX_PORT}/_sandbox/inbound -H 'content-type: application/json' -d '${inbound}'`,
-    );
-  } else {
-    lines.push('  AgentMail     the real API (AGENTMAIL_API_KEY is set); send an email to your inbox');
-  }
-  const env = options.env;
-  // `npm run temporal` assumes 127.0.0.1:7233 and the namespace replyonce: said when they moved.
-  const cliEnv = [
-    ...(options.temporalAddress !== `127.0.0.1:${DEFAULT_PORTS.temporal}`
-      ? [`TEMPORAL_ADDRESS='${options.temporalAddress}'`]
-      : []),
-    ...(options.namespace !== 'replyonce' ? [`TEMPORAL_NAMESPACE='${options.namespace}'`] : []),
-  ];
-  const cli = `${cliEnv.map((v) => `${v} `).join('')}npm run temporal -- `;
-  const on = (flag: boolean, text: string) => (flag ? text : `${text} (off)`);
-  lines.push(
-    '',
-    'Features:',
-    `  drafting      ${env.DRAFT_PROVIDER || 'offline'}${env.DRAFT_MODEL ? ` (${env.DRAFT_MODEL})` : ' (deterministic, no model; DRAFT_PROVIDER picks one)'}`,
-    `  tickets       ${env.TICKET_PROVIDER || 'postgres'}`,
-    `  approval      ${env.APPROVAL_REQUIRED_INBOXES ? `inboxes ${env.APPROVAL_REQUIRED_INBOXES}` : 'none (APPROVAL_REQUIRED_INBOXES)'}`,
-    `  admin routes  ${on(Boolean(env.ADMIN_TOKEN), '/admin/* with ADMIN_TOKEN')}`,
-    `  watchdog      ${on(env.WATCHDOG_REENABLE === 'true', 're-enables a disabled webhook (WATCHDOG_REENABLE)')}`,
-    '',
-    'Operator commands against this stack (another terminal):',
-    `  ${cli}workflow list --query 'ReplyStatus = "sent"'`,
-    `  npm run ids -- --inbox <inbox id> --message <message id>   (a message's workflow id and operation keys)`,
-    replayCommand(options),
-  );
-  if (env.APPROVAL_REQUIRED_INBOXES) {
-    lines.push(
-      '',
-      'Replies waiting for a verdict (approval is on):',
-      `  ${cli}workflow list --query 'ReplyStatus = "awaiting_approval" OR ReplyStatus = "escalated"'`,
-      env.ADMIN_TOKEN
-        ? `  curl -sS -X POST http://127.0.0.1:${API_PORT}/admin/review -H "authorization: Bearer $ADMIN_TOKEN" -H 'content-type: application/json' \\
-      -d '{"inbox_id":"<inbox id>","message_id":"<message id>","verdict":"approve","reviewer":"<you>"}'`
-        : `  ${cli}workflow update execute --workflow-id <workflow id> --name review --input '{"verdict":"approve","reviewer":"<you>"}'`,
-    );
-  }
-  console.log(`${lines.join('\n')}\n`);
 }
 
 if (require.main === module) {

@@ -5,7 +5,7 @@ import { createDrafter } from '../activities/draft/drafting/create-drafter';
 import { createTicketProvider } from '../activities/ticket/create-ticket-provider';
 import { createAgentMailClient } from '../lib/agentmail';
 import { ConfigError, loadWorkerConfig } from '../lib/config';
-import { createDb } from '../lib/db';
+import { createDb, postgresAuthenticationFailure } from '../lib/db';
 import { createLogger, forwardSdkLog } from '../lib/logger';
 import { connectTemporalWorker, describeTemporal } from '../lib/temporal-connection';
 import { countProviderErrors, countUnansweredOnScrape } from '../lib/metrics';
@@ -15,7 +15,7 @@ import { promoteWhenPolling, versionLabel, workerBuildId } from './deployment';
 import { unansweredQuery } from './unanswered';
 import { ensureSchedules } from './schedules';
 import { lowerCpuPriority } from './cpu-priority';
-import { DEFAULT_METRICS_PORT, MetricsPortInUseError, startMetricsServer } from './metrics-server';
+import { DEFAULT_METRICS_PORT, MetricsPortInUseError, startMetricsServer } from '../lib/metrics-server';
 
 /** A start-up failure with a cause the operator can act on, said in one line. */
 class StartupError extends Error {
@@ -59,8 +59,11 @@ async function main(): Promise<void> {
   }
   try {
     await db.query('SELECT 1').catch((error: unknown) => {
+      const refused = postgresAuthenticationFailure(error);
       throw new StartupError(
-        `cannot reach Postgres at DATABASE_URL: ${String(error)}. Is it running, and migrated (npm run db:migrate)?`,
+        refused
+          ? `Postgres refused DATABASE_URL's credentials: ${refused}. Fix the user or password in DATABASE_URL.`
+          : `cannot reach Postgres at DATABASE_URL: ${String(error)}. Is it running, and migrated (npm run db:migrate)?`,
       );
     });
     const deployment = { deploymentName: config.WORKER_DEPLOYMENT_NAME, buildId: workerBuildId(process.env) };

@@ -8,6 +8,7 @@ import { runOperation } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
 import type { OwnAddresses } from './own-addresses';
 import { recipientPolicy, replyRecipient, senderOf } from '../agentmail/recipients';
+import { isBlockedSender } from './blocked-senders';
 import { releaseReply, reserveReply, retakeReply } from './reply-budget';
 import { rethrowDatabaseRejection } from '../failures/database';
 import { skipReason, TICKET_ALWAYS, TICKET_IF_ROBOTS_WANTED, TICKET_NEVER, type SkipReason } from './reply-policy';
@@ -154,6 +155,7 @@ async function whyNotAnswer(
     return 'inbox-not-allowed';
   const sender = senderOf(message);
   if (sender !== null && (await deps.own.isOwn(sender.normalized, ref.inboxId))) return 'from-own-inbox';
+  if (sender !== null && (await isBlockedSender(deps.db, sender.normalized))) return 'blocked-sender';
   const reason = skipReason(message, { now: Date.now(), maxAgeMs: deps.config.REPLY_MAX_AGE });
   if (reason !== null) return reason;
 

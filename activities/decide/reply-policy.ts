@@ -33,10 +33,12 @@ export type SkipReason =
   | 'no-valid-recipient'
   | 'sender-budget-exceeded'
   /** The inbox's replies of the last hour reached REPLY_CEILING_PER_INBOX_PER_HOUR: a person answers. */
-  | 'inbox-ceiling-reached';
+  | 'inbox-ceiling-reached'
+  /** The sender's mailbox was erased with `--block` (privacy/erase.ts): held for a person. */
+  | 'blocked-sender';
 
 /** Skips where a person should answer instead: a ticket whatever TICKET_FOR_SKIPPED says. */
-export const TICKET_ALWAYS: ReadonlySet<SkipReason> = new Set(['too-old', 'inbox-ceiling-reached']);
+export const TICKET_ALWAYS: ReadonlySet<SkipReason> = new Set(['too-old', 'inbox-ceiling-reached', 'blocked-sender']);
 /** Skips that are none of our business: never a ticket. */
 export const TICKET_NEVER: ReadonlySet<SkipReason> = new Set(['inbox-not-allowed']);
 /**

@@ -9,12 +9,14 @@ import {
   RetryableFailureType,
 } from '../../contract';
 import {
+  boundMessageText,
   collectionsFor,
   type Embedder,
   liveCollections,
+  relevanceVerdict,
   retrievalRefs,
-  retrieve,
-  type RetrievedSection,
+  type Retrieval,
+  retrieveWithRelevance,
 } from '../../knowledge';
 import type { ActivityConfig } from '../../lib/config';
 import type { Db } from '../../lib/db';
@@ -65,6 +67,7 @@ export interface DraftDeps {
     | 'OPERATION_LEASE_MS'
     | 'KNOWLEDGE_INBOX_COLLECTIONS'
     | 'KNOWLEDGE_TOP_K'
+    | 'KNOWLEDGE_RELEVANCE_FLOORS'
     | 'HANDOFF'
     | 'DRAFT_ALLOWED_LINK_DOMAINS'
     | 'REPLYONCE_OWN_ADDRESSES'
@@ -88,26 +91,51 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
   if (done !== undefined) return await outcomeOf(deps, done, { key, kind: OperationKind.draft, state: 'replayed' });
 
   const message = await fetchMessage(deps.agentmail, ref);
-  const text = message.extractedText ?? message.text ?? '';
+  // What one message may cost is bounded (issue 39): the text searched and shown to the model is
+  // cut at MESSAGE_TEXT_MAX_CHARS, and the cut is said to the model and recorded with the draft.
+  const { text, cut: textCut } = boundMessageText(message.extractedText ?? message.text ?? '');
   const collections = await liveCollections(
     deps.db,
     collectionsFor(ref.inboxId, deps.config.KNOWLEDGE_INBOX_COLLECTIONS),
   );
   const knowledge = collections.length > 0;
-  const query = { collections, text: `${message.subject ?? ''}\n${text}`, limit: deps.config.KNOWLEDGE_TOP_K };
-  const sections: RetrievedSection[] = knowledge
-    ? await retrieve(deps.db, { ...query, embedder: deps.embedder ?? null }).catch(async (error: unknown) => {
-        if (!deps.embedder) throw error;
-        // The embedding service is down: the text ranking alone (a changed ranking is a changed request).
-        log.warn('embeddings unavailable; retrieving by full-text search alone', { error: String(error) });
-        return retrieve(deps.db, query);
-      })
-    : [];
+  const context = Context.current();
+  const query = {
+    collections,
+    text: `${message.subject ?? ''}\n${text}`,
+    limit: deps.config.KNOWLEDGE_TOP_K,
+    // Retrieval runs before the operation's own heartbeat: it heartbeats and honours cancellation itself.
+    signal: context.cancellationSignal,
+    heartbeat: context.info.isLocal ? undefined : () => context.heartbeat(),
+  };
+  const retrieval: Retrieval = knowledge
+    ? await retrieveWithRelevance(deps.db, { ...query, embedder: deps.embedder ?? null }).catch(
+        async (error: unknown) => {
+          if (!deps.embedder || context.cancellationSignal.aborted) throw error;
+          // The embedding service is down: the text ranking alone (a changed ranking is a changed request).
+          log.warn('embeddings unavailable; retrieving by full-text search alone', { error: String(error) });
+          return retrieveWithRelevance(deps.db, query);
+        },
+      )
+    : { sections: [], relevance: [] };
+  const sections = retrieval.sections;
+  const relevance = knowledge
+    ? relevanceVerdict(retrieval.relevance, deps.config.KNOWLEDGE_RELEVANCE_FLOORS)
+    : undefined;
   // Without a knowledge base the request is what it always was, so drafts stored before keep their hash.
   const request = {
     inboxId: ref.inboxId,
     messageId: ref.messageId,
-    ...(knowledge ? { knowledge: { collections, articles: retrievalRefs(sections) } } : {}),
+    ...(knowledge
+      ? {
+          knowledge: {
+            collections,
+            articles: retrievalRefs(sections),
+            // Only when below, so requests above the floor keep the hash they had before the floor.
+            ...(relevance?.below ? { belowRelevanceFloor: true } : {}),
+          },
+        }
+      : {}),
   };
   await supersedeUnfinished(deps.db, key, requestHash(request));
 
@@ -138,7 +166,7 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
           timestamp: m.timestamp,
         }));
       const articles = sections.map((s) => ({ id: s.id, title: s.title, heading: s.heading, text: s.body }));
-      const signal = Context.current().cancellationSignal;
+      const signal = context.cancellationSignal;
       const mail = await customerMail.readCustomerMail(deps, ref, message, text, signal);
       const finish = (reply: string, citations: string[]) =>
         customerMail.finishedReply(deps, { inboxId: ref.inboxId, reply, sections, citations });
@@ -154,6 +182,7 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
           ...citations,
           ...considered,
           handoff: early,
+          ...(textCut ? { textCut } : {}),
           ...customerMail.mailRecord(mail),
         };
       }
@@ -167,14 +196,19 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
         timestamp: message.timestamp,
         thread: earlier,
         othersLeftOut: others.length,
+        textCut,
         knowledge,
         articles,
         language: mail.language,
         attachments: mail.attachments,
+        ...(relevance ? { relevance } : {}),
       };
       const answer = await deps.drafter.draft(draftRequest, { signal });
       const judged = judgeAnswer(answer, draftRequest);
-      const knowledgeFields = knowledge ? { citations: judged.citations, considered: articles.map((a) => a.id) } : {};
+      const knowledgeFields = {
+        ...(knowledge ? { citations: judged.citations, considered: articles.map((a) => a.id) } : {}),
+        ...(textCut ? { textCut } : {}),
+      };
       if (judged.handoff !== null) {
         // Never sent without a person; an unusable reply is replaced by a neutral holding text a reviewer can edit.
         const usable = draftProblem(judged.reply) === null ? judged.reply.trim() : HOLDING_REPLY;

@@ -19,6 +19,7 @@ const signing = (config: Partial<SignatureConfig>): SignatureConfig => ({
   REPLY_SIGNATURE: config.REPLY_SIGNATURE,
   REPLY_INBOX_SIGNATURES: config.REPLY_INBOX_SIGNATURES ?? {},
 });
+import type { TextCut } from '../../knowledge/message-text';
 
 /**
  * Drafts, the one module for them: the rule a reply's text must pass (contract/draft-text.ts, also
@@ -46,6 +47,8 @@ export interface StoredDraft {
   attachments?: MailRecord['attachments'];
   /** The cited articles as people see them (title, heading, a piece of text, link): the desk shows them. */
   cited?: CitedArticle[];
+  /** Set when only the start of the message was read (knowledge/message-text.ts): the ticket note says so. */
+  textCut?: TextCut;
 }
 
 /** The text as it will be stored and sent, or a final `InvalidDraft` naming what is wrong with it. */

@@ -2,6 +2,8 @@ import { ApplicationFailure } from '@temporalio/activity';
 import { isAgentMailError } from '../../lib/provider-errors';
 import { databaseRejection } from './database';
 import { providerFailure } from '../agentmail/failures';
+import { OperationErasedError } from '../operation-store/errors';
+import { erasedFailure } from '../operation-store/run-operation';
 
 /**
  * What an activity's failure may carry out of the worker, applied once to every activity
@@ -13,6 +15,8 @@ import { providerFailure } from '../agentmail/failures';
  */
 export function failureLeavingActivity(error: unknown, activity: string): unknown {
   if (error instanceof ApplicationFailure) return error;
+  // A stored result read outside runOperation (a draft, a review) of an erased message: final.
+  if (error instanceof OperationErasedError) return erasedFailure(error.operationKey);
   const rejected = databaseRejection(error);
   if (rejected) return rejected;
   if (isAgentMailError(error)) return providerFailure(error, activity);

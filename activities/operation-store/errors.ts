@@ -51,3 +51,15 @@ export interface StoredFailure {
   type: string;
   message: string;
 }
+
+/**
+ * The operation belongs to an erased message (privacy/erase.ts): its row is a tombstone, or its
+ * key lies under an erased message's prefix. Nothing of it runs again and nothing is replayed but
+ * the fact; the activity ends with the final failure `Erased` (contract/failures.ts).
+ */
+export class OperationErasedError extends OperationStoreError {
+  override name = 'Erased';
+  constructor(operationKey: string) {
+    super(`operation ${operationKey} belongs to an erased message: nothing of it runs or is replayed`, operationKey);
+  }
+}

@@ -4,7 +4,13 @@ import { requestHash } from '../../lib/hashing';
 import { FailureType, type OperationKind, type OperationReport } from '../../contract';
 import * as metrics from '../../lib/metrics';
 import { databaseRejection, rethrowDatabaseRejection } from '../failures/database';
-import { LeaseLostError, OperationConflictError, OperationFailedError, OperationInProgressError } from './errors';
+import {
+  LeaseLostError,
+  OperationConflictError,
+  OperationErasedError,
+  OperationFailedError,
+  OperationInProgressError,
+} from './errors';
 import type { OperationStore } from './store';
 
 /**
@@ -53,7 +59,8 @@ export async function replayCompleted<T>(
   kind: OperationKind | (string & {}),
 ): Promise<OperationOutcome<T> | undefined> {
   if (typeof key !== 'string' || key === '') return undefined;
-  const row = await store.get(key).catch(rethrowDatabaseRejection);
+  const { row, erased } = await store.lookup(key).catch(rethrowDatabaseRejection);
+  if (erased) throw erasedFailure(key);
   if (row === undefined || row.status !== 'complete' || row.kind !== kind) return undefined;
   metrics.operations.inc({ kind, status: 'replayed' });
   return { result: row.result as T, replayed: true, operation: { key, kind, state: 'replayed' } };
@@ -94,6 +101,13 @@ export async function runOperation<T>(
   const stopRenewing = keepLeaseAlive(store, spec, ownerToken);
   let result: T;
   try {
+    // The last look before the effect, ordered with any erasure by the row's lock (store.ts).
+    await store.beginEffect(spec.key, ownerToken).catch((error: unknown) => {
+      if (error instanceof OperationErasedError) throw erasedFailure(spec.key);
+      if (error instanceof LeaseLostError)
+        throw ApplicationFailure.create({ type: error.name, message: error.message, nonRetryable: false });
+      throw error;
+    });
     result = await effect(claim);
   } catch (thrown) {
     stopRenewing();
@@ -153,6 +167,7 @@ async function claimAsTemporalFailure(store: OperationStore, spec: OperationSpec
         nonRetryable: true,
       });
     }
+    if (error instanceof OperationErasedError) throw erasedFailure(spec.key);
     if (error instanceof OperationInProgressError || error instanceof LeaseLostError) {
       metrics.operations.inc({ kind: spec.kind, status: 'in_progress' });
       throw ApplicationFailure.create({ type: error.name, message: error.message, nonRetryable: false });
@@ -160,6 +175,18 @@ async function claimAsTemporalFailure(store: OperationStore, spec: OperationSpec
     // A key or request Postgres refuses (a CHECK, a value too long) will be refused again.
     return rethrowDatabaseRejection(error);
   }
+}
+
+/**
+ * An erased message's operation, as the workflow sees it: final, and the same whatever replays it
+ * (a late webhook, a catch-up, a watchdog, a rerun). The workflow ends `erased` on it.
+ */
+export function erasedFailure(key: string): ApplicationFailure {
+  return ApplicationFailure.create({
+    type: FailureType.Erased,
+    message: `operation ${key} belongs to an erased message: nothing of it runs again`,
+    nonRetryable: true,
+  });
 }
 
 /** Often enough for the workflows' 10 s heartbeat timeout; Temporal throttles what it forwards. */

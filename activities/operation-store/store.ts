@@ -3,6 +3,7 @@ import {
   OperationConflictError,
   OperationFailedError,
   OperationInProgressError,
+  OperationErasedError,
   LeaseLostError,
   type StoredFailure,
 } from './errors';
@@ -30,7 +31,25 @@ export interface OperationRow {
   first_attempt_at: Date;
   created_at: Date;
   updated_at: Date;
+  /** Set on a tombstone: the message was erased (privacy/erase.ts); the result holds no content. */
+  erased_at: Date | null;
+  effect_started_at: Date | null;
 }
+
+/**
+ * The prefixes an erased message could have given this key: every leading part of it that ends at
+ * a `/` (`<inbox>/`, `<inbox>/<message>/`, …). An erased message's prefix is one of them when the
+ * key is one of its operations; looked up by equality, so the check is an index probe however many
+ * messages were erased.
+ */
+export function keyPrefixes(key: string): string[] {
+  const prefixes: string[] = [];
+  for (let i = key.indexOf('/'); i >= 0; i = key.indexOf('/', i + 1)) prefixes.push(key.slice(0, i + 1));
+  return prefixes;
+}
+
+const UNDER_ERASED_PREFIX = 'EXISTS (SELECT 1 FROM erased_messages WHERE key_prefix = ANY($PREFIXES::text[]))';
+const underErasedPrefix = (parameter: number) => UNDER_ERASED_PREFIX.replace('$PREFIXES', `$${parameter}`);
 
 type OwnedRow = { attempts: number; age_ms: number };
 
@@ -58,12 +77,15 @@ export class OperationStore {
   async claim(request: ClaimRequest): Promise<Claim> {
     const { key, kind, requestHash, ownerToken, leaseMs } = request;
     // 1. The first attempt anywhere inserts the row and owns the effect.
+    //    Not under an erased message's prefix: a late webhook or a rerun of an erased message
+    //    finds no row to claim (the same statement, so an erasure committed before it is seen).
     const inserted = await this.db.query<OwnedRow>(
       `INSERT INTO operations (operation_key, kind, request_hash, status, owner_token, lease_until)
-       VALUES ($1, $2, $3, 'processing', $4, now() + $5 * interval '1 millisecond')
+       SELECT $1, $2, $3, 'processing', $4, now() + $5 * interval '1 millisecond'
+        WHERE NOT ${underErasedPrefix(6)}
        ON CONFLICT (operation_key) DO NOTHING
        RETURNING attempts, 0::float8 AS age_ms`,
-      [key, kind, requestHash, ownerToken, leaseMs],
+      [key, kind, requestHash, ownerToken, leaseMs, keyPrefixes(key)],
     );
     const fresh = inserted.rows[0];
     if (fresh) return { state: 'owned', resumed: false, attempts: fresh.attempts, firstAttemptAgeMs: 0 };
@@ -74,7 +96,7 @@ export class OperationStore {
       `UPDATE operations
           SET owner_token = $3, lease_until = now() + $4 * interval '1 millisecond',
               attempts = attempts + 1, updated_at = now()
-        WHERE operation_key = $1 AND request_hash = $2 AND status = 'processing'
+        WHERE operation_key = $1 AND request_hash = $2 AND status = 'processing' AND erased_at IS NULL
           AND (lease_until IS NULL OR lease_until <= now() OR owner_token = $3)
         RETURNING attempts, (extract(epoch FROM now() - first_attempt_at) * 1000)::float8 AS age_ms`,
       [key, requestHash, ownerToken, leaseMs],
@@ -83,7 +105,9 @@ export class OperationStore {
     if (resumed)
       return { state: 'owned', resumed: true, attempts: resumed.attempts, firstAttemptAgeMs: resumed.age_ms };
 
-    const existing = await this.get(key);
+    const { row: existing, erased } = await this.lookup(key);
+    // 0. Erased: before anything else (a tombstone's request hash is not worth comparing).
+    if (erased) throw new OperationErasedError(key);
     if (!existing) {
       // Only a deletion (retention pruning) between our statements gets here; the retry starts over.
       throw new OperationInProgressError(key, null);
@@ -109,7 +133,7 @@ export class OperationStore {
     const done = await this.db.query(
       `UPDATE operations
           SET status = 'complete', result = $3::jsonb, error = NULL, owner_token = NULL, lease_until = NULL, updated_at = now()
-        WHERE operation_key = $1 AND owner_token = $2 AND status = 'processing'`,
+        WHERE operation_key = $1 AND owner_token = $2 AND status = 'processing' AND erased_at IS NULL`,
       [key, ownerToken, JSON.stringify(result)],
     );
     if (done.rowCount !== 1)
@@ -120,11 +144,30 @@ export class OperationStore {
     const done = await this.db.query(
       `UPDATE operations
           SET status = 'failed', error = $3::jsonb, owner_token = NULL, lease_until = NULL, updated_at = now()
-        WHERE operation_key = $1 AND owner_token = $2 AND status = 'processing'`,
+        WHERE operation_key = $1 AND owner_token = $2 AND status = 'processing' AND erased_at IS NULL`,
       [key, ownerToken, JSON.stringify(failure)],
     );
     if (done.rowCount !== 1)
       throw new LeaseLostError(`attempt ${ownerToken} lost its lease on ${key} before failing it`, key);
+  }
+
+  /**
+   * Marks the moment this attempt begins its effect, unless the message was erased: one statement
+   * on the row an erasure also updates, so the two are ordered by the row's lock. Erased first →
+   * `OperationErasedError` and the effect never begins (no email, no ticket after an erasure);
+   * begun first → the erasure waits for the effect to finish (privacy/erase.ts) and its receipt
+   * says it happened before.
+   */
+  async beginEffect(key: string, ownerToken: string): Promise<void> {
+    const begun = await this.db.query(
+      `UPDATE operations SET effect_started_at = now(), updated_at = now()
+        WHERE operation_key = $1 AND owner_token = $2 AND status = 'processing' AND erased_at IS NULL
+          AND NOT ${underErasedPrefix(3)}`,
+      [key, ownerToken, keyPrefixes(key)],
+    );
+    if (begun.rowCount === 1) return;
+    if ((await this.lookup(key)).erased) throw new OperationErasedError(key);
+    throw new LeaseLostError(`attempt ${ownerToken} lost its lease on ${key} before its effect began`, key);
   }
 
   /**
@@ -156,7 +199,8 @@ export class OperationStore {
    * each kind's result type has one owner that reads it (drafts.ts for drafts, review.ts for reviews).
    */
   async completed<T>(key: string, kind: string): Promise<T | undefined> {
-    const row = await this.get(key);
+    const { row, erased } = await this.lookup(key);
+    if (erased) throw new OperationErasedError(key);
     if (row === undefined || row.status !== OperationStatus.complete) return undefined;
     if (row.kind !== kind)
       throw new OperationConflictError(`operation key ${key} holds a ${row.kind} operation, not a ${kind}`, key);
@@ -173,7 +217,7 @@ export class OperationStore {
     const reopened = await this.db.query(
       `UPDATE operations
           SET status = 'processing', result = NULL, owner_token = NULL, lease_until = now(), updated_at = now()
-        WHERE operation_key = $1 AND kind = $2 AND status = 'complete'`,
+        WHERE operation_key = $1 AND kind = $2 AND status = 'complete' AND erased_at IS NULL`,
       [key, kind],
     );
     return reopened.rowCount === 1;
@@ -191,5 +235,18 @@ export class OperationStore {
   async get(key: string): Promise<OperationRow | undefined> {
     const found = await this.db.query<OperationRow>('SELECT * FROM operations WHERE operation_key = $1', [key]);
     return found.rows[0];
+  }
+
+  /** The row under `key` (if any), and whether it is erased: a tombstone, or under an erased message's prefix. */
+  async lookup(key: string): Promise<{ row: OperationRow | undefined; erased: boolean }> {
+    const found = await this.db.query<OperationRow & { under_erased_prefix: boolean }>(
+      `SELECT o.*, ${underErasedPrefix(2)} AS under_erased_prefix
+         FROM (SELECT $1::text AS wanted) w LEFT JOIN operations o ON o.operation_key = w.wanted`,
+      [key, keyPrefixes(key)],
+    );
+    // A LEFT JOIN: the row's columns are NULL when there is none.
+    const { under_erased_prefix, ...row } = found.rows[0]!;
+    const present: OperationRow | undefined = row.operation_key === null ? undefined : row;
+    return { row: present, erased: under_erased_prefix || (present?.erased_at ?? null) !== null };
   }
 }

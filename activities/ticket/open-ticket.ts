@@ -2,7 +2,7 @@ import { Context } from '@temporalio/activity';
 import type { AgentMailClient } from 'agentmail';
 import { type MessageRef, OperationKind, type OperationReport } from '../../contract';
 import { fetchMessage } from '../agentmail/reads';
-import { runOperation } from '../operation-store/run-operation';
+import { erasedFailure, runOperation } from '../operation-store/run-operation';
 import * as metrics from '../../lib/metrics';
 import type { OperationStore } from '../operation-store/store';
 import type { TicketProvider } from './ticket-provider';
@@ -11,6 +11,7 @@ import type { Db } from '../../lib/db';
 import { storedDraft, type StoredDraft } from '../draft/draft-store';
 import { foldSkippedTicket } from './skipped-fold';
 import { ticketMailLines } from './mail-lines';
+import { textCutNotice } from '../../knowledge/message-text';
 
 /**
  * One ticket per conversation (an AgentMail thread): the thread's first message to get here opens
@@ -159,6 +160,7 @@ export async function commentDraftNote(
 export function noteWithDraft(note: string, draft: StoredDraft): string {
   const lines = [note];
   if (draft.handoff) lines.push(`Handed off to a person: ${draft.handoff.reason}`);
+  if (draft.textCut) lines.push(textCutNotice(draft.textCut));
   if (draft.considered !== undefined)
     lines.push(`Articles considered: ${draft.considered.length > 0 ? draft.considered.join(', ') : 'none matched'}`);
   if (draft.citations !== undefined && draft.citations.length > 0)
@@ -255,6 +257,8 @@ async function addComment(
   };
   const signal = Context.current().cancellationSignal;
   if (deps.tickets.keyedInStore) {
+    // No claim here, so the erasure's tombstone is looked at here: an erased message gets no comment.
+    if ((await deps.store.lookup(spec.key)).erased) throw erasedFailure(spec.key);
     // The comment's row is its record: added now, or there from an earlier attempt (a replay).
     const { commentId, added } = await deps.tickets.addComment(comment, { resumed: true, signal });
     const state = added === false ? 'replayed' : 'executed';

@@ -87,12 +87,3 @@ async function countOn(client: { query: Db['query'] }, into: string): Promise<nu
   );
   return counted.rows[0]?.count ?? 0;
 }
-
-/** What was folded, per open ticket: for the soak report and for a person looking at a flood. */
-export async function foldedTicketCounts(db: Db): Promise<{ folded: number; tickets: number }> {
-  const counted = await db.query<{ folded: number; tickets: number }>(
-    `SELECT count(*)::int AS folded, count(DISTINCT folded_into)::int AS tickets
-       FROM skipped_ticket_folds WHERE NOT opened`,
-  );
-  return counted.rows[0] ?? { folded: 0, tickets: 0 };
-}

@@ -145,6 +145,30 @@ export class ZendeskTickets implements TicketProvider {
     };
   }
 
+  /**
+   * Erasure (privacy/erase.ts): deletes the ticket (Zendesk keeps a deleted ticket 30 days), then
+   * deletes it permanently (`DELETE /api/v2/deleted_tickets/{id}`). `gone`: Zendesk has neither.
+   * Errors name the status only, never a body.
+   */
+  async deleteTicket(ticketId: string): Promise<'deleted' | 'gone'> {
+    const id = encodeURIComponent(ticketId);
+    const soft = await this.deleteStatus(`/api/v2/tickets/${id}.json`);
+    const hard = await this.deleteStatus(`/api/v2/deleted_tickets/${id}.json`);
+    const bad = [soft, hard].find((status) => status >= 300 && status !== 404);
+    if (bad !== undefined) throw new Error(`Zendesk answered ${bad} deleting ticket ${ticketId}`);
+    return soft === 404 && hard === 404 ? 'gone' : 'deleted';
+  }
+
+  private async deleteStatus(path: string): Promise<number> {
+    const response = await fetch(`${this.baseUrl}${path}`, {
+      method: 'DELETE',
+      headers: { authorization: this.authorization, accept: 'application/json' },
+      signal: AbortSignal.timeout(this.settings.timeoutMs),
+    });
+    await response.body?.cancel();
+    return response.status;
+  }
+
   private async call(
     method: 'GET' | 'POST' | 'PUT',
     path: string,

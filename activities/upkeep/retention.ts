@@ -5,7 +5,8 @@ import type { ActivityConfig } from '../../lib/config';
 
 /**
  * Retention: rows that have done their job are deleted in bounded batches (short statements, short
- * locks, and a heartbeat between them), oldest first. Tickets are business records and stay.
+ * locks, and a heartbeat between them), oldest first. Tickets are business records and stay (until
+ * their customer is erased). Erasure's tombstones and receipts stay (docs/privacy.md has the table).
  * An inbox cursor older than the operation horizon is pruned too: a resume from it would be moved
  * up to the horizon anyway, and an inbox nobody writes to any more should not be listed by --all.
  */
@@ -32,14 +33,16 @@ export interface PruneResult {
   inboxCursors: number;
 }
 
-/** Each: the table, its key, and the age test (`$1` is the cut-off). */
+/** Each: the table, its key, the age test (`$1` is the cut-off), and what is kept whatever its age. */
 const TARGETS = {
-  inboundEvents: { table: 'inbound_events', key: 'event_id', age: 'received_at' },
+  inboundEvents: { table: 'inbound_events', key: 'event_id', age: 'received_at', keep: '' },
   // Only started rows: `started_at < cut-off` is never true of an unstarted one (NULL), which stays
   // until the relay has started it, however old.
-  intake: { table: 'intake', key: 'workflow_id', age: 'started_at' },
-  operations: { table: 'operations', key: 'operation_key', age: 'updated_at' },
-  inboxCursors: { table: 'inbox_cursors', key: 'inbox_id', age: 'newest_message_at' },
+  intake: { table: 'intake', key: 'workflow_id', age: 'started_at', keep: '' },
+  // An erased message's operations are tombstones (key, kind, status; no content: privacy/erase.ts):
+  // kept, like erased_messages, for as long as a replay could bring the message back.
+  operations: { table: 'operations', key: 'operation_key', age: 'updated_at', keep: ' AND erased_at IS NULL' },
+  inboxCursors: { table: 'inbox_cursors', key: 'inbox_id', age: 'newest_message_at', keep: '' },
 } as const;
 
 export async function pruneExpiredRecords(
@@ -66,10 +69,10 @@ export async function pruneExpiredRecords(
     }
   };
   for (const name of Object.keys(TARGETS) as Array<keyof typeof TARGETS>) {
-    const { table, key, age } = TARGETS[name];
+    const { table, key, age, keep } = TARGETS[name];
     // Postgres's clock, like the leases: every worker agrees on the cut-off.
     const statement = `DELETE FROM ${table} WHERE ${key} IN (
-        SELECT ${key} FROM ${table} WHERE ${age} < now() - $1 * interval '1 millisecond' ORDER BY ${age} LIMIT $2)`;
+        SELECT ${key} FROM ${table} WHERE ${age} < now() - $1 * interval '1 millisecond'${keep} ORDER BY ${age} LIMIT $2)`;
     await inBatches(name, async () => (await deps.db.query(statement, [cutoffs[name], batchSize])).rowCount ?? 0);
   }
   await inBatches('replyReservations', () => pruneReservations(deps.db, batchSize));

@@ -3,6 +3,8 @@ import type { FastifyInstance, FastifyPluginAsync } from 'fastify';
 import { z } from 'zod';
 import { parseSince, type CatchUpCounts, type CatchUpSummary } from '../../intake/catch-up';
 import { classifyCatchUpError, type CatchUp } from '../../intake/intake';
+import type { ErasureDeps } from '../../privacy/erase';
+import { forgetRoutes } from './forget';
 
 export interface AdminRouteOptions {
   /** The bearer token (ADMIN_TOKEN); without one these routes are not registered at all. */
@@ -10,6 +12,8 @@ export interface AdminRouteOptions {
   catchUp: CatchUp;
   /** A catch-up handed rows over: the relay may start them now rather than at its next poll. */
   onHandedOver?: () => void;
+  /** POST /admin/forget (api/admin/forget.ts): erasing a customer, behind the same token. */
+  erasure?: ErasureDeps;
 }
 
 const replayBody = z
@@ -51,6 +55,8 @@ export const adminRoutes: FastifyPluginAsync<AdminRouteOptions> = async (app: Fa
         .send({ error: 'unauthorized', message: 'A valid Authorization: Bearer <ADMIN_TOKEN> header is required.' });
     }
   });
+
+  if (options.erasure) await app.register(forgetRoutes, { erasure: options.erasure });
 
   app.post('/admin/replay', async (request, reply) => {
     const body = replayBody.safeParse(request.body);

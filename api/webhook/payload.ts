@@ -50,7 +50,6 @@ function messageTime(value: unknown): Date | undefined {
   return Number.isNaN(at.getTime()) || year < 1970 || year > 9999 ? undefined : at;
 }
 
-export type EventEnvelope = z.infer<typeof eventEnvelope>;
 export type MessageReceivedEvent = z.infer<typeof messageReceivedEvent>;
 
 /** Compact, loggable description of a schema failure (paths only: values may be customer data). */

@@ -310,6 +310,23 @@ export function buildHelpdeskStandIn(options: HelpdeskOptions): Helpdesk {
     return { ticket, audit };
   };
   app.put('/api/v2/tickets/:id', updateTicket);
+  // Zendesk's deletion: a deleted ticket leaves the list (kept 30 days among deleted_tickets),
+  // and `DELETE /api/v2/deleted_tickets/{id}` removes it and its audits for good.
+  const deleted: HelpdeskTicket[] = [];
+  app.delete<{ Params: { id: string } }>('/api/v2/tickets/:id', async (request, reply) => {
+    const ticket = ticketOf(request.params.id);
+    if (!ticket) return reply.code(404).send({ error: 'RecordNotFound', description: 'Not found' });
+    tickets.splice(tickets.indexOf(ticket), 1);
+    deleted.push(ticket);
+    return reply.code(204).send();
+  });
+  app.delete<{ Params: { id: string } }>('/api/v2/deleted_tickets/:id', async (request, reply) => {
+    const ticket = deleted.find((t) => String(t.id) === request.params.id.replace(/\.json$/, ''));
+    if (!ticket) return reply.code(404).send({ error: 'RecordNotFound', description: 'Not found' });
+    deleted.splice(deleted.indexOf(ticket), 1);
+    for (let i = audits.length - 1; i >= 0; i--) if (audits[i]!.ticket_id === ticket.id) audits.splice(i, 1);
+    return reply.code(200).send({ job_status: { id: `delete-${ticket.id}`, status: 'completed' } });
+  });
   const auditsOf = async (request: FastifyRequest<{ Params: { id: string } }>, reply: FastifyReply) => {
     const ticket = ticketOf(request.params.id);
     if (!ticket) return reply.code(404).send({ error: 'RecordNotFound', description: 'Not found' });

@@ -9,7 +9,7 @@ export const SANDBOX_CONTROLS = [
   [
     'POST',
     '/_sandbox/inbound',
-    'mail arrives: {inbox_id, from, subject?, text?, headers?, reply_to?, attachments?: [{filename?, content_type?, content (base64) | text, repeat?}], …}; `deliver: false` stores it without a webhook, `duplicates: N` sends the same event N more times, `event_id` picks its id',
+    'mail arrives: {inbox_id, from, subject?, text?, headers?, reply_to?, attachments?: [{filename?, content_type?, content (base64) | text, repeat?}], …}; `deliver: false` stores it without a webhook, `duplicates: N` sends the same event N more times, `event_id` picks its id. In a thread: `thread_id` (from an earlier answer) joins that thread, or `in_reply_to` (a message_id) joins the thread of the message it answers; `message_id` picks its id',
   ],
   ['POST', '/_sandbox/inboxes', 'creates an inbox {inbox_id, display_name?}'],
   [
@@ -51,6 +51,8 @@ export const SANDBOX_CONTROLS = [
 export function indexRoute(app: FastifyInstance): void {
   app.get('/_sandbox', async () => ({
     description: 'The local AgentMail stand-in: /v0/* is the API (Bearer AGENTMAIL_API_KEY); /_sandbox/* controls it.',
+    threads:
+      'A follow-up in the same conversation: POST /_sandbox/inbound with `in_reply_to` set to the earlier message_id (or `thread_id` set to its thread_id); both are in the answer of the first POST.',
     controls: SANDBOX_CONTROLS.map(([method, path, does]) => ({ method, path, does })),
   }));
 }

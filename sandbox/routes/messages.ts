@@ -44,6 +44,12 @@ export function messageRoutes(app: FastifyInstance, state: SandboxState): void {
     return reply.type(found.contentType).send(found.bytes);
   });
 
+  // Permanently deletes a message (the SDK's messages.delete); 404 when there is none.
+  app.delete<MessageParams>('/v0/inboxes/:inbox_id/messages/:message_id', async (request, reply) => {
+    mailbox.deleteMessage(request.params.inbox_id, request.params.message_id);
+    return reply.code(204).send();
+  });
+
   app.patch<MessageParams>('/v0/inboxes/:inbox_id/messages/:message_id', async (request) => {
     const body = parseBody(updateLabelsSchema, request.body);
     const message = mailbox.updateLabels(

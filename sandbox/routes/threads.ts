@@ -26,6 +26,12 @@ export function threadRoutes(app: FastifyInstance, state: SandboxState): void {
     },
   );
 
+  // Permanently deletes a thread and all of its messages (the SDK's threads.delete); 404 when there is none.
+  app.delete<ThreadParams>('/v0/inboxes/:inbox_id/threads/:thread_id', async (request, reply) => {
+    mailbox.deleteThread(request.params.inbox_id, request.params.thread_id);
+    return reply.code(204).send();
+  });
+
   /**
    * The thread with one page of messages. The SDK documents page_token as "the next, older
    * page": pages walk back from the newest message; inside a page messages run oldest first.

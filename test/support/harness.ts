@@ -17,7 +17,7 @@ import { createLogger } from '../../lib/logger';
 import { connectTemporalWorker } from '../../lib/temporal-connection';
 import { buildSandbox } from '../../sandbox/app';
 import { SandboxControl } from '../../sandbox/control-client';
-import { startMetricsServer } from '../../worker/metrics-server';
+import { startMetricsServer } from '../../lib/metrics-server';
 import { createReplyonceWorker } from '../../worker/create-worker';
 import { promoteWhenPolling, workerBuildId } from '../../worker/deployment';
 import { testEnv } from './env';

@@ -1,4 +1,6 @@
 import type { DraftAttachment } from './attachments';
+import type { TextCut } from '../../../knowledge/message-text';
+import type { RelevanceVerdict } from '../../../knowledge/relevance-floor';
 
 /**
  * The drafting provider interface. The workflow asks for one draft per message; the draft
@@ -25,6 +27,8 @@ export interface DraftRequest {
   thread: ReadonlyArray<{ direction: 'inbound' | 'outbound'; text: string; timestamp: Date }>;
   /** How many messages of the thread were left out because someone else wrote them (counted, never shown). */
   othersLeftOut?: number;
+  /** Set when `text` is only the start of the message (knowledge/message-text.ts): the prompt must say so. */
+  textCut?: TextCut | null;
   /**
    * Whether the inbox has a knowledge base (KNOWLEDGE_INBOX_COLLECTIONS, synced): then the reply
    * must be grounded in `articles` and cite them, or hand off.
@@ -39,6 +43,12 @@ export interface DraftRequest {
   language?: { detected: string | null; reply: string | null };
   /** The message's attachments: name, type, size and the text a reader extracted (never the bytes). */
   attachments?: readonly DraftAttachment[];
+  /**
+   * Set with a knowledge base: whether the best article is below the relevance floor
+   * (knowledge/relevance-floor.ts). Below it the drafter hands off with `reason`: the offline
+   * drafter always; the model is told so in its prompt.
+   */
+  relevance?: RelevanceVerdict;
 }
 
 export interface KnowledgeArticle {

@@ -1,6 +1,6 @@
 import http from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { registry } from '../lib/metrics';
+import { registry } from './metrics';
 
 /** Where Prometheus finds a worker unless METRICS_PORT says otherwise. */
 export const DEFAULT_METRICS_PORT = 9464;

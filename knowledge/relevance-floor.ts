@@ -1,0 +1,49 @@
+import type { CollectionRelevance } from './retrieve';
+
+/**
+ * The relevance floor (issue 37): full-text search almost always returns *something*, so "the best
+ * article" alone would answer "are you hiring?" with the click-and-collect article. Below its
+ * collection's floor no article is relevant enough, and the drafter hands off — the offline
+ * drafter always, the model because its prompt says so — with the reason recorded.
+ *
+ * The score is retrieve's CollectionRelevance: the share of the customer's words (of the email, or
+ * of its best-matching sentence) that the top article holds, 0 to 1, whatever the collection's size.
+ */
+
+/**
+ * The default floor, calibrated on the bundled help centre's held-out questions with
+ * `npm run eval -- --held-out --calibrate` (the best F1 of hand-off precision and recall among
+ * floors that hand off at most 15 % of the answerable questions). Lexical overlap separates "no
+ * article covers this" poorly — "are you hiring?" shares "hire" with the rental article — so the
+ * figures are low (docs/knowledge.md); the floor catches mail that shares little with every
+ * article. A team calibrates its own per collection (KNOWLEDGE_RELEVANCE_FLOORS).
+ */
+export const DEFAULT_RELEVANCE_FLOOR = 0.29;
+
+/** Collection → floor, `*` for every other collection (KNOWLEDGE_RELEVANCE_FLOORS); unlisted: the default. */
+export type RelevanceFloors = Readonly<Record<string, number>>;
+
+export const floorFor = (collection: string, floors: RelevanceFloors): number =>
+  floors[collection] ?? floors['*'] ?? DEFAULT_RELEVANCE_FLOOR;
+
+/** Whether the best article is relevant enough; when not, the reason (numbers and names only: no customer text). */
+export interface RelevanceVerdict {
+  below: boolean;
+  reason: string | null;
+}
+
+/**
+ * Below the floor when no collection's best score reaches that collection's floor (one relevant
+ * collection is enough). Pure.
+ */
+export function relevanceVerdict(relevance: readonly CollectionRelevance[], floors: RelevanceFloors): RelevanceVerdict {
+  if (relevance.length === 0) return { below: true, reason: 'no collection to search' };
+  if (relevance.some((r) => r.score >= floorFor(r.collection, floors))) return { below: false, reason: null };
+  const scores = relevance
+    .map((r) => `${r.collection} ${r.score.toFixed(2)} < ${floorFor(r.collection, floors).toFixed(2)}`)
+    .join(', ');
+  return {
+    below: true,
+    reason: `no article is relevant enough to answer from (the share of the message's words the best article holds, below the collection's floor: ${scores})`,
+  };
+}

@@ -1,0 +1,130 @@
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { after, before, describe, test } from 'node:test';
+import {
+  boundMessageText,
+  MAX_RETRIEVAL_QUERIES,
+  MESSAGE_TEXT_MAX_CHARS,
+  readFolder,
+  retrieve,
+  searchableText,
+  syncCollection,
+  textCutNotice,
+} from '../knowledge';
+import { createDb, type Db } from '../lib/db';
+import { BUNDLED } from '../scripts/eval';
+import { testEnv } from './support/env';
+
+// What one message may cost (issue 39, point 1): a 5,000-line email searched like an ordinary one
+// — a bounded number of queries, counted on the suite's real Postgres — and a retrieval that
+// heartbeats and stops when its activity is cancelled.
+let db: Db;
+const collection = `bounds-${randomUUID().slice(0, 8)}`;
+before(async () => {
+  db = createDb(testEnv.databaseUrl);
+  const { documents } = await readFolder(BUNDLED.knowledge);
+  await syncCollection(db, { collection, language: 'english', documents });
+});
+after(async () => {
+  await db.query('DELETE FROM knowledge_collections WHERE name = $1', [collection]);
+  await db.end();
+});
+
+/** The same pool, counting the queries sent through it. */
+function counting(pool: Db): { db: Db; queries: () => number } {
+  let queries = 0;
+  const proxy = new Proxy(pool, {
+    get(target, property, receiver) {
+      if (property === 'query')
+        return (...args: unknown[]) => {
+          queries += 1;
+          return (target.query as (...a: unknown[]) => unknown).apply(target, args);
+        };
+      return Reflect.get(target, property, receiver) as unknown;
+    },
+  });
+  return { db: proxy, queries: () => queries };
+}
+
+const ORDINARY = 'How much is shipping to Sweden, and how long does it take to arrive?';
+/** A question, then 5,000 short lines of a pasted log, each different: nothing for de-duplication to fold. */
+const HOSTS = ['alpha', 'bravo', 'charlie', 'delta', 'echo', 'foxtrot', 'golf', 'hotel'];
+const LONG_EMAIL = [
+  'I want to return my tent, how do I send it back?',
+  ...Array.from(
+    { length: 5_000 },
+    (_, i) => `[${100_000 + i}] sync ${HOSTS[i % HOSTS.length]} worker ${i % 24} status ok`,
+  ),
+].join('\n');
+
+describe('a 5,000-line email costs what an ordinary one does', () => {
+  test('the queries of its retrieval are bounded, within a small multiple of an ordinary two-question email', async () => {
+    const ordinary = counting(db);
+    const found = await retrieve(ordinary.db, { collections: [collection], text: ORDINARY, limit: 5 });
+    assert.ok(found.length > 0);
+    const long = counting(db);
+    const longFound = await retrieve(long.db, { collections: [collection], text: LONG_EMAIL, limit: 5 });
+    assert.ok(
+      long.queries() <= MAX_RETRIEVAL_QUERIES,
+      `${long.queries()} queries for one email (at most ${MAX_RETRIEVAL_QUERIES})`,
+    );
+    assert.ok(
+      long.queries() <= 3 * ordinary.queries(),
+      `${long.queries()} queries against ${ordinary.queries()} for an ordinary email`,
+    );
+    assert.ok(longFound.length > 0);
+  });
+
+  test('its text is cut at the documented cap, at a line break, and the cut is said', () => {
+    const { text, cut } = boundMessageText(LONG_EMAIL);
+    assert.ok(text.length <= MESSAGE_TEXT_MAX_CHARS && text.length > MESSAGE_TEXT_MAX_CHARS / 2);
+    assert.ok(LONG_EMAIL.startsWith(text) && LONG_EMAIL[text.length] === '\n');
+    assert.deepEqual(cut, { keptChars: text.length, totalChars: LONG_EMAIL.length });
+    assert.match(textCutNotice(cut), /only its first 1\d,\d{3} were read/);
+    assert.deepEqual(boundMessageText(ORDINARY), { text: ORDINARY, cut: null });
+  });
+
+  test('a retrieval heartbeats before its queries and stops at the next one once cancelled', async () => {
+    const controller = new AbortController();
+    const pool = counting(db);
+    let heartbeats = 0;
+    const retrieval = retrieve(pool.db, {
+      collections: [collection],
+      text: LONG_EMAIL,
+      limit: 5,
+      signal: controller.signal,
+      heartbeat: () => {
+        heartbeats += 1;
+        if (heartbeats === 2) controller.abort(new Error('activity cancelled'));
+      },
+    });
+    await assert.rejects(retrieval, /activity cancelled/);
+    assert.equal(heartbeats, 2);
+    assert.ok(pool.queries() <= 3, `${pool.queries()} queries after the cancellation`);
+  });
+
+  test('a signal already aborted: not one query', async () => {
+    const pool = counting(db);
+    await assert.rejects(
+      retrieve(pool.db, { collections: [collection], text: ORDINARY, limit: 5, signal: AbortSignal.abort() }),
+      (error: Error) => error.name === 'AbortError',
+    );
+    assert.equal(pool.queries(), 0);
+  });
+});
+
+describe('what the search reads of an email', () => {
+  test('greetings, sign-offs, signatures and quoted mail are left out; the question is kept', () => {
+    const email = [
+      'Hi there,',
+      'Hello Fernhill team! Do you ship to Norway?',
+      '> On Monday you wrote: our summer sale',
+      'Thanks in advance',
+      'Jane Smith',
+      'Head of Purchasing, Example Ltd',
+    ].join('\n');
+    assert.equal(searchableText(email), 'Do you ship to Norway?');
+    assert.equal(searchableText('Hi, my parcel is late.\n--\nSent from my phone'), 'my parcel is late.');
+    assert.equal(searchableText('Hei! Hva koster frakten?\nMvh Ola'), 'Hva koster frakten?');
+  });
+});
