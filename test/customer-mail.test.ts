@@ -331,6 +331,12 @@ describe('mail as customers write it, end to end', () => {
     assert.match(call!.system, /Write the reply in the language of the customer's new message/);
     assert.match(await ticketLines(german.ref), /^Language: German \(de\)$/m);
     assert.deepEqual((await stored(german.ref))?.language, { detected: 'de', reply: 'de' });
+    const germanHistory = await historyText(h.client, h.client.workflow.getHandle(inboundWorkflowId(german.ref)));
+    assert.match(
+      germanHistory.text,
+      /"language":"de"/,
+      "the draft's outcome carries the code (for the Language search attribute)",
+    );
 
     assert.equal((await h.resultOf(short.ref)).status, 'sent', 'a language the detector cannot name is no hand-off');
     assert.match(await ticketLines(short.ref), /^Language: not detected$/m);

@@ -51,6 +51,11 @@ export interface DraftOutcome {
    * The reason itself stays in the operation store (it is the model's words).
    */
   handoff: null | { kind: HandoffKind; route: 'review' | 'ticket' };
+  /**
+   * The customer's language as an ISO 639-1 code (`de`), null when it could not be named (or the
+   * draft was stored before languages were): the value of the `Language` search attribute.
+   */
+  language: string | null;
   operation: OperationReport;
 }
 
@@ -251,6 +256,7 @@ async function outcomeOf(deps: DraftDeps, draft: StoredDraft, operation: Operati
     holds: draft.holds ?? [],
     citations: draft.citations ?? [],
     handoff: draft.handoff ? { kind: draft.handoff.kind, route: await handoffRoute(deps) } : null,
+    language: draft.language?.detected ?? null,
     operation,
   };
 }
