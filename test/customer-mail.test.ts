@@ -491,6 +491,9 @@ describe('mail as customers write it, end to end', () => {
         },
       },
       REPLY_INBOX_SIGNATURES: { [ackInbox]: SIGNATURE },
+      // The retry reconciles from the thread at once (as it would past AgentMail's 24 h key window):
+      // it must find the acknowledgment, not the reply already sent to the same message.
+      SEND_RECONCILE_AFTER_MS: 0,
     });
     const activities = createActivities({
       db: h.db,
@@ -525,6 +528,8 @@ describe('mail as customers write it, end to end', () => {
     assert.equal(sent.sent && again.sent && again.replayed, true);
     const acks = (await h.sandbox.outbox({ inbox_id: ackInbox })).slice(before);
     assert.equal(acks.length, 1, 'one email');
+    assert.equal(sent.sent && sent.messageId, acks[0]!.message.message_id, 'reconciled to the acknowledgment itself');
+    assert.ok(acks[0]!.message.labels.includes('acknowledgment'));
     const text = acks[0]!.message.text!;
     assert.match(
       text,

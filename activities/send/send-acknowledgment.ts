@@ -12,7 +12,7 @@ import { releaseReply, reserveReply } from '../decide/reply-budget';
 import type { StoredDraft } from '../draft/draft-store';
 import { runOperation } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
-import { sendReply } from './send-reply';
+import { ACKNOWLEDGMENT_LABEL, sendReply } from './send-reply';
 
 /**
  * A word back when a person must answer (issue 37, HANDOFF_ACKNOWLEDGMENT): "a person will answer
@@ -106,7 +106,12 @@ export async function sendAcknowledgment(
     },
   );
   try {
-    const sent = await sendReply(deps, { ...refOf(input), draftKey: textKey, replyKey: input.key });
+    const sent = await sendReply(deps, {
+      ...refOf(input),
+      draftKey: textKey,
+      replyKey: input.key,
+      label: ACKNOWLEDGMENT_LABEL,
+    });
     return { sent: true, messageId: sent.messageId, replayed: sent.replayed, operation: sent.operation };
   } catch (error) {
     // A send that failed for good (a rejected request) is not counted; a retryable one keeps its reservation.
