@@ -15,8 +15,7 @@ import {
   type ReplyCommentInput,
   type TicketInput,
 } from './ticket/open-ticket';
-import { releaseTurn, requestTurn, turnHolderOpen, type TurnInput } from './turns/request-turn';
-import { closedRuns, giveTurnBack, takeTurn } from './turns/take-turn';
+import { askTurn, type AskTurnInput, closedRuns, releaseTurn } from './turns/ask-turn';
 import { abortable } from './turns/abortable';
 import { OperationStore } from './operation-store/store';
 import { OwnAddresses } from './decide/own-addresses';
@@ -76,25 +75,19 @@ export function createActivities(
     commentReply: (input: ReplyCommentInput) => commentReply(common, input),
     commentDraftNote: (input: DraftNoteInput) => commentDraftNote(common, input),
     // The turn activities wait on other workflows: those calls end with the activity or the worker.
-    takeTurn: stoppable((input: TurnInput) => takeTurn(deps, input)),
-    giveTurnBack: stoppable((input: TurnHandBack) => giveTurnBack(input)),
+    askTurn: stoppable((input: AskTurnInput & { again?: boolean }) => askTurn(deps, input)),
+    releaseTurn: stoppable((input: TurnHandBack) => releaseTurn(input)),
     closedRuns: stoppable((input: { runs: { workflowId: string; runId: string }[] }) => closedRuns(input)),
-    // The per-thread keeper's (workflows/thread.ts), for the runs of builds before the shared keepers.
-    requestTurn: stoppable((input: TurnInput) => requestTurn(deps, input)),
-    turnHolderOpen: stoppable((input: { workflowId: string; runId: string }) => turnHolderOpen(input)),
     /**
      * After a reply went out: the thread's turn back, the message labelled, the reply commented on
      * the ticket. One local activity, so the tail of a message's run costs Temporal one marker and
      * no extra workflow task (each part is idempotent: a retry repeats it harmlessly).
      */
-    finishReply: stoppable(
-      async (input: ReplyCommentInput & ({ runId: string; threadWorkflowId: string } | TurnHandBack)) => {
-        // A run of a build before the shared keepers names its thread's own keeper (threadWorkflowId).
-        await ('threadWorkflowId' in input ? releaseTurn(input) : giveTurnBack(input));
-        await labelMessage(deps.agentmail, input);
-        return commentReply(common, input);
-      },
-    ),
+    finishReply: stoppable(async (input: ReplyCommentInput & TurnHandBack) => {
+      await releaseTurn(input);
+      await labelMessage(deps.agentmail, input);
+      return commentReply(common, input);
+    }),
     sendReply: (input: SendInput) => sendReply(common, input),
     /** A word back when a person must answer (HANDOFF_ACKNOWLEDGMENT); the workflow's call is the integrator's. */
     sendAcknowledgment: (input: AcknowledgmentInput) => sendAcknowledgment(common, input),

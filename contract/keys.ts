@@ -92,3 +92,5 @@ export const threadTicketKey = (inboxId: string, threadId: string) =>
 export const replyKey = (ref: MessageRef, version = 1) => operationKey(ref, OperationKind.reply, version);
 /** One key per notification, so a retry or a replay never tells reviewers twice. */
 export const notifyKey = (ref: MessageRef, event: 'waiting' | 'escalated') => operationKey(ref, `notify-${event}`);
+/** The internal note a reviewer's rejection leaves on the thread's ticket (the message's other note may say it was held). */
+export const rejectionNoteKey = (ref: MessageRef) => operationKey(ref, 'rejection-note');

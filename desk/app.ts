@@ -12,6 +12,7 @@ import { assetRoutes } from './routes/assets';
 import { messageRoutes } from './routes/messages';
 import { queueRoutes } from './routes/queue';
 import { signInRoutes } from './routes/sign-in';
+import { threadRoutes } from './routes/threads';
 import { problemPage } from './views';
 
 export interface DeskOptions {
@@ -74,6 +75,7 @@ export function buildDesk(options: DeskOptions): FastifyInstance {
   void app.register(signInRoutes, { db: options.db, attemptsPerMinute: options.signInAttemptsPerMinute });
   void app.register(queueRoutes, { temporal: options.temporal, agentmail: options.agentmail, deadlineMs });
   void app.register(messageRoutes, { client, deadlineMs });
+  void app.register(threadRoutes, { db: options.db, temporal: options.temporal, deadlineMs });
 
   app.setNotFoundHandler(async (request, reply) =>
     htmlReply(reply, 404, problemPage(frame(request, reply), 'Not found', 'There is no such page or message for you.')),

@@ -529,6 +529,23 @@ const activityVars = {
     .min(0)
     .max(60 * 60 * 1000)
     .default(30_000),
+  // Conversations (issue #34, docs/conversations.md).
+  /**
+   * A message waiting for its thread's turn asks its keeper again after this long (then twice as
+   * long each time, up to 15 min): a keeper that was terminated rebuilds its queue from these asks.
+   */
+  TURN_REASK_MS: z.coerce
+    .number()
+    .int()
+    .min(1_000)
+    .max(60 * 60 * 1000)
+    .default(60_000),
+  /**
+   * A teammate's answer in a thread stops automatic replies to it until a person hands it back
+   * (`npm run handback`, the desk); with this set (a duration: 3d, 12h), also once the teammate's
+   * last message is this old. Unset: only a person hands a thread back.
+   */
+  HANDBACK_AFTER: duration.optional(),
   /** A Slack-compatible incoming webhook told when a reply starts waiting for a person, and when it is escalated. */
   REVIEW_NOTIFY_WEBHOOK_URL: z.url({ error: 'must be an http(s) URL' }).optional(),
   /** An address told the same by email, sent through AgentMail from the message's own inbox. */

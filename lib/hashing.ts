@@ -40,14 +40,6 @@ export const providerIdempotencyKey = (operationKey: string): string =>
 export const addressHash = (address: string): string => sha256Hex(address.trim().toLowerCase());
 
 /**
- * A conversation's turn keeper (workflows/thread.ts): one per (inbox, thread), hashed like the
- * message workflow's id. Message workflows signal-with-start it on this id.
- */
-export function threadWorkflowId(inboxId: string, threadId: string): string {
-  return `inbound-thread-${sha256Hex(JSON.stringify([inboxId, threadId])).slice(0, 40)}`;
-}
-
-/**
  * A thread's place at the shared turn keepers (workflows/turn-keeper.ts): its key (inbox + thread,
  * hashed) and the keeper it belongs to, `inbound-turns-<task queue>-<n>`, n from the key. Stable
  * across builds: a thread asked for its turn on one build finds the same keeper on the next. The

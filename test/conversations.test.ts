@@ -9,6 +9,7 @@ import { InboxCursors } from '../intake/inbox-cursors';
 import { IntakeStore } from '../intake/intake-store';
 import type { Failpoint } from '../lib/failpoints';
 import { inboundWorkflowId, threadTurnKeeper } from '../lib/hashing';
+import { handBackThread } from '../activities/turns/person-answering';
 import {
   type InboundMessageResult,
   type MessageRef,
@@ -73,6 +74,7 @@ function conversation(inboxId = h.newInbox()) {
   return {
     inboxId,
     threadId,
+    customer: from.replace(/^.*<|>$/g, ''),
     async write(
       text: string,
       more: { subject?: string; timestamp?: string; duplicates?: number; deliver?: boolean } = {},
@@ -93,25 +95,28 @@ function conversation(inboxId = h.newInbox()) {
 }
 
 /**
- * The invariant: every inbound message is covered by exactly one reply or one recorded skip.
- * A sent reply covers its `covers`; a skip covers itself; answered-together names a sent reply
- * that lists it. Also: one email per sent reply, nothing else in the outbox.
+ * The invariant: every inbound message is covered by exactly one reply that was sent (its own, or one
+ * whose draft read it: answered-together names a message of the same thread whose reply was sent and
+ * which is no older) or by one recorded outcome (a skip, a rejection). Also: one email per sent reply,
+ * each in reply to the message that holds it, nothing else in the outbox.
  */
 async function assertCovered(h: Harness, inboxId: string, refs: MessageRef[], timeoutMs = 60_000) {
   const results = new Map<string, InboundMessageResult>();
   for (const ref of refs)
     results.set(ref.messageId, await within(timeoutMs, h.workflowResult(ref, timeoutMs), ref.messageId));
-  const coverings = new Map<string, string[]>(refs.map((r) => [r.messageId, []]));
+  const at = async (messageId: string) =>
+    (await h.agentmail.inboxes.messages.get(inboxId, messageId)).timestamp.getTime();
   for (const [messageId, result] of results) {
-    if (result.status === 'sent' || result.status === 'rejected')
-      for (const covered of result.covers) coverings.get(covered)?.push(`reply of ${messageId}`);
-    if (result.status === 'skipped') coverings.get(messageId)?.push('skip');
-    if (result.status === 'answered-together') {
-      const by = results.get(result.coveredBy);
-      assert.ok(by?.status === 'sent' && by.covers.includes(messageId), `${messageId} is in its coverer's reply`);
-    }
+    if (result.status !== 'answered-together') continue;
+    const by = results.get(result.coveredBy);
+    assert.equal(by?.status, 'sent', `${messageId} is covered by a reply that was sent`);
+    assert.ok((await at(result.coveredBy)) >= (await at(messageId)), `${messageId}: its coverer's draft read it`);
   }
-  for (const [messageId, by] of coverings) assert.equal(by.length, 1, `${messageId} covered once: ${by.join(', ')}`);
+  for (const [messageId, result] of results)
+    assert.ok(
+      ['sent', 'answered-together', 'skipped', 'rejected', 'handed_off'].includes(result.status),
+      `${messageId} ended ${result.status}`,
+    );
   const sent = [...results.values()].filter((r) => r.status === 'sent');
   const outbox = await h.sandbox.outbox({ inbox_id: inboxId });
   assert.equal(outbox.length, sent.length, 'one email per reply');
@@ -166,13 +171,12 @@ describe('a thread is answered in order', () => {
       `the second draft sees our reply to the first: ${b.thread.map((m) => m.direction).join(', ')}`,
     );
     assert.equal(drafter.of(second.ref).length, 1);
-    // Its turn came by signal (a fresh message waits out its burst window), and the keeper told the
-    // drafting holder that someone waits (it says when it is done only then)
+    // Each turn came by signal, once
     const signals = async (ref: MessageRef) =>
       ((await h.client.workflow.getHandle(inboundWorkflowId(ref)).fetchHistory()).events ?? []).flatMap(
         (e) => e.workflowExecutionSignaledEventAttributes?.signalName ?? [],
       );
-    assert.deepEqual(await signals(first.ref), ['turn', 'turnWanted']);
+    assert.deepEqual(await signals(first.ref), ['turn']);
     assert.deepEqual(await signals(second.ref), ['turn']);
   });
 
@@ -239,20 +243,12 @@ describe('a burst is answered once', () => {
       'inbound:true',
       'reply:true',
     ]);
-    // The thread's turn keeper after the reply: nobody waited behind the newest, so it did not say it
-    // was done (the keeper asks when someone next waits); its Current details show whose turn it was.
+    // The thread's turn keeper after the reply: the turn was given back, nothing of the thread is kept
     const { workflowId: keeperId, threadKey } = threadTurnKeeper(c.inboxId, c.threadId, h.taskQueue);
-    const keeper = h.client.workflow.getHandle(keeperId);
-    const kept = await keeper.query(threadTurnsQuery, threadKey);
-    assert.equal(kept?.waiting.length, 0, 'nobody waits');
-    assert.equal(kept.holder?.messageId, newest.messageId, 'the holder: the newest message');
-    assert.deepEqual(kept.holder.covers, covered);
-    const metadata = await keeper.query<{ currentDetails?: string }>('__temporal_workflow_metadata');
-    assert.ok(
-      metadata.currentDetails?.includes(
-        `| \`${c.inboxId}\` \`${c.threadId}\` | \`${newest.messageId}\` (answering 3) |  |`,
-      ),
-      metadata.currentDetails,
+    await eventually(
+      async () =>
+        (await h.client.workflow.getHandle(keeperId).query(threadTurnsQuery, threadKey)) === null ? true : undefined,
+      'the keeper to forget the thread',
     );
   });
 
@@ -321,11 +317,13 @@ describe('a burst is answered once', () => {
       c.inboxId,
       written.map((w) => w.ref),
     );
-    assert.equal(h.drafter.callsFor(written[3]!.ref) <= 1, true);
-    assert.ok(
-      [...results.values()].some((r) => r.status === 'answered-together'),
-      'the burst was coalesced',
+    // Exact: one reply, from the newest, and the three others answered together with it
+    assert.deepEqual(
+      written.map((w) => results.get(w.ref.messageId)?.status),
+      ['answered-together', 'answered-together', 'answered-together', 'sent'],
     );
+    assert.equal(h.drafter.callsFor(written[3]!.ref), 1);
+    for (const w of written.slice(0, 3)) assert.equal(h.drafter.callsFor(w.ref), 0);
   });
 
   test('under the catch-up (webhooks lost, a replay hands the thread over): every message covered exactly once', async () => {
@@ -454,36 +452,140 @@ describe('approval and coalescing', () => {
   });
 });
 
-describe("a thread's only message takes its turn without asking", () => {
-  test('a follow-up written while it awaits approval still waits for the verdict: the keeper takes it as the holder', async () => {
-    // Prepare: a message written a minute ago, alone in its thread: past its window, it asks nobody
+describe('one holder per thread, however late a listing is (issue #34, point 5)', () => {
+  test("a follow-up dated inside the first message's window waits while the first, alone in its thread when it asked, awaits approval", async () => {
+    // Prepare: a message written a minute ago, alone in its thread when it asked: its reply awaits approval
     const c = conversation(approvalInbox);
-    const first = await writeAwaitingApproval(c, 'Please refund me.', {
-      timestamp: new Date(Date.now() - 60_000).toISOString(),
-    });
-    const signals = async (handle: WorkflowHandle) =>
-      ((await handle.fetchHistory()).events ?? []).flatMap(
-        (e) => e.workflowExecutionSignaledEventAttributes?.signalName ?? [],
-      );
-    assert.deepEqual(await signals(first.handle), [], 'its turn came from nobody');
-    // Act: the customer writes again; its window passes
-    const second = await c.write('Any news?');
+    const firstAt = Date.now() - 60_000;
+    const first = await writeAwaitingApproval(c, 'Please refund me.', { timestamp: new Date(firstAt).toISOString() });
+    // Act: a follow-up whose sender-set Date falls inside the first one's burst window
+    const second = await c.write('Any news?', { timestamp: new Date(firstAt + 500).toISOString() });
     const secondHandle = h.client.workflow.getHandle(inboundWorkflowId(second.ref));
     await sleep(COALESCE_MS + 1_500);
-    // Assess: it waits behind the first, which was told that someone waits
+    // Assess: it waits behind the first (never drafted beside it), then gets its own turn
     assert.deepEqual(await replyStatus(secondHandle), ['waiting_turn']);
-    assert.equal(drafter.of(second.ref).length, 0);
-    await eventually(
-      async () => ((await signals(first.handle)).includes('turnWanted') ? true : undefined),
-      'the keeper to tell the first that someone waits',
-    );
+    assert.equal(drafter.of(second.ref).length, 0, 'not drafted while the first holds the turn');
     await approveOneThenTheOther(first.handle, { ref: second.ref, handle: secondHandle });
     const secondResult = (await secondHandle.result()) as InboundMessageResult;
     assert.equal(secondResult.status === 'sent' && secondResult.covers.join(), second.ref.messageId, 'its own reply');
-    // One email each (the approval inbox is shared with the test above: its emails are left out)
     const outbox = await h.sandbox.outbox({ inbox_id: c.inboxId });
     for (const ref of [first.ref, second.ref])
       assert.equal(outbox.filter((o) => o.message.in_reply_to === ref.messageId).length, 1, ref.messageId);
+  });
+});
+
+describe('answered-together only once the covering reply is sent (issue #34, points 2 and 4)', () => {
+  test('the newest run of a burst stopped by an operator: the older message takes its turn again and is answered, never answered-together', async () => {
+    // Prepare: a burst of two; the newest's draft does not end until the test says so
+    const c = conversation();
+    const letGo = drafter.hold();
+    try {
+      // Stored first, then delivered together: one burst however slow the machine is to decide each
+      const older = await c.write('Where is my order?', { deliver: false });
+      const newest = await c.write('Hello?', { subject: 'held: My order', deliver: false });
+      await Promise.all([h.sandbox.redeliver(older.eventId), h.sandbox.redeliver(newest.eventId)]);
+      await eventually(async () => (drafter.of(newest.ref).length > 0 ? true : undefined), 'the newest to draft');
+      // Act: an operator stops the run that holds the burst's turn
+      await h.client.workflow.getHandle(inboundWorkflowId(newest.ref)).terminate('an operator stops it');
+      // Assess: the older message is answered with a reply of its own
+      const result = await h.workflowResult(older.ref, 60_000);
+      assert.equal(result.status, 'sent');
+      assert.deepEqual(result.status === 'sent' && result.covers, [older.ref.messageId]);
+      const outbox = await h.sandbox.outbox({ inbox_id: c.inboxId });
+      assert.deepEqual(
+        outbox.map((o) => o.message.in_reply_to),
+        [older.ref.messageId],
+      );
+    } finally {
+      letGo();
+    }
+  });
+
+  test("a burst's older message delivered after the newer one's reply went out: covered by it, no second reply", async () => {
+    // Prepare: the older message is at AgentMail, its webhook late; the newer one is delivered
+    const c = conversation();
+    const older = await c.write('Where is my order?', {
+      timestamp: new Date(Date.now() - 500).toISOString(),
+      deliver: false,
+    });
+    const newer = await c.write('It was order 42.');
+    const newerResult = await h.workflowResult(newer.ref, 60_000);
+    assert.equal(newerResult.status, 'sent');
+    assert.equal(
+      drafter.of(newer.ref)[0]?.thread.filter((m) => m.direction === 'inbound').length,
+      1,
+      'its draft read the older message',
+    );
+    // Act: the older message's webhook comes now
+    await h.sandbox.redeliver(older.eventId);
+    // Assess
+    const olderResult = await h.workflowResult(older.ref, 60_000);
+    assert.deepEqual(olderResult, {
+      status: 'answered-together',
+      coveredBy: newer.ref.messageId,
+      ticketId: olderResult.status === 'answered-together' ? olderResult.ticketId : null,
+    });
+    assert.equal(drafter.of(older.ref).length, 0);
+    assert.equal((await h.sandbox.outbox({ inbox_id: c.inboxId })).length, 1, 'one reply');
+  });
+});
+
+describe("a Cc'd colleague never absorbs the customer's message (issue #34, point 3)", () => {
+  test('customer and colleague within the window: each gets a reply to their own message, the customer to the customer', async () => {
+    const c = conversation();
+    const colleague = `Grace <grace-${randomUUID().slice(0, 8)}@customer.example>`;
+    const customer = await c.write('Where is my order?');
+    await sleep(300);
+    const reply = await h.sandbox.inbound({
+      inbox_id: c.inboxId,
+      thread_id: c.threadId,
+      from: colleague,
+      subject: 'Re: My order',
+      text: 'Adding: it was order 42.',
+    });
+    const colleagueRef = { inboxId: c.inboxId, messageId: reply.message.message_id };
+    const results = await assertCovered(h, c.inboxId, [customer.ref, colleagueRef]);
+    assert.equal(results.get(customer.ref.messageId)?.status, 'sent', "the customer's message is answered");
+    assert.equal(results.get(colleagueRef.messageId)?.status, 'sent', "the colleague's too, on its own");
+    const [toCustomer] = await h.sandbox.outbox({ inbox_id: c.inboxId, in_reply_to: customer.ref.messageId });
+    assert.ok(
+      toCustomer?.message.to.some((to) => to.includes(c.customer)),
+      `to the customer: ${toCustomer?.message.to.join()}`,
+    );
+    const [customerDraft] = drafter.of(customer.ref);
+    assert.ok(customerDraft !== undefined, "the customer's message had its own draft");
+  });
+});
+
+describe('a person takes over (issue #34, point 6)', () => {
+  test("a teammate's answer in the thread: no automatic reply to the next message, a note for the team, until a person hands the thread back", async () => {
+    // Prepare: answered once by the agent, then a teammate writes in the thread (AgentMail's console)
+    const c = conversation();
+    const first = await c.write('Where is my order?');
+    assert.equal((await h.workflowResult(first.ref, 60_000)).status, 'sent');
+    await h.agentmail.inboxes.messages.reply(c.inboxId, first.ref.messageId, { text: 'Grace here: I am on it.' });
+    // Act: the customer writes again
+    const second = await c.write('Thank you, Grace!');
+    // Assess: skipped, visibly, with a note on the ticket; no email from the agent
+    const skipped = await h.workflowResult(second.ref, 60_000);
+    assert.deepEqual(skipped, {
+      status: 'skipped',
+      reason: 'person-answering',
+      ticketId: skipped.status === 'skipped' ? skipped.ticketId : null,
+    });
+    const described = await h.client.workflow.getHandle(inboundWorkflowId(second.ref)).describe();
+    assert.deepEqual(described.searchAttributes.SkipReason, ['person-answering']);
+    const { comments } = await threadTickets(h, c.inboxId, c.threadId);
+    assert.ok(
+      comments.some((m) => m.kind === 'note' && m.message_id === second.ref.messageId),
+      'a note for the team',
+    );
+    assert.equal(drafter.of(second.ref).length, 0);
+    assert.equal((await h.sandbox.outbox({ inbox_id: c.inboxId, in_reply_to: second.ref.messageId })).length, 0);
+    // …until handed back: the next message is answered again
+    await handBackThread(h.db, { inboxId: c.inboxId, threadId: c.threadId, by: 'grace' });
+    const third = await c.write('One more question.');
+    assert.equal((await h.workflowResult(third.ref, 60_000)).status, 'sent');
   });
 });
 
@@ -540,8 +642,14 @@ describe('SIGKILLed workers', () => {
   }
 
   test('killed in the hand-over (the turn asked for, the answer not yet recorded): every message covered once, one email', async () => {
-    const { results } = await burstAcrossACrash('turn.after-request');
-    assert.equal([...results.values()].filter((r) => r.status === 'sent').length >= 1, true);
+    const { inboxId, refs, results } = await burstAcrossACrash('turn.after-request');
+    const sent = [...results.entries()].filter(([, r]) => r.status === 'sent');
+    assert.deepEqual(
+      sent.map(([id]) => id),
+      [refs[2]!.messageId],
+      'one reply, from the newest',
+    );
+    assert.equal((await hc.sandbox.outbox({ inbox_id: inboxId })).length, 1, 'one email');
   });
 
   test('killed around the coalesced send (AgentMail accepted it, the row not completed): one email answering the burst', async () => {

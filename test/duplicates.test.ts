@@ -37,13 +37,21 @@ async function effectCounts(ref: MessageRef) {
 }
 const ONCE = { emails: 1, tickets: 1, drafterCalls: 1 };
 
-/** Runs Temporal lists under the workflow id (visibility is written asynchronously: waits for the first). */
+/**
+ * The runs of a workflow id. Exact, not "the first run visibility shows": the latest run, as Temporal
+ * describes it, must be the first one (`firstRunId`), and visibility is read only once it lists that
+ * run in its final state (it is written asynchronously), so a second run cannot hide behind its lag.
+ */
 async function runsOf(workflowId: string): Promise<string[]> {
+  const latest = await h.client.workflow.getHandle(workflowId).describe();
+  assert.equal(latest.raw.workflowExecutionInfo?.firstRunId, latest.runId, 'the latest run is the first');
   return eventually(async () => {
-    const runs: string[] = [];
-    for await (const run of h.client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) runs.push(run.runId);
-    return runs.length > 0 ? runs : undefined;
-  }, `a run of ${workflowId} in Temporal's visibility`);
+    const runs: Array<{ runId: string; status: string }> = [];
+    for await (const run of h.client.workflow.list({ query: `WorkflowId = '${workflowId}'` }))
+      runs.push({ runId: run.runId, status: run.status.name });
+    const caughtUp = runs.some((r) => r.runId === latest.runId && r.status === latest.status.name);
+    return caughtUp ? runs.map((r) => r.runId) : undefined;
+  }, `visibility to list the run of ${workflowId} as ${latest.status.name}`);
 }
 
 async function eventOutcomes(ref: MessageRef): Promise<Map<string, string>> {

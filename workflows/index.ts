@@ -3,5 +3,4 @@ export { inboundMessageWorkflow } from './inbound-message';
 export { retentionWorkflow } from './retention';
 export { webhookWatchdogWorkflow } from './webhook-watchdog';
 export { knowledgeSyncWorkflow } from './knowledge-sync';
-export { threadWorkflow } from './thread';
 export { turnKeeperWorkflow } from './turn-keeper';

@@ -49,8 +49,7 @@ export interface Scenario {
   /**
    * Drives the path to its end and returns the message and how its run ended. With `thread`, the
    * history recorded is that thread's turn keeper (workflows/turn-keeper.ts, shared with other
-   * threads; the sets up to 0.1.0-574d6c49abb8 recorded the keeper per thread, workflows/thread.ts),
-   * which runs on after its last turn: its history is recorded open, as a worker would replay it.
+   * threads), which runs on after its last turn: its history is recorded open, as a worker would replay it.
    */
   run(ctx: ScenarioContext): Promise<{
     ref: MessageRef;
@@ -201,7 +200,7 @@ export const SCENARIOS: Scenario[] = [
   },
   {
     // A burst that reaches its turns after its window (the workers behind): the oldest waits at the
-    // keeper for the newer ones AgentMail already has, and the newest answers all three.
+    // keeper for the sender's newer messages AgentMail already has, and the newest answers all three.
     name: 'thread-turns-late-burst',
     harness: { coalesceMs: 3_000 },
     run: async ({ h, mail }) => {
@@ -226,10 +225,9 @@ export const SCENARIOS: Scenario[] = [
     },
   },
   {
-    // A thread's only message takes its turn without asking; a follow-up written while its reply
-    // awaits approval names it, and the keeper takes it as the holder (keeper-adopts-lone-holder),
-    // tells it that someone waits, and hands the follow-up its turn once it is done.
-    name: 'thread-turns-lone-holder',
+    // A follow-up written while the thread's first reply awaits approval waits behind it (the keeper
+    // polls the holder while someone waits), and takes its turn once the first is sent.
+    name: 'thread-turns-behind-approval',
     harness: approval,
     run: async ({ h, mail }) => {
       const { thread, from } = newConversation();
@@ -240,6 +238,18 @@ export const SCENARIOS: Scenario[] = [
       await sendVerdict(firstHandle, 'approve');
       await sendVerdict(await waitForStatus(h, second, 'awaiting_approval', 60_000), 'approve');
       return { ...(await ended(h, second)), thread };
+    },
+  },
+  {
+    // A teammate answered in the thread (a message of ours the agent did not send): the customer's
+    // next message gets no automatic reply (SkipReason=person-answering) and a note for the team.
+    name: 'skipped-person-answering',
+    run: async ({ h, mail }) => {
+      const { thread, from } = newConversation();
+      const first = await mail({ thread, from });
+      await ended(h, first);
+      await h.agentmail.inboxes.messages.reply(first.inboxId, first.messageId, { text: 'A colleague answers.' });
+      return ended(h, await mail({ inbox: first.inboxId, thread, from }));
     },
   },
   // Failed, one per step whose final failure ends the run.

@@ -1,0 +1,221 @@
+import { Context } from '@temporalio/activity';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import type { AgentMail, AgentMailClient } from 'agentmail';
+import {
+  askTurnSignal,
+  KEEPER_TASK_TIMEOUT_MS,
+  type MessageRef,
+  releaseTurnSignal,
+  type RunRef,
+  SearchAttributes,
+  type TurnAsk,
+  TURN_KEEPER_WORKFLOW,
+  type TurnHandBack,
+  type TurnKeeperInput,
+  turnKeeperTaskQueue,
+} from '../../contract';
+import type { ActivityConfig } from '../../lib/config';
+import type { Db } from '../../lib/db';
+import { failpoint } from '../../lib/failpoints';
+import { addressHash, threadTurnKeeper } from '../../lib/hashing';
+import { fetchMessage, recentThread } from '../agentmail/reads';
+import { senderOf } from '../agentmail/recipients';
+import { agentSent, personAnswering } from './person-answering';
+
+export interface TurnDeps {
+  agentmail: AgentMailClient;
+  db: Db;
+  config: Pick<ActivityConfig, 'REPLY_COALESCE_MS' | 'TURN_REASK_MS' | 'HANDBACK_AFTER'>;
+}
+
+export interface AskTurnInput extends MessageRef, RunRef {
+  threadId: string;
+}
+
+/** What the ask found: the turn asked for (its answer comes by signal), or no turn needed at all. */
+export type AskTurnAnswer =
+  | {
+      kind: 'asked';
+      keeperWorkflowId: string;
+      threadKey: string;
+      sender: string;
+      timestampMs: number;
+      /** How long this message's burst window has still to run (0: ended). */
+      burstLeftMs: number;
+      /** Whether the turn will not come at once (a burst window open, a holder, a newer message awaited): the run shows it waits. */
+      waits: boolean;
+      /** When to ask again if no answer came (TURN_REASK_MS): nothing lives only in a keeper. */
+      reaskMs: number;
+    }
+  /** A reply of ours that was sent already answers it: its draft read this older message of the same sender. */
+  | { kind: 'covered'; by: string }
+  /** A person of the team answers this thread (a message of ours the agent did not send). */
+  | { kind: 'person-answering' };
+
+/**
+ * How old a read of the thread the first ask takes: the decision's, read moments ago in the same
+ * workflow task (activities/agentmail/reads.ts). A repeated ask always reads afresh.
+ */
+const THREAD_READ_MAX_AGE_MS = 2_000;
+
+/** The statuses of a run that holds its thread's turn (workflows/inbound-message.ts sets them only after `go`). */
+const HOLDING = ['drafting', 'awaiting_approval', 'escalated', 'held', 'handed_off', 'sending'];
+
+/**
+ * Asks the thread's keeper for this message's turn, by signal-with-start (the first ask starts the
+ * keeper, or a fresh one after an operator terminated it). The ask names the thread's runs that
+ * Temporal lists as holding a turn, so a keeper that lost its memory never grants a second one.
+ */
+export async function askTurn(deps: TurnDeps, input: AskTurnInput & { again?: boolean }): Promise<AskTurnAnswer> {
+  const { thread } = await recentThread(deps.agentmail, input, input.again ? 0 : THREAD_READ_MAX_AGE_MS);
+  const message =
+    thread.messages.find((m) => m.messageId === input.messageId) ?? (await fetchMessage(deps.agentmail, input));
+  if (await personAnswering(deps.db, input, thread.messages, deps.config.HANDBACK_AFTER)) {
+    return { kind: 'person-answering' };
+  }
+  const sender = senderKey(message);
+  const coveredBy = await sentReplyCovering(deps.db, input.inboxId, thread.messages, message, sender);
+  if (coveredBy !== null) return { kind: 'covered', by: coveredBy };
+
+  const client = Context.current().client;
+  const { workflowId, threadKey, index } = threadTurnKeeper(
+    input.inboxId,
+    input.threadId,
+    Context.current().info.taskQueue,
+  );
+  const request: TurnAsk = {
+    threadKey,
+    inboxId: input.inboxId,
+    threadId: input.threadId,
+    workflowId: input.workflowId,
+    runId: input.runId,
+    messageId: input.messageId,
+    timestampMs: message.timestamp.getTime(),
+    sender,
+    coalesceMs: deps.config.REPLY_COALESCE_MS,
+    holders: await holdingRuns(input),
+  };
+  const newer = deps.config.REPLY_COALESCE_MS > 0 ? newerOfSender(thread.messages, message, sender) : [];
+  if (newer.length > 0) request.newer = newer;
+  const args: [TurnKeeperInput] = [{ index }];
+  await client.workflow.signalWithStart(TURN_KEEPER_WORKFLOW, {
+    workflowId,
+    taskQueue: turnKeeperTaskQueue(Context.current().info.taskQueue),
+    args,
+    workflowTaskTimeout: KEEPER_TASK_TIMEOUT_MS,
+    signal: askTurnSignal,
+    signalArgs: [request],
+  });
+  failpoint('turn.after-request');
+  const burstLeftMs = Math.max(0, request.timestampMs + request.coalesceMs - Date.now());
+  return {
+    kind: 'asked',
+    keeperWorkflowId: workflowId,
+    threadKey,
+    sender,
+    timestampMs: request.timestampMs,
+    burstLeftMs,
+    waits: burstLeftMs > 0 || (request.holders ?? []).length > 0 || newer.length > 0,
+    reaskMs: deps.config.TURN_REASK_MS,
+  };
+}
+
+/** Gives the turn back, saying whether the reply was sent. A keeper that is gone holds no turn. */
+export async function releaseTurn(input: TurnHandBack): Promise<void> {
+  if (input.keeperWorkflowId === '') return; // no turn held
+  const { keeperWorkflowId, ...release } = input;
+  try {
+    await Context.current().client.workflow.getHandle(keeperWorkflowId).signal(releaseTurnSignal, release);
+  } catch (error) {
+    if (error instanceof WorkflowNotFoundError) return;
+    throw error;
+  }
+}
+
+/** Of these runs, which have closed (true) and which are still open (false), in order. */
+export async function closedRuns(input: { runs: RunRef[] }): Promise<boolean[]> {
+  const AT_ONCE = 16; // a handful at a time, so the server is not flooded
+  const results: boolean[] = [];
+  for (let i = 0; i < input.runs.length; i += AT_ONCE) {
+    const slice = input.runs.slice(i, i + AT_ONCE);
+    results.push(...(await Promise.all(slice.map(async (run) => !(await isOpen(run))))));
+  }
+  return results;
+}
+
+async function isOpen(run: RunRef): Promise<boolean> {
+  try {
+    const described = await Context.current().client.workflow.getHandle(run.workflowId, run.runId).describe();
+    return described.status.name === 'RUNNING';
+  } catch (error) {
+    if (error instanceof WorkflowNotFoundError) return false;
+    throw error;
+  }
+}
+
+/** A hash of the sender's mailbox (never the address itself: asks are kept in history). */
+export function senderKey(message: Pick<AgentMail.Message, 'from'>): string {
+  const sender = senderOf(message);
+  return addressHash(sender?.normalized ?? message.from).slice(0, 16);
+}
+
+type ThreadMessage = Pick<AgentMail.Message, 'messageId' | 'timestamp' | 'labels' | 'from' | 'inReplyTo'>;
+
+/**
+ * The message a sent reply of the agent answered, when that reply covers `message` too: same sender,
+ * the answered message no older than this one (its draft read the sender's messages up to its own).
+ */
+async function sentReplyCovering(
+  db: Db,
+  inboxId: string,
+  messages: readonly ThreadMessage[],
+  message: ThreadMessage,
+  sender: string,
+): Promise<string | null> {
+  const at = (m: ThreadMessage) => m.timestamp.getTime();
+  const answered = messages.filter(
+    (m) =>
+      m.messageId !== message.messageId &&
+      !m.labels.includes('sent') &&
+      senderKey(m) === sender &&
+      (at(m) > at(message) || (at(m) === at(message) && m.messageId > message.messageId)) &&
+      messages.some((r) => r.labels.includes('sent') && r.inReplyTo === m.messageId),
+  );
+  for (const candidate of answered.sort((a, b) => at(a) - at(b))) {
+    const replies = messages.filter((r) => r.labels.includes('sent') && r.inReplyTo === candidate.messageId);
+    if (await agentSent(db, inboxId, replies)) return candidate.messageId;
+  }
+  return null;
+}
+
+/** The sender's inbound messages after this one and after our last reply in the thread (ids, the newest 20). */
+export function newerOfSender(messages: readonly ThreadMessage[], message: ThreadMessage, sender: string): string[] {
+  const at = (m: ThreadMessage) => m.timestamp.getTime();
+  const after = (a: ThreadMessage, b: ThreadMessage) => at(a) > at(b) || (at(a) === at(b) && a.messageId > b.messageId);
+  const lastReply = Math.max(-Infinity, ...messages.filter((m) => m.labels.includes('sent')).map(at));
+  return messages
+    .filter((m) => !m.labels.includes('sent') && at(m) > lastReply && after(m, message) && senderKey(m) === sender)
+    .sort((a, b) => at(a) - at(b))
+    .map((m) => m.messageId)
+    .slice(-20);
+}
+
+/** The thread's runs that Temporal lists as holding a turn (visibility may lag a second). */
+async function holdingRuns(input: AskTurnInput): Promise<Array<RunRef & { messageId: string }>> {
+  const quote = (value: string) => `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
+  const query = [
+    `WorkflowType = 'inboundMessageWorkflow'`,
+    `ExecutionStatus = 'Running'`,
+    `InboxId = ${quote(input.inboxId)}`,
+    `ThreadId = ${quote(input.threadId)}`,
+    `ReplyStatus IN (${HOLDING.map(quote).join(', ')})`,
+  ].join(' AND ');
+  const found: Array<RunRef & { messageId: string }> = [];
+  for await (const run of Context.current().client.workflow.list({ query, pageSize: 10 })) {
+    const messageId = run.typedSearchAttributes.get(SearchAttributes.MessageId);
+    if (run.workflowId !== input.workflowId && messageId !== undefined)
+      found.push({ workflowId: run.workflowId, runId: run.runId, messageId });
+    if (found.length >= 5) break;
+  }
+  return found;
+}

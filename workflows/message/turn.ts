@@ -1,0 +1,69 @@
+import { condition, log, setHandler, workflowInfo } from '@temporalio/workflow';
+import { type MessageRef, type TurnGrant, type TurnHandBack, turnSignal } from '../../contract';
+import { boundedCleanup, localSteps } from './proxies';
+
+/** A waiting run asks again after TURN_REASK_MS, then twice as long each time, up to this. */
+const MAX_REASK_MS = 15 * 60 * 1000;
+
+/** How the wait for the turn ended: the turn (`go`), covered by a sent reply, or a person answers the thread. */
+export type TurnOutcome = TurnGrant | { kind: 'person-answering' };
+
+/**
+ * This message's turn in its thread (workflows/turn-keeper.ts): asked by a local activity that
+ * signals the thread's keeper, answered by the `turn` signal. While no answer comes the run asks again
+ * on a bounded timer, so a keeper that was terminated or reset rebuilds its queue from the runs.
+ */
+export function threadTurn() {
+  let grant: TurnGrant | undefined;
+  let held: Omit<TurnHandBack, 'sent'> | null = null;
+  setHandler(turnSignal, (answer) => {
+    grant ??= answer; // the first answer counts; a repeat changes nothing
+  });
+  return {
+    /** `onWait` runs when the run starts to wait visibly: when the ask says so, or past its first re-ask. */
+    async take(input: MessageRef & { threadId: string }, onWait: (burstLeftMs: number) => void): Promise<TurnOutcome> {
+      const { workflowId, runId } = workflowInfo();
+      const asked = await localSteps.askTurn({ ...input, workflowId, runId });
+      if (asked.kind !== 'asked') return asked;
+      if (asked.waits) onWait(asked.burstLeftMs);
+      let waitMs = asked.reaskMs;
+      while (!(await condition(() => grant !== undefined, waitMs))) {
+        if (waitMs === asked.reaskMs && !asked.waits) onWait(0);
+        log.info('no turn yet: asking the keeper again', { waitedMs: waitMs });
+        const again = await localSteps.askTurn({ ...input, workflowId, runId, again: true });
+        // Covered by a reply sent meanwhile, or a person took the thread: no turn is needed any more.
+        if (again.kind !== 'asked' && grant === undefined) return again;
+        waitMs = Math.min(2 * waitMs, MAX_REASK_MS);
+      }
+      if (grant!.kind === 'go') {
+        held = {
+          keeperWorkflowId: asked.keeperWorkflowId,
+          threadKey: asked.threadKey,
+          runId,
+          messageId: input.messageId,
+          sender: asked.sender,
+          timestampMs: asked.timestampMs,
+        };
+      }
+      return grant!;
+    },
+    /** What the activity that gives the turn back needs (`sent`: the reply went out); the turn counts as given back from here on. */
+    handBack(sent: boolean): TurnHandBack {
+      const turn = held ?? {
+        keeperWorkflowId: '',
+        threadKey: '',
+        runId: '',
+        messageId: '',
+        sender: '',
+        timestampMs: 0,
+      };
+      held = null;
+      return { ...turn, sent };
+    },
+    /** Gives the turn back without a reply sent (rejected, handed off, failed); `bounded` on the way out of a failure. */
+    async release(options: { bounded?: boolean } = {}): Promise<void> {
+      if (held === null) return;
+      await (options.bounded ? boundedCleanup : localSteps).releaseTurn(this.handBack(false));
+    },
+  };
+}

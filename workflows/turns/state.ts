@@ -1,0 +1,199 @@
+import type { RunRef, ThreadTurns, TurnAsk, TurnGrant, TurnKeeperState, TurnRelease, WaitingAsk } from '../../contract';
+
+/**
+ * The turn rule, as pure state changes (no Temporal, no clock but `now`): each function changes the
+ * keeper's state and returns the answers to send. The keeper (workflows/turn-keeper.ts) only wires
+ * them to signals and timers, so the rule is tested without a server (test/turn-state.test.ts).
+ *
+ * The rule: a thread has at most one holder. When its turn is free, the sender of its oldest waiting
+ * message goes next: once that sender's newest waiting message is REPLY_COALESCE_MS old (the burst has
+ * ended), that newest message gets `go`, answering all of the sender's waiting messages. The others
+ * keep waiting until the holder gives the turn back: if its reply was sent, every waiting message of
+ * that sender no newer than the holder's is `covered` (its draft read them); if not, they simply take
+ * their turn again.
+ */
+
+/** An answer to tell a message's run. */
+export interface Tell extends RunRef {
+  threadKey: string;
+  grant: TurnGrant;
+}
+
+/** Answers kept for repeated asks, at most. */
+const ANSWERED_KEPT = 1_000;
+/** Behind a holder that may have closed without a word: the first look after this, then twice as long each time… */
+export const FIRST_POLL_MS = 1_000;
+/** …up to this (a turn behind a reply awaiting approval may be held for days). */
+export const MAX_POLL_MS = 15 * 60 * 1000;
+/**
+ * A message whose sender has already written again (AgentMail has the newer message) waits this long
+ * at most for that message to ask, so a burst whose webhooks come late is still answered once.
+ */
+export const NEWER_WAIT_MS = 20_000;
+
+export const emptyState = (): TurnKeeperState => ({ threads: {}, answered: {} });
+
+const byTime = (a: { timestampMs: number; messageId: string }, b: { timestampMs: number; messageId: string }) =>
+  a.timestampMs - b.timestampMs || (a.messageId < b.messageId ? -1 : a.messageId > b.messageId ? 1 : 0);
+
+/** A message's ask (its first, or a repeat on its timer). Returns the answer again to a run already answered. */
+export function ask(state: TurnKeeperState, request: TurnAsk, now: number): Tell[] {
+  const run = { workflowId: request.workflowId, runId: request.runId, threadKey: request.threadKey };
+  const known = state.answered[request.runId];
+  if (known !== undefined) return [{ ...run, grant: known }];
+  const thread = (state.threads[request.threadKey] ??= {
+    inboxId: request.inboxId,
+    threadId: request.threadId,
+    holder: null,
+    waiting: [],
+  });
+  if (thread.holder?.runId === request.runId) return [{ ...run, grant: { kind: 'go', covers: thread.holder.covers } }];
+  // One workflow id has one open run: a new run of a message proves its earlier run has closed.
+  if (thread.holder?.workflowId === request.workflowId) thread.holder = null;
+  thread.waiting = thread.waiting.filter((w) => w.workflowId !== request.workflowId || w.runId === request.runId);
+  // A keeper that lost its memory (terminated, reset) learns the holder from the asker's look at Temporal.
+  const holder = request.holders?.find(
+    (h) => h.workflowId !== request.workflowId && state.answered[h.runId] === undefined,
+  );
+  if (thread.holder === null && holder !== undefined) {
+    thread.holder = { workflowId: holder.workflowId, runId: holder.runId, messageId: holder.messageId, covers: [] };
+  }
+  if (!thread.waiting.some((w) => w.runId === request.runId)) {
+    const { holders: _holders, threadKey: _key, inboxId: _inbox, threadId: _thread, ...waiting } = request;
+    // The burst window counts from the message's time, or from now for one dated in the future.
+    thread.waiting.push({
+      ...waiting,
+      readyAtMs: Math.min(request.timestampMs, now) + request.coalesceMs,
+      askedAtMs: now,
+    });
+  }
+  schedulePoll(thread, now);
+  return [];
+}
+
+/** The holder gave its turn back (`sent` or not), or closed without a word (`release` null: the keeper found it closed). */
+export function release(
+  state: TurnKeeperState,
+  threadKey: string,
+  runId: string,
+  released: Omit<TurnRelease, 'threadKey' | 'runId'> | null,
+): Tell[] {
+  const thread = state.threads[threadKey];
+  if (thread === undefined) return [];
+  const tells: Tell[] = [];
+  if (released?.sent === true) {
+    // Its draft read the sender's messages up to its own: those are answered, and only now (it was sent).
+    const covered = thread.waiting.filter(
+      (w) => w.sender === released.sender && w.runId !== runId && byTime(w, released) <= 0,
+    );
+    for (const w of covered) {
+      const grant: TurnGrant = { kind: 'covered', by: released.messageId };
+      remember(state, w.runId, grant);
+      tells.push({ workflowId: w.workflowId, runId: w.runId, threadKey, grant });
+    }
+    thread.waiting = thread.waiting.filter((w) => !covered.includes(w));
+  }
+  if (thread.holder?.runId === runId) {
+    // The holder has asked and is done: nobody waits for it to ask any more.
+    const done = thread.holder.messageId;
+    for (const w of thread.waiting) if (w.newer?.includes(done)) w.newer = w.newer.filter((id) => id !== done);
+    thread.holder = null;
+    delete thread.pollAtMs;
+    delete thread.pollEveryMs;
+  }
+  forgetIfEmpty(state, threadKey);
+  return tells;
+}
+
+/** The turns that may go now: every free thread whose next sender's burst has ended. */
+export function due(state: TurnKeeperState, now: number): Tell[] {
+  const tells: Tell[] = [];
+  for (const [threadKey, thread] of Object.entries(state.threads)) {
+    const next = nextBatch(thread);
+    if (next === null || next.readyAtMs > now) continue;
+    const { holder, batch } = next;
+    const grant: TurnGrant = { kind: 'go', covers: batch.map((w) => w.messageId) };
+    thread.holder = {
+      workflowId: holder.workflowId,
+      runId: holder.runId,
+      messageId: holder.messageId,
+      covers: grant.covers,
+    };
+    thread.waiting = thread.waiting.filter((w) => w !== holder);
+    schedulePoll(thread, now);
+    tells.push({ workflowId: holder.workflowId, runId: holder.runId, threadKey, grant });
+  }
+  return tells;
+}
+
+/** A `go` could not be told: the run is gone (terminated). Its turn goes on. */
+export function gone(state: TurnKeeperState, threadKey: string, runId: string): void {
+  release(state, threadKey, runId, null);
+}
+
+/** Holders someone waits behind whose look is due. */
+export function holdersToPoll(state: TurnKeeperState, now: number): Array<RunRef & { threadKey: string }> {
+  return Object.entries(state.threads).flatMap(([threadKey, t]) =>
+    t.holder !== null && t.pollAtMs !== undefined && t.pollAtMs <= now
+      ? [{ threadKey, workflowId: t.holder.workflowId, runId: t.holder.runId }]
+      : [],
+  );
+}
+
+/** The look at a holder: still open → look again later (twice as long); closed → its turn goes on. */
+export function polled(state: TurnKeeperState, threadKey: string, runId: string, open: boolean, now: number): void {
+  const thread = state.threads[threadKey];
+  if (thread?.holder?.runId !== runId) return;
+  if (!open) return void release(state, threadKey, runId, null);
+  thread.pollEveryMs = Math.min(2 * (thread.pollEveryMs ?? FIRST_POLL_MS), MAX_POLL_MS);
+  thread.pollAtMs = now + thread.pollEveryMs;
+}
+
+/** Every holder is looked at now (an idle keeper forgets the holders that closed without a word). */
+export function pollAll(state: TurnKeeperState, now: number): void {
+  for (const thread of Object.values(state.threads)) if (thread.holder !== null) thread.pollAtMs = now;
+}
+
+/** When the keeper must next act (a burst ends, a holder's look is due), or undefined: nothing to wake for. */
+export function nextWakeAt(state: TurnKeeperState): number | undefined {
+  const times = Object.values(state.threads).flatMap((t) => {
+    if (t.holder !== null) return t.pollAtMs === undefined ? [] : [t.pollAtMs];
+    const next = nextBatch(t);
+    return next === null ? [] : [next.readyAtMs];
+  });
+  return times.length === 0 ? undefined : Math.min(...times);
+}
+
+/** The sender of the thread's oldest waiting message, and its messages: who would hold the turn next, and when. */
+function nextBatch(thread: ThreadTurns): { holder: WaitingAsk; batch: WaitingAsk[]; readyAtMs: number } | null {
+  if (thread.holder !== null || thread.waiting.length === 0) return null;
+  const sorted = [...thread.waiting].sort(byTime);
+  const sender = sorted[0]!.sender;
+  const batch = sorted.filter((w) => w.sender === sender);
+  const asked = new Set(batch.map((w) => w.messageId));
+  const readyAt = (w: WaitingAsk) =>
+    (w.newer ?? []).every((id) => asked.has(id)) ? w.readyAtMs : Math.max(w.readyAtMs, w.askedAtMs + NEWER_WAIT_MS);
+  return { holder: batch[batch.length - 1]!, batch, readyAtMs: Math.max(...batch.map(readyAt)) };
+}
+
+/** Someone waits behind a holder: the holder is looked at now and then, from FIRST_POLL_MS on. */
+function schedulePoll(thread: ThreadTurns, now: number): void {
+  if (thread.holder === null || thread.waiting.length === 0) {
+    delete thread.pollAtMs;
+    delete thread.pollEveryMs;
+  } else if (thread.pollAtMs === undefined) {
+    thread.pollEveryMs = FIRST_POLL_MS;
+    thread.pollAtMs = now + FIRST_POLL_MS;
+  }
+}
+
+function forgetIfEmpty(state: TurnKeeperState, threadKey: string): void {
+  const thread = state.threads[threadKey];
+  if (thread !== undefined && thread.holder === null && thread.waiting.length === 0) delete state.threads[threadKey];
+}
+
+function remember(state: TurnKeeperState, runId: string, grant: TurnGrant): void {
+  state.answered[runId] = grant;
+  const runs = Object.keys(state.answered);
+  for (const old of runs.slice(0, Math.max(0, runs.length - ANSWERED_KEPT))) delete state.answered[old];
+}
