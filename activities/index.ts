@@ -32,6 +32,7 @@ import {
   type ProviderDraftInput,
 } from './draft/approval';
 import { sendReply, type SendInput } from './send/send-reply';
+import { type AcknowledgmentInput, sendAcknowledgment } from './send/send-acknowledgment';
 import type { TicketProvider } from './ticket/ticket-provider';
 import { notifyReviewers, type NotifyInput } from './notify/notify-reviewers';
 
@@ -88,6 +89,8 @@ export function createActivities(
       return commentReply(common, input);
     }),
     sendReply: (input: SendInput) => sendReply(common, input),
+    /** A word back when a person must answer (HANDOFF_ACKNOWLEDGMENT); the workflow's call is the integrator's. */
+    sendAcknowledgment: (input: AcknowledgmentInput) => sendAcknowledgment(common, input),
     labelMessage: (ref: MessageRef) => labelMessage(deps.agentmail, ref),
     recallReview: (input: { key: string }) => recallReview(common, input),
     recordReview: (input: MessageRef & { key: string; review: ReviewInput }) => recordReview(common, input),

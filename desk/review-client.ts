@@ -116,7 +116,7 @@ export class ReviewClient {
       workflowId,
       inboxId: message.inboxId,
       state,
-      draft: draft ? { text: draft.text, citations: citationsOf(draft.citations) } : null,
+      draft: draft ? { text: draft.text, citations: citationsOf(draft.cited ?? draft.citations) } : null,
       thread,
       outcome,
       ...extra,
@@ -227,7 +227,9 @@ function citationsOf(value: unknown): Citation[] {
       const record = item as Record<string, unknown>;
       const title = [record.title, record.id, record.url].find((v): v is string => typeof v === 'string');
       const url = typeof record.url === 'string' && /^https?:\/\//.test(record.url) ? record.url : null;
-      return title ? [{ title, url }] : [];
+      const heading = typeof record.heading === 'string' ? record.heading : null;
+      const text = typeof record.text === 'string' ? record.text : null;
+      return title ? [{ title, url, heading, text }] : [];
     }
     return [];
   });

@@ -182,6 +182,9 @@ export interface MessageView {
 export interface Citation {
   title: string;
   url: string | null;
+  /** The cited section's heading and the start of its text (drafts stored before these have neither). */
+  heading?: string | null;
+  text?: string | null;
 }
 
 /** The verdict that stands, by whom, and the text that went or will go out (from the store, not history). */
@@ -225,13 +228,17 @@ function verdictSection(outcome: Outcome, status: string): Html {
   </section>`;
 }
 
-/** The draft's cited articles (the knowledge step stores them beside the text). */
+/** The articles the draft rests on: each one's title (a link when it has one), section and text, never a bare id. */
 export function citationList(citations: Citation[]): Html | string {
   if (citations.length === 0) return '';
   return html`<h3>Cited articles</h3>
     <ul class="citations">
       ${citations.map(
-        (c) => html`<li>${c.url ? html`<a href="${c.url}" rel="noreferrer noopener">${c.title}</a>` : c.title}</li>`,
+        (c) =>
+          html`<li>
+            ${c.url ? html`<a href="${c.url}" rel="noreferrer noopener">${c.title}</a>` : html`<strong>${c.title}</strong>`}
+            ${c.heading ? html` — ${c.heading}` : ''} ${c.text ? html`<blockquote>${c.text}</blockquote>` : ''}
+          </li>`,
       )}
     </ul>`;
 }

@@ -11,6 +11,17 @@ export interface ParsedArticle {
 
 export type ArticleFormat = 'markdown' | 'html' | 'text';
 
+/**
+ * The article's address for people (the reply links it, the desk shows it): a Markdown article's
+ * front matter `url: https://…`, or the page itself for a fetched page (its source is its URL).
+ */
+export function articleUrl(document: { source: string; format: ArticleFormat; content: string }): string | null {
+  const frontMatter = document.format === 'markdown' ? /^---\r?\n([\s\S]*?)\r?\n---\r?\n/.exec(document.content) : null;
+  const declared = frontMatter ? /^url:\s*["']?(https?:\/\/[^\s"']+)["']?\s*$/m.exec(frontMatter[1]!)?.[1] : undefined;
+  const url = declared ?? (/^https?:\/\//i.test(document.source) ? document.source : null);
+  return url !== null && url.length <= 2000 && URL.canParse(url) ? url : null;
+}
+
 /** Longest section body kept: a help-centre section is short; a huge one is cut, not refused. */
 const MAX_SECTION_CHARACTERS = 6_000;
 

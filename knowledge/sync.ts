@@ -1,6 +1,6 @@
 import { inTransaction, type Db } from '../lib/db';
 import { sha256Hex } from '../lib/hashing';
-import { parseArticle } from './sections';
+import { articleUrl, parseArticle } from './sections';
 import type { SynonymStats } from './synonym-store';
 import type { SourceDocument } from './sources';
 
@@ -80,8 +80,8 @@ export async function syncCollection(db: Db, plan: CollectionPlan): Promise<Sync
 
     const known = new Map(
       (
-        await client.query<{ source: string; content_hash: string; retired: boolean }>(
-          'SELECT source, content_hash, retired_at IS NOT NULL AS retired FROM knowledge_articles WHERE collection = $1',
+        await client.query<{ source: string; content_hash: string; retired: boolean; url: string | null }>(
+          'SELECT source, content_hash, retired_at IS NOT NULL AS retired, url FROM knowledge_articles WHERE collection = $1',
           [plan.collection],
         )
       ).rows.map((row) => [row.source, row]),
@@ -92,6 +92,14 @@ export async function syncCollection(db: Db, plan: CollectionPlan): Promise<Sync
       seen.add(document.source);
       const hash = sha256Hex(`${document.format}\n${document.content}`);
       const before = known.get(document.source);
+      const url = articleUrl(document);
+      // Articles synced before articles had a url get theirs without a change of content.
+      if (before && before.content_hash === hash && before.url !== url)
+        await client.query('UPDATE knowledge_articles SET url = $3 WHERE collection = $1 AND source = $2', [
+          plan.collection,
+          document.source,
+          url,
+        ]);
       if (before && before.content_hash === hash) {
         if (before.retired) {
           await client.query(
@@ -104,10 +112,11 @@ export async function syncCollection(db: Db, plan: CollectionPlan): Promise<Sync
       }
       const article = parseArticle(document.content, document.format, document.fallbackTitle);
       await client.query(
-        `INSERT INTO knowledge_articles (collection, source, content_hash, title) VALUES ($1, $2, $3, $4)
+        `INSERT INTO knowledge_articles (collection, source, content_hash, title, url) VALUES ($1, $2, $3, $4, $5)
          ON CONFLICT (collection, source) DO UPDATE
-           SET content_hash = EXCLUDED.content_hash, title = EXCLUDED.title, synced_at = now(), retired_at = NULL`,
-        [plan.collection, document.source, hash, article.title],
+           SET content_hash = EXCLUDED.content_hash, title = EXCLUDED.title, url = EXCLUDED.url,
+               synced_at = now(), retired_at = NULL`,
+        [plan.collection, document.source, hash, article.title, url],
       );
       await client.query('DELETE FROM knowledge_sections WHERE collection = $1 AND source = $2', [
         plan.collection,

@@ -1,5 +1,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { draftProblem } from '../contract/draft-text';
+import { BUSINESS_HOURS_EXAMPLE, type BusinessHours, parseBusinessHours } from './business-hours';
 import { checkProviderSettings, draftingVars, ticketVars } from './provider-config';
 import { loadTemporalConnection, type TemporalConnectionSettings } from './temporal-connection';
 
@@ -159,6 +161,143 @@ const offByDefault = z
   .enum(['true', 'false', '1', '0'])
   .default('false')
   .transform((v) => v === 'true' || v === '1');
+
+/** A signature: plain text (the reply's own rule), short; `\n` written in an environment variable is a line break. */
+const signatureText = z
+  .string()
+  .transform((value) => value.replace(/\\n/g, '\n').trim())
+  .superRefine((value, ctx) => {
+    const problem = value.length > 1_000 ? 'is longer than 1000 characters' : draftProblem(value);
+    if (problem !== null)
+      ctx.addIssue({
+        code: 'custom',
+        message: `${problem}: a signature is plain text, e.g. "The support team\\nExample Ltd"`,
+      });
+  });
+
+export const ACKNOWLEDGMENT_OCCASIONS = ['handoff', 'held', 'approval', 'ceiling'] as const;
+const ISO_639_1 = /^[a-z]{2}$/;
+const languageNames = new Intl.DisplayNames(['en'], { type: 'language', fallback: 'none' });
+/** tinyld names Norwegian `no`; people write `nb` or `nn` as often: one language to the rule. */
+export const languageAlias = (code: string): string => (code === 'nb' || code === 'nn' ? 'no' : code);
+
+/**
+ * Mail as customers write it (issue 37; docs/knowledge.md "Languages, attachments, links and
+ * signatures"): which languages the team answers, which attachments the drafter may read and how
+ * much of each, and the signature every reply ends with. Read by the draft step and the review's edits.
+ */
+export const mailVars = {
+  /** ISO 639-1 codes the team answers (`en,de,fr`); unset or `*`: any. Others are handed off (`handoff: language`). */
+  SUPPORTED_LANGUAGES: z
+    .string()
+    .default('*')
+    .transform((value, ctx): string[] | null => {
+      const codes = value
+        .split(',')
+        .map((code) => code.trim().toLowerCase())
+        .filter(Boolean);
+      if (codes.length === 0 || (codes.length === 1 && codes[0] === '*')) return null;
+      const bad = codes.filter((code) => !ISO_639_1.test(code) || languageNames.of(code) === undefined);
+      if (bad.length > 0) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `has ${bad.map((c) => JSON.stringify(c)).join(', ')}, not ISO 639-1 language codes; give two-letter codes such as en,de,fr (or * for any)`,
+        });
+        return z.NEVER;
+      }
+      return [...new Set(codes.map(languageAlias))];
+    }),
+  /** Which attachment types the drafter reads: `text` (text/plain, csv, …), `pdf` (its text layer); `none` reads none. Images are never read. */
+  ATTACHMENT_READERS: z
+    .string()
+    .default('text,pdf')
+    .transform((value, ctx): Array<'text' | 'pdf'> => {
+      const names = value
+        .split(',')
+        .map((name) => name.trim().toLowerCase())
+        .filter(Boolean);
+      if (names.length === 1 && names[0] === 'none') return [];
+      const bad = names.filter((name) => name !== 'text' && name !== 'pdf');
+      if (bad.length > 0 || names.length === 0) {
+        ctx.addIssue({ code: 'custom', message: 'must list readers among text and pdf (e.g. text,pdf), or be none' });
+        return z.NEVER;
+      }
+      return [...new Set(names)] as Array<'text' | 'pdf'>;
+    }),
+  /**
+   * At most this many kilobytes of one attachment are downloaded: a text file is read from its
+   * start up to it; a PDF larger than it is not read (a PDF cut short cannot be parsed).
+   */
+  ATTACHMENT_READ_MAX_KB: z.coerce.number().int().min(1).max(20_480).default(2_048),
+  /**
+   * Where a folder's articles live on the web, so the reply can link them: a base URL (collection
+   * `default`) or `name=url,name=url`; an article links to the base plus its path without the
+   * extension (`returns/window.md` → `<base>returns/window`). An article's front matter `url:` and
+   * a page of KNOWLEDGE_URLS (its own address) need none.
+   */
+  KNOWLEDGE_LINK_BASES: z
+    .string()
+    .default('')
+    .transform((value, ctx): Record<string, string> => {
+      const entries = collectionEntries(value);
+      const bad = entries.find((entry) => !/^https?:\/\//.test(entry.value) || !URL.canParse(entry.value));
+      if (bad) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `has ${JSON.stringify(bad.value)}, not an http(s) URL; e.g. https://help.example.com/articles/ or billing=https://billing.example.com/help/`,
+        });
+        return z.NEVER;
+      }
+      return Object.fromEntries(entries.map((entry) => [entry.collection, entry.value.replace(/\/?$/, '/')]));
+    }),
+  /**
+   * A short word back to the customer when a person must answer (lib/business-hours.ts says by
+   * when): inbox → the occasions it is sent on, `*` for every other inbox; unset: never.
+   * Occasions: `handoff` (the agent did not know), `held` (a draft tripped a rule), `approval` (an
+   * approval inbox), `ceiling` (the inbox's hourly ceiling).
+   */
+  HANDOFF_ACKNOWLEDGMENT: jsonSetting(
+    z.record(z.string().min(1), z.array(z.enum(ACKNOWLEDGMENT_OCCASIONS)).min(1)),
+    '{"*": ["handoff", "held"], "sales@example.com": ["handoff", "held", "approval", "ceiling"]}',
+  ).transform((map) => Object.fromEntries(Object.entries(map).map(([inbox, list]) => [inbox.toLowerCase(), list]))),
+  /** Inbox (or `*`) → business hours: a time zone, opening hours per weekday, holidays (lib/business-hours.ts). */
+  BUSINESS_HOURS: z
+    .string()
+    .default('{}')
+    .transform((value, ctx): Record<string, BusinessHours> => {
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(value.trim().startsWith('{') ? value : readFileSync(value, 'utf8'));
+      } catch (error) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `is not valid JSON, or names a file that cannot be read (${(error as Error).message}); e.g. ${BUSINESS_HOURS_EXAMPLE}`,
+        });
+        return z.NEVER;
+      }
+      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+        ctx.addIssue({ code: 'custom', message: `must be a JSON object of inboxes, e.g. ${BUSINESS_HOURS_EXAMPLE}` });
+        return z.NEVER;
+      }
+      const out: Record<string, BusinessHours> = {};
+      for (const [inbox, entry] of Object.entries(parsed)) {
+        const hours = parseBusinessHours(entry);
+        if (typeof hours === 'string') {
+          ctx.addIssue({ code: 'custom', message: `[${JSON.stringify(inbox)}] ${hours}` });
+          return z.NEVER;
+        }
+        out[inbox.toLowerCase()] = hours;
+      }
+      return out;
+    }),
+  /** The signature appended to every reply (after the text rule; never the model's to write). `\n` starts a new line. */
+  REPLY_SIGNATURE: signatureText.optional(),
+  /** Inbox → its own signature, inline JSON or a JSON file, over REPLY_SIGNATURE: {"billing@example.com": "Billing team\\nExample Ltd"}. */
+  REPLY_INBOX_SIGNATURES: jsonSetting(
+    z.record(z.string().min(3), signatureText),
+    '{"billing@example.com": "The billing team\\nExample Ltd"}',
+  ).transform((map) => Object.fromEntries(Object.entries(map).map(([inbox, text]) => [inbox.toLowerCase(), text]))),
+};
 
 /** A flood past 200 replies an hour from one inbox is no longer customers one agent should answer alone. */
 export const DEFAULT_REPLY_CEILING_PER_INBOX_PER_HOUR = 200;
@@ -378,6 +517,7 @@ const activityVars = {
    */
   OPERATION_LEASE_MS: z.coerce.number().int().min(1_000).default(15_000),
   ...knowledgeVars,
+  ...mailVars,
   /**
    * Conversations: how long after a thread's newest unanswered message its turn waits for the
    * customer to go on writing, so a burst ("Where is my order?" … "Also, can I change the

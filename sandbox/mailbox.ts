@@ -3,7 +3,7 @@ import type { VirtualClock } from './clock';
 import { ApiError } from './errors';
 import type { Sequenced } from './paging';
 import { omitUndefined, summarizeThread } from './views';
-import type { InboxRaw, MessageRaw, ThreadItemRaw } from './wire';
+import type { AttachmentRaw, InboxRaw, MessageRaw, ThreadItemRaw } from './wire';
 
 export const SANDBOX_DOMAIN = 'sandbox.agentmail.local';
 
@@ -26,6 +26,8 @@ export interface NewMessage {
   in_reply_to?: string | undefined;
   references?: string[] | undefined;
   headers?: Record<string, string> | undefined;
+  /** Stored by the AttachmentStore beforehand: what the message lists. */
+  attachments?: AttachmentRaw[] | undefined;
   /** When it arrived; default now. */
   timestamp?: string | undefined;
 }
@@ -101,7 +103,10 @@ export class Mailbox {
       in_reply_to: input.in_reply_to,
       references: input.references,
       headers: input.headers,
-      size: Buffer.byteLength(`${input.subject ?? ''}${input.text ?? ''}${input.html ?? ''}`),
+      size:
+        Buffer.byteLength(`${input.subject ?? ''}${input.text ?? ''}${input.html ?? ''}`) +
+        (input.attachments ?? []).reduce((sum, a) => sum + a.size, 0),
+      attachments: input.attachments?.length ? input.attachments : undefined,
       updated_at: now,
       created_at: now,
     });

@@ -1,3 +1,4 @@
+import { AttachmentStore } from './attachments';
 import { VirtualClock } from './clock';
 import { DraftStore } from './drafts';
 import { Faults } from './faults';
@@ -10,6 +11,7 @@ import type { WebhookRaw } from './wire';
 export class SandboxState {
   readonly clock = new VirtualClock();
   readonly mailbox = new Mailbox(this.clock);
+  readonly attachments = new AttachmentStore(this.clock);
   readonly drafts = new DraftStore(this.clock);
   readonly idempotency = new IdempotencyStore(this.clock);
   readonly faults = new Faults();
@@ -25,6 +27,7 @@ export class SandboxState {
   reset(): void {
     this.clock.reset();
     this.mailbox.reset();
+    this.attachments.reset();
     this.drafts.reset();
     this.idempotency.reset();
     this.faults.clear();

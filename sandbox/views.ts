@@ -28,6 +28,7 @@ export function summarizeThread(messages: MessageRaw[]): ThreadItemRaw {
     last_message_id: last.message_id,
     message_count: messages.length,
     size: messages.reduce((sum, m) => sum + m.size, 0),
+    attachments: messages.some((m) => m.attachments) ? messages.flatMap((m) => m.attachments ?? []) : undefined,
     updated_at:
       messages
         .map((m) => m.updated_at)

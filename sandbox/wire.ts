@@ -24,8 +24,19 @@ export interface MessageRaw {
   references?: string[];
   headers?: Record<string, string>;
   size: number;
+  /** serialization/resources/attachments/types/Attachment: metadata only, never the bytes. */
+  attachments?: AttachmentRaw[];
   updated_at: string;
   created_at: string;
+}
+
+export interface AttachmentRaw {
+  attachment_id: string;
+  filename?: string;
+  size: number;
+  content_type?: string;
+  content_disposition?: 'inline' | 'attachment';
+  content_id?: string;
 }
 
 /** The list shape: a Message without bodies and reply_to (serialization/.../MessageItem). */
@@ -45,6 +56,7 @@ export interface ThreadItemRaw {
   last_message_id: string;
   message_count: number;
   size: number;
+  attachments?: AttachmentRaw[];
   updated_at: string;
   created_at: string;
 }

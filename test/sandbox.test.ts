@@ -174,6 +174,81 @@ describe('AgentMail sandbox', () => {
     });
   });
 
+  describe('attachments', () => {
+    test('a message lists its attachments (metadata, never bytes) as AgentMail does; the SDK fetches a signed URL that serves the bytes until it expires', async () => {
+      const pdf = Buffer.from('%PDF-1.4 not really a pdf');
+      const { message } = await control.inbound({
+        inbox_id: INBOX,
+        from: CUSTOMER,
+        subject: 'Invoice',
+        text: 'The invoice is attached.',
+        deliver: false,
+        attachments: [
+          { filename: 'invoice.pdf', content_type: 'application/pdf', content: pdf.toString('base64') },
+          { filename: 'notes.txt', content_type: 'text/plain', text: 'line\n', repeat: 3 },
+          {
+            filename: 'logo.png',
+            content_type: 'image/png',
+            content_disposition: 'inline',
+            content_id: 'logo',
+            text: 'x',
+          },
+        ],
+      });
+
+      const read = await client.inboxes.messages.get(INBOX, message.message_id);
+      assert.deepEqual(
+        read.attachments?.map((a) => [a.filename, a.contentType, a.size, a.contentDisposition ?? null]),
+        [
+          ['invoice.pdf', 'application/pdf', pdf.length, null],
+          ['notes.txt', 'text/plain', 15, null],
+          ['logo.png', 'image/png', 1, 'inline'],
+        ],
+      );
+      assert.ok(read.attachments?.every((a) => a.attachmentId.length > 0));
+      assert.equal(JSON.stringify(read).includes(pdf.toString('base64')), false, 'no bytes in the message');
+      const listed = await client.inboxes.messages.list(INBOX);
+      assert.equal(listed.messages[0]?.attachments?.length, 3, 'the list shape carries them too');
+      const thread = await client.inboxes.threads.get(INBOX, read.threadId);
+      assert.equal(thread.attachments?.length, 3);
+
+      const [invoice, notes] = read.attachments ?? [];
+      const signed = await client.inboxes.messages.getAttachment(INBOX, message.message_id, invoice!.attachmentId);
+      assert.equal(signed.filename, 'invoice.pdf');
+      assert.ok(signed.expiresAt.getTime() > Date.now() + 59 * 60_000, 'valid for an hour');
+      const download = await fetch(signed.downloadUrl); // no API key: a CDN URL
+      assert.equal(download.status, 200);
+      assert.equal(download.headers.get('content-type'), 'application/pdf');
+      assert.deepEqual(Buffer.from(await download.arrayBuffer()), pdf);
+      const text = await client.inboxes.messages.getAttachment(INBOX, message.message_id, notes!.attachmentId);
+      assert.equal(await (await fetch(text.downloadUrl)).text(), 'line\nline\nline\n');
+
+      // Another message's attachment id, or an unknown one: 404 as AgentMail answers.
+      const other = await arrive();
+      await assert.rejects(
+        client.inboxes.messages.getAttachment(INBOX, other.message_id, invoice!.attachmentId),
+        AgentMail.NotFoundError,
+      );
+      // An hour later the signed URL is refused, as a CDN refuses an expired signature; a fresh one works.
+      await control.advanceClock(60 * 60_000 + 1);
+      assert.equal((await fetch(signed.downloadUrl)).status, 403);
+      const fresh = await client.inboxes.messages.getAttachment(INBOX, message.message_id, invoice!.attachmentId);
+      assert.equal((await fetch(fresh.downloadUrl)).status, 200);
+    });
+
+    test('an attachment given as content and text at once, or as bad base64, is refused (400)', async () => {
+      for (const attachment of [{ content: 'aGk=', text: 'hi' }, { content: '***' }]) {
+        const response = await fetch(`${baseUrl}/_sandbox/inbound`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+          body: JSON.stringify({ inbox_id: INBOX, from: CUSTOMER, deliver: false, attachments: [attachment] }),
+        });
+        assert.equal(response.status, 400);
+      }
+      assert.equal((await control.state()).messages, 0, 'nothing stored');
+    });
+  });
+
   describe('Idempotency-Key on reply', () => {
     test('the same key twice sends one email and returns the same ids', async () => {
       const inbound = await arrive();

@@ -31,6 +31,8 @@ import { fetchMessage, fetchThread } from '../agentmail/reads';
 import { runOperation } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
 import { anyActiveReviewer } from '../../review/reviewers';
+import * as customerMail from './customer-mail';
+import type { CustomerMailConfig } from './customer-mail';
 
 export interface DraftInput extends MessageRef {
   /** The draft's operation key (…/draft/v1), derived by the workflow. */
@@ -49,6 +51,11 @@ export interface DraftOutcome {
    * The reason itself stays in the operation store (it is the model's words).
    */
   handoff: null | { kind: HandoffKind; route: 'review' | 'ticket' };
+  /**
+   * The customer's language as an ISO 639-1 code (`de`), null when it could not be named (or the
+   * draft was stored before languages were): the value of the `Language` search attribute.
+   */
+  language: string | null;
   operation: OperationReport;
 }
 
@@ -70,6 +77,7 @@ export interface DraftDeps {
     | 'DRAFT_ALLOWED_LINK_DOMAINS'
     | 'REPLYONCE_OWN_ADDRESSES'
     | 'REPLYONCE_REPLY_TO_DOMAINS'
+    | keyof CustomerMailConfig
   >;
 }
 
@@ -163,6 +171,26 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
           timestamp: m.timestamp,
         }));
       const articles = sections.map((s) => ({ id: s.id, title: s.title, heading: s.heading, text: s.body }));
+      const signal = context.cancellationSignal;
+      const mail = await customerMail.readCustomerMail(deps, ref, message, text, signal);
+      const finish = (reply: string, citations: string[]) =>
+        customerMail.finishedReply(deps, { inboxId: ref.inboxId, reply, sections, citations });
+      const considered = knowledge ? { considered: articles.map((a) => a.id) } : {};
+      const early = customerMail.handoffBeforeDrafting(mail, text);
+      if (early !== null) {
+        // Decided without a drafter: a person answers; the holding text is theirs to replace.
+        const { text: holding } = await finish(HOLDING_REPLY, []);
+        const citations = knowledge ? { citations: [] } : {};
+        return {
+          text: holding,
+          drafter: deps.drafter.name,
+          ...citations,
+          ...considered,
+          handoff: early,
+          ...(textCut ? { textCut } : {}),
+          ...customerMail.mailRecord(mail),
+        };
+      }
       // One line per drafter (model) call: operators and the crash tests count calls by it.
       log.info('drafting reply', { operationKey: key, drafter: deps.drafter.name, articles: articles.length });
       const draftRequest = {
@@ -176,9 +204,11 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
         textCut,
         knowledge,
         articles,
+        language: mail.language,
+        attachments: mail.attachments,
         ...(relevance ? { relevance } : {}),
       };
-      const answer = await deps.drafter.draft(draftRequest, { signal: context.cancellationSignal });
+      const answer = await deps.drafter.draft(draftRequest, { signal });
       const judged = judgeAnswer(answer, draftRequest);
       const knowledgeFields = {
         ...(knowledge ? { citations: judged.citations, considered: articles.map((a) => a.id) } : {}),
@@ -187,7 +217,15 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
       if (judged.handoff !== null) {
         // Never sent without a person; an unusable reply is replaced by a neutral holding text a reviewer can edit.
         const usable = draftProblem(judged.reply) === null ? judged.reply.trim() : HOLDING_REPLY;
-        return { text: usable, drafter: deps.drafter.name, ...knowledgeFields, handoff: judged.handoff };
+        const finished = await finish(usable, judged.handoff.kind === 'bad-citation' ? [] : judged.citations);
+        return {
+          text: finished.text,
+          drafter: deps.drafter.name,
+          ...knowledgeFields,
+          handoff: judged.handoff,
+          ...customerMail.mailRecord(mail),
+          ...(finished.cited.length > 0 ? { cited: finished.cited } : {}),
+        };
       }
       const valid = validDraft(judged.reply, deps.drafter.name);
       const holds = draftHolds(valid, {
@@ -197,7 +235,16 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
         customer: [...customer],
         instructions: deps.drafter.instructionsFor?.(ref.inboxId) ?? null,
       });
-      return { text: valid, drafter: deps.drafter.name, ...knowledgeFields, ...(holds.length > 0 ? { holds } : {}) };
+      // Links to the cited articles and the signature come after the check: they are ours, not the model's.
+      const finished = await finish(valid, judged.citations);
+      return {
+        text: finished.text,
+        drafter: deps.drafter.name,
+        ...knowledgeFields,
+        ...(holds.length > 0 ? { holds } : {}),
+        ...customerMail.mailRecord(mail),
+        ...(finished.cited.length > 0 ? { cited: finished.cited } : {}),
+      };
     },
   );
   return await outcomeOf(deps, outcome.result, outcome.operation);
@@ -209,6 +256,7 @@ async function outcomeOf(deps: DraftDeps, draft: StoredDraft, operation: Operati
     holds: draft.holds ?? [],
     citations: draft.citations ?? [],
     handoff: draft.handoff ? { kind: draft.handoff.kind, route: await handoffRoute(deps) } : null,
+    language: draft.language?.detected ?? null,
     operation,
   };
 }

@@ -10,6 +10,15 @@ import {
 import { runOperation } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
 import type { ActivityConfig } from '../../lib/config';
+import type { HandoffKind } from './drafting/answer';
+import type { CitedArticle } from './citations';
+import type { MailRecord } from './customer-mail';
+import { signatureFor, type SignatureConfig, withSignature } from '../../lib/signature';
+
+const signing = (config: Partial<SignatureConfig>): SignatureConfig => ({
+  REPLY_SIGNATURE: config.REPLY_SIGNATURE,
+  REPLY_INBOX_SIGNATURES: config.REPLY_INBOX_SIGNATURES ?? {},
+});
 import type { TextCut } from '../../knowledge/message-text';
 
 /**
@@ -29,9 +38,15 @@ export interface StoredDraft {
   /** The articles the drafter was given (ids, best first): what the ticket note lists. */
   considered?: string[];
   /** Set when the drafter did not know: the text is not sent without a person. */
-  handoff?: null | { kind: 'model' | 'bad-citation' | 'no-citation'; reason: string };
+  handoff?: null | { kind: HandoffKind; reason: string };
   /** The draft rules the model's text tripped (activities/draft/draft-check.ts): a person approves it first. */
   holds?: HoldRule[];
+  /** The customer's language (ISO 639-1): detected (null: too short to tell) and replied in. */
+  language?: MailRecord['language'];
+  /** The message's attachments (AgentMail's ids, names, types, sizes; whether a reader read one): the ticket and the desk list them. */
+  attachments?: MailRecord['attachments'];
+  /** The cited articles as people see them (title, heading, a piece of text, link): the desk shows them. */
+  cited?: CitedArticle[];
   /** Set when only the start of the message was read (knowledge/message-text.ts): the ticket note says so. */
   textCut?: TextCut;
 }
@@ -73,9 +88,14 @@ export interface DraftVersionInput {
   author: string;
 }
 
-/** Stores a new version of the draft (an approver's edit), validated by the same rule as the drafter's. */
+/**
+ * Stores a new version of the draft (an approver's edit), validated by the same rule as the
+ * drafter's, and signed like it (signature.ts: once, whether or not the edit kept the signature).
+ * The signature settings are optional in the type because the review's deps name only what they
+ * read themselves; the worker passes its whole configuration.
+ */
 export async function storeDraftVersion(
-  deps: { store: OperationStore; config: Pick<ActivityConfig, 'OPERATION_LEASE_MS'> },
+  deps: { store: OperationStore; config: Pick<ActivityConfig, 'OPERATION_LEASE_MS'> & Partial<SignatureConfig> },
   input: DraftVersionInput,
 ): Promise<{ characters: number; operation: OperationReport }> {
   const outcome = await runOperation<StoredDraft>(
@@ -86,7 +106,10 @@ export async function storeDraftVersion(
       request: { inboxId: input.inboxId, messageId: input.messageId, source: input.source },
       leaseMs: deps.config.OPERATION_LEASE_MS,
     },
-    async () => ({ text: validDraft(input.text, input.author), drafter: input.author }),
+    async () => ({
+      text: withSignature(validDraft(input.text, input.author), signatureFor(signing(deps.config), input.inboxId)),
+      drafter: input.author,
+    }),
   );
   return { characters: outcome.result.text.length, operation: outcome.operation };
 }

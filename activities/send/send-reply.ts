@@ -23,7 +23,15 @@ export interface SendInput extends MessageRef {
   draftKey: string;
   /** This send's operation key (…/reply/vN); AgentMail's Idempotency-Key derives from it. */
   replyKey: string;
+  /**
+   * A label the sent message carries, so reconciliation tells it apart from the reply to the same
+   * message (the acknowledgment's, ACKNOWLEDGMENT_LABEL); absent for the reply itself.
+   */
+  label?: typeof ACKNOWLEDGMENT_LABEL;
 }
+
+/** What an acknowledgment carries at AgentMail (send-acknowledgment.ts): a reply's reconciliation never takes one for itself. */
+export const ACKNOWLEDGMENT_LABEL = 'acknowledgment';
 
 export type SendOutcome = SentReply & { replayed: boolean; operation: OperationReport };
 
@@ -63,6 +71,7 @@ export async function sendReply(deps: SendDeps, input: SendInput): Promise<SendO
     to: [recipientOf(inbound, input, recipientPolicy(deps.config))],
     text: draft.text,
     headers: { ...REPLY_HEADERS },
+    ...(input.label ? { labels: [input.label] } : {}),
   };
   const resolved = { inboxId: input.inboxId, inReplyTo: input.messageId, ...request };
   return sendOnce(deps, input, inbound.threadId, resolved, () => deliver(deps.agentmail, input, request));
@@ -189,6 +198,7 @@ async function reconcileIfKeyMayHaveExpired(
     (m) =>
       m.inReplyTo === input.messageId &&
       m.labels.includes('sent') &&
+      m.labels.includes(ACKNOWLEDGMENT_LABEL) === (input.label === ACKNOWLEDGMENT_LABEL) &&
       emailAddress(m.from) === input.inboxId.toLowerCase(),
   );
   return ours ? { messageId: ours.messageId, threadId: ours.threadId, reconciled: true } : null;

@@ -10,6 +10,7 @@ import type { ActivityConfig } from '../../lib/config';
 import type { Db } from '../../lib/db';
 import { storedDraft, type StoredDraft } from '../draft/draft-store';
 import { foldSkippedTicket } from './skipped-fold';
+import { ticketMailLines } from './mail-lines';
 import { textCutNotice } from '../../knowledge/message-text';
 
 /**
@@ -48,7 +49,10 @@ export interface TicketDeps {
   agentmail: AgentMailClient;
   tickets: TicketProvider;
   /** The worker's validated configuration, the part this step reads (lib/config.ts has the defaults). */
-  config: Pick<ActivityConfig, 'OPERATION_LEASE_MS' | 'TICKET_FOR_SKIPPED_PER_INBOX' | 'TICKET_FOR_SKIPPED_WINDOW'>;
+  config: Pick<
+    ActivityConfig,
+    'OPERATION_LEASE_MS' | 'TICKET_FOR_SKIPPED_PER_INBOX' | 'TICKET_FOR_SKIPPED_WINDOW' | 'DESK_PUBLIC_URL'
+  >;
 }
 
 export async function openTicket(
@@ -146,7 +150,9 @@ export async function commentDraftNote(
     ticketId: input.ticketId,
     messageId: input.messageId,
     comment: 'note',
-    body: draft ? noteWithDraft(input.note, draft) : input.note,
+    body: draft
+      ? [noteWithDraft(input.note, draft), ...ticketMailLines(draft, input, deps.config.DESK_PUBLIC_URL)].join('\n')
+      : input.note,
   });
 }
 
@@ -222,6 +228,7 @@ export async function commentReply(
       `Replied (AgentMail message ${input.replyMessageId})`,
       ...(answered ? [answered] : []),
       ...(cited ? [cited] : []),
+      ...ticketMailLines(draft, input, deps.config.DESK_PUBLIC_URL),
       '',
       text,
     ].join('\n'),

@@ -13,6 +13,23 @@ import type { MessageReceivedEventRaw } from '../wire';
  * No auth: the sandbox listens on loopback and holds nothing real.
  */
 const addresses = z.union([z.string(), z.array(z.string())]).transform((v) => (Array.isArray(v) ? v : [v]));
+/**
+ * An attachment of an arriving message: its bytes as base64 (`content`, as AgentMail's
+ * SendAttachment takes them) or as `text`; `repeat` multiplies them (a large file without a large
+ * request). The message lists its metadata; the bytes are fetched by their signed URL.
+ */
+const inboundAttachmentSchema = z
+  .object({
+    filename: z.string().optional(),
+    content_type: z.string().optional(),
+    content_disposition: z.enum(['inline', 'attachment']).optional(),
+    content_id: z.string().optional(),
+    content: z.base64().optional(),
+    text: z.string().optional(),
+    repeat: z.number().int().min(1).max(100_000).default(1),
+  })
+  .refine((a) => a.content === undefined || a.text === undefined, 'give content (base64) or text, not both');
+
 const inboundSchema = z.object({
   inbox_id: z.string().min(1),
   from: z.string().min(1),
@@ -28,6 +45,7 @@ const inboundSchema = z.object({
   in_reply_to: z.string().min(1).optional(),
   references: z.array(z.string()).optional(),
   labels: z.array(z.string()).optional(),
+  attachments: z.array(inboundAttachmentSchema).max(500).optional(),
   /** When the message arrived (default: the sandbox's now): old mail, as a late replay finds it. */
   timestamp: z.iso.datetime({ offset: true }).optional(),
   /** false: store the message and its event, deliver nothing (redeliver later). */
@@ -56,7 +74,10 @@ export function controlRoutes(app: FastifyInstance, state: SandboxState): void {
   });
 
   app.post('/_sandbox/inbound', async (request) => {
-    const { deliver, duplicates, event_id, labels, to, ...fields } = parseBody(inboundSchema, request.body);
+    const { deliver, duplicates, event_id, labels, to, attachments, ...fields } = parseBody(
+      inboundSchema,
+      request.body,
+    );
     // Checked before storing, so a refused event leaves no orphan message behind.
     if (event_id !== undefined && webhooks.hasEvent(event_id))
       throw ApiError.conflict(`event ${event_id} already exists`, 'event_exists');
@@ -66,6 +87,16 @@ export function controlRoutes(app: FastifyInstance, state: SandboxState): void {
       ...fields,
       to: recipients,
       labels: labels ?? ['received', 'unread'],
+      attachments: (attachments ?? []).map(({ content, text, repeat, ...meta }) =>
+        state.attachments.add({
+          ...meta,
+          bytes: Buffer.concat(
+            Array.from({ length: repeat }, () =>
+              content !== undefined ? Buffer.from(content, 'base64') : Buffer.from(text ?? '', 'utf8'),
+            ),
+          ),
+        }),
+      ),
       // A received email always carries headers (RFC 5322 requires From and Date): the ones its
       // fields imply, then those the test gives, which win.
       headers: {

@@ -9,9 +9,14 @@ export const SANDBOX_CONTROLS = [
   [
     'POST',
     '/_sandbox/inbound',
-    'mail arrives: {inbox_id, from, subject?, text?, headers?, reply_to?, …}; `deliver: false` stores it without a webhook, `duplicates: N` sends the same event N more times, `event_id` picks its id. In a thread: `thread_id` (from an earlier answer) joins that thread, or `in_reply_to` (a message_id) joins the thread of the message it answers; `message_id` picks its id',
+    'mail arrives: {inbox_id, from, subject?, text?, headers?, reply_to?, attachments?: [{filename?, content_type?, content (base64) | text, repeat?}], …}; `deliver: false` stores it without a webhook, `duplicates: N` sends the same event N more times, `event_id` picks its id. In a thread: `thread_id` (from an earlier answer) joins that thread, or `in_reply_to` (a message_id) joins the thread of the message it answers; `message_id` picks its id',
   ],
   ['POST', '/_sandbox/inboxes', 'creates an inbox {inbox_id, display_name?}'],
+  [
+    'GET',
+    '/_sandbox/downloads/:token',
+    "an attachment's bytes at the signed download_url GET …/attachments/:attachment_id gives (no API key; 403 once expired, an hour on the sandbox clock)",
+  ],
   ['GET', '/_sandbox/outbox', 'what we sent (?inbox_id=, ?in_reply_to=): count and entries'],
   ['GET', '/_sandbox/state', 'counts of inboxes, messages, drafts, events, deliveries'],
   ['POST', '/_sandbox/reset', 'forgets everything'],

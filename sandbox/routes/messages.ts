@@ -26,6 +26,24 @@ export function messageRoutes(app: FastifyInstance, state: SandboxState): void {
     return mailbox.message(request.params.inbox_id, request.params.message_id);
   });
 
+  /** The attachment's metadata and a signed download URL (AttachmentResponse). */
+  app.get<{ Params: MessageParams['Params'] & { attachment_id: string } }>(
+    '/v0/inboxes/:inbox_id/messages/:message_id/attachments/:attachment_id',
+    async (request) => {
+      const message = mailbox.message(request.params.inbox_id, request.params.message_id);
+      const origin = `${request.protocol}://${request.host}`;
+      return state.attachments.signed(message.attachments, request.params.attachment_id, origin);
+    },
+  );
+
+  /** The signed URL itself: no API key (a CDN link), 403 once expired as a CDN answers. */
+  app.get<{ Params: { token: string } }>('/_sandbox/downloads/:token', async (request, reply) => {
+    const found = state.attachments.download(request.params.token);
+    if (!found)
+      return reply.code(403).type('text/plain').send('AccessDenied: the signed URL has expired or is unknown');
+    return reply.type(found.contentType).send(found.bytes);
+  });
+
   // Permanently deletes a message (the SDK's messages.delete); 404 when there is none.
   app.delete<MessageParams>('/v0/inboxes/:inbox_id/messages/:message_id', async (request, reply) => {
     mailbox.deleteMessage(request.params.inbox_id, request.params.message_id);

@@ -18,8 +18,12 @@ export const draftAnswerSchema = z.object({
     .describe('null when the reply answers the message; else why a person must answer instead.'),
 });
 
-/** Why the draft was handed to a person: the model said so, it cited what it was not given, or it cited nothing. */
-export type HandoffKind = 'model' | 'bad-citation' | 'no-citation';
+/**
+ * Why the draft was handed to a person: the model said so, it cited what it was not given, or it
+ * cited nothing; or, decided before any drafter is asked (pre-draft.ts), the message is in a
+ * language the team does not answer, or depends on an attachment no reader could read.
+ */
+export type HandoffKind = 'model' | 'bad-citation' | 'no-citation' | 'language' | 'attachment';
 
 export interface JudgedAnswer {
   reply: string;

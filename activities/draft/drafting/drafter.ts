@@ -1,3 +1,4 @@
+import type { DraftAttachment } from './attachments';
 import type { TextCut } from '../../../knowledge/message-text';
 import type { RelevanceVerdict } from '../../../knowledge/relevance-floor';
 
@@ -35,6 +36,13 @@ export interface DraftRequest {
   knowledge: boolean;
   /** The top articles for this message (the best section of each), best first; what the model may cite. */
   articles: readonly KnowledgeArticle[];
+  /**
+   * The customer's language (customer-language.ts): `reply` is the ISO 639-1 code to answer in,
+   * null when the detector could not name it (then: the language of the message). Absent: not detected.
+   */
+  language?: { detected: string | null; reply: string | null };
+  /** The message's attachments: name, type, size and the text a reader extracted (never the bytes). */
+  attachments?: readonly DraftAttachment[];
   /**
    * Set with a knowledge base: whether the best article is below the relevance floor
    * (knowledge/relevance-floor.ts). Below it the drafter hands off with `reason`: the offline

@@ -1,0 +1,91 @@
+import type { AgentMail, AgentMailClient } from 'agentmail';
+import type { MessageRef } from '../../contract';
+import type { RetrievedSection } from '../../knowledge';
+import type { ActivityConfig } from '../../lib/config';
+import type { Db } from '../../lib/db';
+import { readAttachments } from './attachment-reader';
+import { citedArticles, withArticleLinks, type CitedArticle } from './citations';
+import { attachmentHandoff, type DraftAttachment } from './drafting/attachments';
+import { customerLanguage } from './drafting/customer-language';
+import { signatureFor, withSignature } from '../../lib/signature';
+
+/**
+ * The draft step's part of mail as customers write it (issue 37): the message's language and
+ * attachments read before drafting, the hand-offs decided before any drafter is asked (a language
+ * the team does not answer, an attachment the message depends on and nobody can read: no model
+ * call for either), and the reply finished after the draft check (links to the cited articles,
+ * then the signature).
+ */
+
+export type CustomerMailConfig = Pick<
+  ActivityConfig,
+  | 'SUPPORTED_LANGUAGES'
+  | 'ATTACHMENT_READERS'
+  | 'ATTACHMENT_READ_MAX_KB'
+  | 'REPLY_SIGNATURE'
+  | 'REPLY_INBOX_SIGNATURES'
+  | 'KNOWLEDGE_LINK_BASES'
+>;
+
+export interface CustomerMail {
+  language: { detected: string | null; reply: string | null };
+  /** Why the language is handed off, or null. */
+  unsupported: string | null;
+  attachments: DraftAttachment[];
+}
+
+/** What the stored draft keeps of it for the ticket and the desk: codes, names, sizes, never the attachments' text. */
+export interface MailRecord {
+  language: { detected: string | null; reply: string | null };
+  attachments?: Array<{ id: string; filename: string | null; contentType: string | null; size: number; read: boolean }>;
+}
+
+export async function readCustomerMail(
+  deps: { agentmail: AgentMailClient; config: CustomerMailConfig },
+  ref: MessageRef,
+  message: Pick<AgentMail.Message, 'subject' | 'attachments'>,
+  text: string,
+  signal?: AbortSignal,
+): Promise<CustomerMail> {
+  // The body says the language; a subject alone ("Re: order 42", "Rechnung") is too little to hand a
+  // message off for, so a message without text has no detected language.
+  const { unsupported, ...language } = customerLanguage(text, deps.config.SUPPORTED_LANGUAGES);
+  const attachments = await readAttachments(deps, ref, message.attachments, signal);
+  return { language, unsupported, attachments };
+}
+
+export function handoffBeforeDrafting(
+  mail: CustomerMail,
+  text: string,
+): null | { kind: 'language' | 'attachment'; reason: string } {
+  if (mail.unsupported !== null) return { kind: 'language', reason: mail.unsupported };
+  const attachment = attachmentHandoff(text, mail.attachments);
+  return attachment !== null ? { kind: 'attachment', reason: attachment } : null;
+}
+
+export function mailRecord(mail: CustomerMail): MailRecord {
+  return {
+    language: mail.language,
+    ...(mail.attachments.length > 0
+      ? {
+          attachments: mail.attachments.map((a) => ({
+            id: a.id,
+            filename: a.filename,
+            contentType: a.contentType,
+            size: a.size,
+            read: a.text !== null,
+          })),
+        }
+      : {}),
+  };
+}
+
+/** The text as stored and sent: the reply, a link line per cited article it lacks, then the inbox's signature. */
+export async function finishedReply(
+  deps: { db: Db; config: CustomerMailConfig },
+  input: { inboxId: string; reply: string; sections: readonly RetrievedSection[]; citations: readonly string[] },
+): Promise<{ text: string; cited: CitedArticle[] }> {
+  const cited = await citedArticles(deps, input.sections, input.citations);
+  const text = withSignature(withArticleLinks(input.reply, cited), signatureFor(deps.config, input.inboxId));
+  return { text, cited };
+}
