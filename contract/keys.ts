@@ -26,6 +26,8 @@ export const OperationKind = {
   ticketNote: 'ticket-note',
   /** A notification to reviewers that a reply waits (…/notify-waiting/v1) or was escalated (…/notify-escalated/v1). */
   notify: 'notify',
+  /** The word back to the customer when a person must answer (HANDOFF_ACKNOWLEDGMENT). */
+  acknowledgment: 'acknowledgment',
 } as const;
 export type OperationKind = (typeof OperationKind)[keyof typeof OperationKind];
 
@@ -94,3 +96,5 @@ export const replyKey = (ref: MessageRef, version = 1) => operationKey(ref, Oper
 export const notifyKey = (ref: MessageRef, event: 'waiting' | 'escalated') => operationKey(ref, `notify-${event}`);
 /** The internal note a reviewer's rejection leaves on the thread's ticket (the message's other note may say it was held). */
 export const rejectionNoteKey = (ref: MessageRef) => operationKey(ref, 'rejection-note');
+/** The word back when a person must answer (HANDOFF_ACKNOWLEDGMENT): one per burst, under its holder's ref. */
+export const acknowledgmentKey = (ref: MessageRef) => operationKey(ref, 'acknowledgment');

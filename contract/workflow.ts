@@ -154,6 +154,8 @@ export const SearchAttributes = {
   SkipReason: defineSearchAttributeKey('SkipReason', 'KEYWORD'),
   /** The message whose reply answered this one too (ReplyStatus=answered-together): the link in the Web UI. */
   CoveredBy: defineSearchAttributeKey('CoveredBy', 'KEYWORD'),
+  /** The customer's language as the draft detected it (ISO 639-1, e.g. `de`), when it could: a filter for people. */
+  Language: defineSearchAttributeKey('Language', 'KEYWORD'),
 } as const;
 
 /** The custom search attributes' names, all Keyword: what the namespace set-up registers (scripts/services/). */

@@ -225,6 +225,7 @@ const inboxes = {
   signed: inbox('signed'),
   knowledge: inbox('kb'),
   approval: inbox('approval'),
+  acknowledged: inbox('acked'),
 };
 const SIGNATURE = 'Fernhill Outdoor — customer care\nhttps://fernhill.example';
 const helpCentre = mkdtempSync(path.join(tmpdir(), 'help-centre-'));
@@ -254,6 +255,7 @@ describe('mail as customers write it, end to end', () => {
         ATTACHMENT_READ_MAX_KB: 64,
         REPLY_INBOX_SIGNATURES: { [inboxes.signed]: SIGNATURE, [inboxes.approval]: SIGNATURE },
         KNOWLEDGE_LINK_BASES: { [collection]: 'https://help.fernhill.example/articles/' },
+        HANDOFF_ACKNOWLEDGMENT: { [inboxes.acknowledged]: ['handoff'] },
       },
     });
     cpSync(BUNDLED.knowledge, helpCentre, { recursive: true });
@@ -325,6 +327,12 @@ describe('mail as customers write it, end to end', () => {
     assert.deepEqual((await stored(french.ref))?.language, { detected: 'fr', reply: null });
 
     assert.equal((await h.resultOf(german.ref)).status, 'sent');
+    const described = await h.client.workflow.getHandle(inboundWorkflowId(german.ref)).describe();
+    assert.deepEqual(
+      described.searchAttributes.Language,
+      ['de'],
+      'a person can filter by the Language search attribute',
+    );
     const [call] = await model.calls({ contains: german.marker });
     const prompt = call!.messages.map((m) => m.text).join('\n');
     assert.match(prompt, /Language: German \(de\): write the reply in German\./);
@@ -466,6 +474,34 @@ describe('mail as customers write it, end to end', () => {
       (e) => e.message.in_reply_to === refund.ref.messageId,
     );
     assert.match(reply!.message.text!, /: https:\/\/help\.fernhill\.example\/articles\/[a-z-]+\/[a-z-]+\n?$/);
+  });
+
+  test('a hand-off through the workflow: one acknowledgment to the customer, in their thread, and it does not count as a person answering', async () => {
+    // Prepare: a language the team does not answer is a hand-off (HANDOFF=ticket), in an inbox that acknowledges hand-offs
+    const threadId = randomUUID();
+    const french = await arrive(inboxes.acknowledged, {
+      thread_id: threadId,
+      text: "Bonjour, où est ma commande ? Je l'ai commandée il y a deux semaines et rien n'est arrivé.",
+    });
+    // Act
+    const result = await h.resultOf(french.ref);
+    // Assess: handed off, one email (the acknowledgment, in French, labelled), the operation shown, no reply
+    assert.equal(result.status, 'handed_off');
+    const sent = await h.sandbox.outbox({ inbox_id: inboxes.acknowledged, in_reply_to: french.ref.messageId });
+    assert.equal(sent.length, 1, 'one acknowledgment, nothing else');
+    assert.ok(sent[0]!.message.labels.includes('acknowledgment'));
+    assert.match(sent[0]!.message.text ?? '', /Bonjour/);
+    const handle = h.client.workflow.getHandle(inboundWorkflowId(french.ref));
+    const operations = await handle.query(operationsQuery);
+    assert.ok(operations.some((o) => o.kind === 'acknowledgment' && o.summary?.startsWith('sent ')));
+    assert.deepEqual((await handle.describe()).searchAttributes.Language, ['fr']);
+    // The customer's next message in the thread is the agent's to answer: our acknowledgment is no teammate
+    const german = await arrive(inboxes.acknowledged, {
+      thread_id: threadId,
+      text: 'Hallo, ich schreibe lieber auf Deutsch: wo ist meine Bestellung? Sie ist seit zwei Wochen unterwegs.',
+    });
+    const next = await h.resultOf(german.ref, 60_000);
+    assert.equal(next.status, 'sent', JSON.stringify(next));
   });
 
   test('an acknowledgment: in the customer\'s language with "by when" from the business hours, counted against the budget, one email when its send is lost', async () => {

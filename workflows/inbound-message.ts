@@ -2,6 +2,7 @@ import { log, setWorkflowOptions } from '@temporalio/workflow';
 import type { InboundMessageInput, InboundMessageResult } from '../contract';
 import { startRun } from './message/run';
 import {
+  acknowledge,
   answeredTogether,
   awaitVerdict,
   decide,
@@ -56,6 +57,13 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     // The agent did not know: the ticket gets an internal note with the reason and the articles
     // considered. With HANDOFF=ticket, in an inbox that needs no approval, that note is the answer.
     const { handoff } = drafted;
+    // A person decides when the inbox requires it, or when the drafted text tripped a rule
+    // (activities/draft/draft-check.ts): then it is held, never sent unless a person approves.
+    // The customer may hear that a person answers (once, before the reply or the run's end).
+    const needsVerdict = decision.approval.required || handoff !== null || drafted.holds.length > 0;
+    const acknowledged = needsVerdict
+      ? acknowledge(run, handoff !== null ? 'handoff' : drafted.holds.length > 0 ? 'held' : 'approval')
+      : Promise.resolve();
     if (handoff !== null) {
       await noteOnTicket(
         run,
@@ -66,13 +74,12 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
       );
       if (!decision.approval.required && handoff.route === 'ticket') {
         await handOffToTicket(run, drafted);
+        await acknowledged;
         return { status: 'handed_off', ticketId, covers };
       }
     }
-    // A person decides when the inbox requires it, or when the drafted text tripped a rule
-    // (activities/draft/draft-check.ts): then it is held, never sent unless a person approves.
-    const needsVerdict = decision.approval.required || handoff !== null || drafted.holds.length > 0;
     const version = needsVerdict ? await awaitVerdict(run, decision, drafted, ticketId) : 1;
+    await acknowledged;
     if (version === null) return { status: 'rejected', ticketId, covers };
     return await sendReply(run, version, ticketId, covers);
   } catch (error) {

@@ -31,7 +31,7 @@ import { ACKNOWLEDGMENT_LABEL, sendReply } from './send-reply';
 export type AcknowledgmentOccasion = (typeof ACKNOWLEDGMENT_OCCASIONS)[number];
 
 export interface AcknowledgmentInput extends MessageRef {
-  /** The acknowledgment's operation key (operationKey(ref, 'acknowledgment')), derived by the workflow. */
+  /** The acknowledgment's operation key (contract's acknowledgmentKey), derived by the workflow. */
   key: string;
   occasion: AcknowledgmentOccasion;
   /** The message's stored draft, when there is one: its detected language is used. */

@@ -1,5 +1,5 @@
 import type { AgentMail } from 'agentmail';
-import { type MessageRef, replyKey } from '../../contract';
+import { acknowledgmentKey, type MessageRef, replyKey } from '../../contract';
 import type { Db } from '../../lib/db';
 
 /**
@@ -12,14 +12,13 @@ import type { Db } from '../../lib/db';
 
 type ThreadMessage = Pick<AgentMail.Message, 'messageId' | 'timestamp' | 'labels' | 'inReplyTo'>;
 
+/** What the agent sends in reply to a message: its reply (either version) and its acknowledgment. */
+const agentKeys = (ref: MessageRef): string[] => [replyKey(ref, 1), replyKey(ref, 2), acknowledgmentKey(ref)];
+
 /** Whether every one of these sent messages is the agent's: a reply under the reply key of the message it answers. */
 export async function agentSent(db: Db, inboxId: string, sent: readonly ThreadMessage[]): Promise<boolean> {
   if (sent.length === 0) return true;
-  const keys = sent.flatMap((m) =>
-    m.inReplyTo
-      ? [replyKey({ inboxId, messageId: m.inReplyTo }, 1), replyKey({ inboxId, messageId: m.inReplyTo }, 2)]
-      : [],
-  );
+  const keys = sent.flatMap((m) => (m.inReplyTo ? agentKeys({ inboxId, messageId: m.inReplyTo }) : []));
   if (keys.length === 0) return false;
   // Ours: the send recorded this message's id, or is still in flight for the message it answers (the
   // row completes just after AgentMail accepted the email).
@@ -32,9 +31,7 @@ export async function agentSent(db: Db, inboxId: string, sent: readonly ThreadMe
       (r) =>
         m.inReplyTo !== undefined &&
         m.inReplyTo !== null &&
-        [replyKey({ inboxId, messageId: m.inReplyTo }, 1), replyKey({ inboxId, messageId: m.inReplyTo }, 2)].includes(
-          r.operation_key,
-        ) &&
+        agentKeys({ inboxId, messageId: m.inReplyTo }).includes(r.operation_key) &&
         (r.status === 'processing' || r.message_id === m.messageId),
     ),
   );

@@ -80,3 +80,15 @@ export const reviewerNotifier = proxyActivities<Activities>({
   heartbeatTimeout: '10 seconds',
   retry,
 });
+
+/**
+ * The word back to the customer when a person must answer (HANDOFF_ACKNOWLEDGMENT): an email like
+ * the reply (its own key, AgentMail's Idempotency-Key), so leased; bounded to an hour, because a
+ * word that cannot go out within it is no longer the prompt answer it was meant to be.
+ */
+export const acknowledgments = proxyActivities<Activities>({
+  startToCloseTimeout: '2 minutes',
+  scheduleToCloseTimeout: '1 hour',
+  heartbeatTimeout: '10 seconds',
+  retry,
+});

@@ -1,6 +1,7 @@
 import { ActivityFailure, ApplicationFailure, log, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { SearchAttributeUpdatePair } from '@temporalio/common';
 import {
+  acknowledgmentKey,
   decisionKey,
   draftKey,
   type InboundMessageInput,
@@ -37,6 +38,7 @@ export function startRun(input: InboundMessageInput) {
   });
   const keys = {
     decision: decisionKey(ref),
+    acknowledgment: acknowledgmentKey(ref),
     ticket: ticketKey(ref),
     ticketNote: ticketNoteKey(ref),
     rejectionNote: rejectionNoteKey(ref),
@@ -44,7 +46,7 @@ export function startRun(input: InboundMessageInput) {
     review: reviewKey(ref),
     versions: { 1: ofVersion(1), 2: ofVersion(2) } satisfies Record<DraftVersion, unknown>,
   };
-  // ThreadId goes with the first status set after the decision (each upsert is a history event).
+  // ThreadId (and Language) go with the first status set after them (each upsert is a history event).
   let threadPending: SearchAttributeUpdatePair[] = [];
   const setStatus = (status: ReplyStatus, more: SearchAttributeUpdatePair[] = []) => {
     upsertSearchAttributes([{ key: SearchAttributes.ReplyStatus, value: status }, ...threadPending, ...more]);
@@ -64,6 +66,10 @@ export function startRun(input: InboundMessageInput) {
     setStatus,
     /** The search attributes the run started with (the ingress sets InboxId, MessageId, ThreadId). */
     started: workflowInfo().typedSearchAttributes,
+    /** The customer's language as the draft detected it: set with the next status (one upsert fewer). */
+    setLanguageWithNextStatus(language: string | null) {
+      if (language !== null) threadPending = [...threadPending, { key: SearchAttributes.Language, value: language }];
+    },
     /** ThreadId, when the decision found another than the run started with: set with the next status. */
     setThreadWithNextStatus(threadId: string) {
       if (workflowInfo().typedSearchAttributes.get(SearchAttributes.ThreadId) !== threadId)

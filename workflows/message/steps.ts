@@ -2,6 +2,7 @@ import { ActivityFailure, ApplicationFailure, CancellationScope, log } from '@te
 import {
   FailureType,
   HOLD_RULES,
+  OperationKind,
   type InboundMessageResult,
   notifyKey,
   type ReplyStatus,
@@ -9,7 +10,7 @@ import {
   threadTicketKey,
 } from '../../contract';
 import type { Activities } from '../../activities';
-import { boundedCleanup, leasedEffects, localSteps, quickCalls, reviewerNotifier } from './proxies';
+import { acknowledgments, boundedCleanup, leasedEffects, localSteps, quickCalls, reviewerNotifier } from './proxies';
 import { bothSettled, type DraftVersion, failureSummary, type MessageRun } from './run';
 
 /** The steps of one message's run, in the order inboundMessageWorkflow takes them. */
@@ -136,7 +137,37 @@ export async function draft(run: MessageRun, ticketing: Promise<string>): Promis
         ...(d.handoff ? [`handoff: ${d.handoff.kind}`] : []),
       ].join('; '),
   );
-  return bothSettled(drafting, ticketing);
+  const [drafted, ticketId] = await bothSettled(drafting, ticketing);
+  run.setLanguageWithNextStatus(drafted.language);
+  return [drafted, ticketId];
+}
+
+/**
+ * A person must answer (a hand-off, a held draft, an approval inbox): the customer may get one short
+ * word that a person will answer and by when (HANDOFF_ACKNOWLEDGMENT, BUSINESS_HOURS; the activity
+ * sends nothing where it is not configured). One per burst: the holder's key. Started, not awaited
+ * here, and never a failure of the run: the caller awaits it before the reply goes out or the run ends.
+ */
+export function acknowledge(run: MessageRun, occasion: 'handoff' | 'held' | 'approval'): Promise<void> {
+  const { ref, keys } = run;
+  return acknowledgments
+    .sendAcknowledgment({ ...ref, key: keys.acknowledgment, occasion, draftKey: keys.versions[1].draft })
+    .then(
+      async (outcome) => {
+        if (outcome.sent)
+          await run.operations.run(
+            keys.acknowledgment,
+            OperationKind.acknowledgment,
+            // Sent like a reply (the store's row is of kind reply); shown as what it is.
+            Promise.resolve({ ...outcome, operation: { ...outcome.operation, kind: OperationKind.acknowledgment } }),
+            (sent) => `sent ${sent.messageId}`,
+          );
+        // Not configured for this inbox or occasion: nothing to show (most inboxes).
+        else if (outcome.reason !== 'not-configured')
+          run.operations.skip(keys.acknowledgment, OperationKind.acknowledgment, `not sent: ${outcome.reason}`);
+      },
+      (error: unknown) => log.warn('the acknowledgment was not sent', { occasion, failure: failureSummary(error) }),
+    );
 }
 
 /** The message's one internal note on the thread's ticket (a hand-off, a hold, a person answering). */
