@@ -30,8 +30,8 @@ export interface ZendeskSettings {
   url: string;
   email: string;
   apiToken: string;
-  /** ZENDESK_MARKER_SECRET: the key of the comment markers' HMAC. */
-  markerSecret: string;
+  /** ZENDESK_MARKER_SECRET: the key of the comment markers' HMAC (the worker's config requires it; `npm run forget` adds no comment). */
+  markerSecret?: string | undefined;
   /** One request's deadline. */
   timeoutMs: number;
   /** Tags put on every ticket. */
@@ -80,6 +80,12 @@ export class ZendeskTickets implements TicketProvider {
   }
 
   async addComment(request: CommentRequest, attempt: TicketAttempt): Promise<{ commentId: string }> {
+    if (!this.settings.markerSecret)
+      throw ApplicationFailure.create({
+        type: FailureType.TicketRejected,
+        message: 'adding a Zendesk comment needs ZENDESK_MARKER_SECRET (the key of the comment markers)',
+        nonRetryable: true,
+      });
     const marker = commentMarker(request.externalId, this.settings.markerSecret);
     if (attempt.resumed) {
       const found = await this.findComment(request.ticketId, marker, attempt.signal);
