@@ -75,7 +75,7 @@ export function createActivities(
     commentReply: (input: ReplyCommentInput) => commentReply(common, input),
     commentDraftNote: (input: DraftNoteInput) => commentDraftNote(common, input),
     // The turn activities wait on other workflows: those calls end with the activity or the worker.
-    askTurn: stoppable((input: AskTurnInput & { again?: boolean }) => askTurn(deps, input)),
+    askTurn: stoppable((input: AskTurnInput & { again?: boolean }) => askTurn(common, input)),
     releaseTurn: stoppable((input: TurnHandBack) => releaseTurn(input)),
     closedRuns: stoppable((input: { runs: { workflowId: string; runId: string }[] }) => closedRuns(input)),
     /**

@@ -31,6 +31,8 @@ export interface AppOptions {
   startup?: Pick<StartupChecks, 'state' | 'problem'> | undefined;
   /** REVIEW_PROXY_USER_HEADER: the header a trusted authenticating proxy names the reviewer in (off when unset). */
   reviewProxyUserHeader?: string | undefined;
+  /** REVIEW_PROXY_SECRET: the proxy's shared secret, without which REVIEW_PROXY_USER_HEADER names nobody. */
+  reviewProxySecret?: string | undefined;
   /** Set (ADMIN_TOKEN) to serve /admin/*; absent, those routes do not exist (404). */
   admin?:
     | {
@@ -154,6 +156,7 @@ export function buildApp(options: AppOptions): FastifyInstance {
     temporal: options.temporal,
     adminToken: options.admin?.token,
     proxyUserHeader: options.reviewProxyUserHeader,
+    proxySecret: options.reviewProxySecret,
   });
 
   // 5xx details stay in the log: the sender only needs to know to retry.

@@ -105,6 +105,7 @@ async function main(): Promise<void> {
     maxConcurrentRequests: config.INGRESS_MAX_CONCURRENT_REQUESTS,
     logger,
     reviewProxyUserHeader: config.REVIEW_PROXY_USER_HEADER,
+    reviewProxySecret: config.REVIEW_PROXY_SECRET,
     intake: {
       deadLetter: {
         afterRefusals: config.INTAKE_DEAD_LETTER_AFTER_ATTEMPTS,

@@ -48,13 +48,14 @@ export type ReplyStatus =
  * go out unread (activities/draft/draft-check.ts): a link to a host outside DRAFT_ALLOWED_LINK_DOMAINS,
  * an address that is neither ours nor the customer's, a run of 12 or more words of the instructions.
  */
-export type HoldRule = 'link' | 'address' | 'instructions';
+export type HoldRule = 'link' | 'address' | 'instructions' | 'phone';
 
 /** What each rule is called where a person reads it: the review's reason, the ticket, `SkipReason`. */
 export const HOLD_RULES: Readonly<Record<HoldRule, string>> = {
   link: 'a link outside the allowed domains',
   address: "an address that is neither ours nor the customer's",
   instructions: 'an echo of the inbox instructions',
+  phone: 'a phone number neither in the instructions nor in the customer message',
 };
 
 export type InboundMessageResult =

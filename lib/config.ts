@@ -1,5 +1,6 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
+import { isSupportedCountry } from 'libphonenumber-js/max';
 import { draftProblem } from '../contract/draft-text';
 import { BUSINESS_HOURS_EXAMPLE, type BusinessHours, parseBusinessHours } from './business-hours';
 import { checkProviderSettings, draftingVars, ticketVars } from './provider-config';
@@ -94,6 +95,15 @@ const apiSchema = z
       .toLowerCase()
       .regex(/^[a-z0-9-]+$/, 'must be an HTTP header name, e.g. x-forwarded-email')
       .optional(),
+    // The proxy's shared secret (issue 39, point 8): the API's port is public (AgentMail must reach
+    // the webhook), so a name in REVIEW_PROXY_USER_HEADER counts only on a request that also carries
+    // this secret in `x-replyonce-proxy-secret`, which only the proxy adds (api/admin/review.ts).
+    /** A secret the proxy adds to every request it forwards; required with REVIEW_PROXY_USER_HEADER. */
+    REVIEW_PROXY_SECRET: z
+      .string()
+      .trim()
+      .min(32, 'must be at least 32 characters (e.g. openssl rand -hex 32)')
+      .optional(),
     /** Bearer token for /admin/*; unset, the admin routes do not exist (404). */
     ADMIN_TOKEN: z.string().trim().min(16, 'must be at least 16 characters (e.g. openssl rand -hex 32)').optional(),
     AGENTMAIL_API_KEY: agentmailVars.AGENTMAIL_API_KEY.optional(),
@@ -142,6 +152,11 @@ const apiSchema = z
   .refine((env) => env.ADMIN_TOKEN === undefined || env.AGENTMAIL_API_KEY !== undefined, {
     path: ['AGENTMAIL_API_KEY'],
     message: 'is required when ADMIN_TOKEN is set (POST /admin/replay reads the inbox from AgentMail)',
+  })
+  .refine((env) => env.REVIEW_PROXY_USER_HEADER === undefined || env.REVIEW_PROXY_SECRET !== undefined, {
+    path: ['REVIEW_PROXY_SECRET'],
+    message:
+      'is required when REVIEW_PROXY_USER_HEADER is set: anyone who reaches the public port could name themselves; have the proxy add it as x-replyonce-proxy-secret (e.g. openssl rand -hex 32)',
   });
 
 const commaList = z
@@ -473,6 +488,15 @@ const activityVars = {
    * domains count as ours in the same check (activities/draft/draft-check.ts).
    */
   DRAFT_ALLOWED_LINK_DOMAINS: commaList,
+  // Draft rules, phone numbers (issue 39, point 3): a number the model writes that is neither in
+  // its instructions nor in the customer's message holds the draft (activities/draft/draft-check.ts).
+  /** Whose national numbers (written without `+`) count as phone numbers, as an ISO 3166 code (`GB`, `DE`). */
+  DRAFT_PHONE_REGION: z
+    .string()
+    .trim()
+    .toUpperCase()
+    .default('US')
+    .refine(isSupportedCountry, 'must be a two-letter country code libphonenumber knows (e.g. US, GB, DE)'),
   /** Replies allowed to one sender address per 24 h before we stop answering (loop safety). */
   REPLY_BUDGET_PER_SENDER: z.coerce.number().int().min(0).default(5),
   /** The inboxes replyonce answers (comma-separated); unset: every inbox of the organisation. */

@@ -16,6 +16,8 @@ export interface MetricsServerOptions {
   fallbackToFreePort: boolean;
   /** Whether the worker polls its task queue: /readyz answers 200 while it does, 503 otherwise. */
   polling?: () => boolean;
+  /** Why a polling worker still does no work (worker/routing-watch.ts), or null: /readyz answers 503 with it. */
+  problem?: () => string | null;
 }
 
 export class MetricsPortInUseError extends Error {
@@ -24,16 +26,18 @@ export class MetricsPortInUseError extends Error {
 
 /**
  * The worker has no HTTP API of its own: a minimal server exposes /metrics for Prometheus, and
- * /readyz for health checks: 200 while the worker polls its task queue, 503 otherwise.
+ * /readyz for health checks: 200 while the worker polls its task queue and can be given work,
+ * 503 otherwise (not polling, or polling in a deployment with no current version: `problem` says why).
  */
 export async function startMetricsServer(
   options: MetricsServerOptions,
 ): Promise<{ url: string; movedFrom?: number; close: () => Promise<void> }> {
   const server = http.createServer((request, response) => {
     if (request.method === 'GET' && request.url === '/readyz') {
-      const ready = options.polling?.() ?? true;
-      response.writeHead(ready ? 200 : 503, { 'content-type': 'application/json' });
-      response.end(JSON.stringify({ status: ready ? 'polling' : 'not polling' }));
+      const polling = options.polling?.() ?? true;
+      const problem = polling ? (options.problem?.() ?? null) : null;
+      response.writeHead(polling && problem === null ? 200 : 503, { 'content-type': 'application/json' });
+      response.end(JSON.stringify({ status: polling ? 'polling' : 'not polling', ...(problem ? { problem } : {}) }));
       return;
     }
     if (request.method !== 'GET' || request.url !== '/metrics') {

@@ -89,6 +89,14 @@ export const ticketVars = {
   ZENDESK_API_TOKEN: z.string().trim().min(1).optional(),
   /** One Zendesk request's deadline; a timed-out create is retried with the same Idempotency-Key. */
   ZENDESK_TIMEOUT_MS: z.coerce.number().int().min(1_000).max(100_000).default(15_000),
+  // The Zendesk comment marker (issue 39, point 11): an HMAC of the comment's operation key under
+  // this secret, so no customer can write a comment's marker into their own text.
+  /** A secret of this deployment, 32 characters or more (e.g. `openssl rand -hex 32`); required with Zendesk. */
+  ZENDESK_MARKER_SECRET: z
+    .string()
+    .trim()
+    .min(32, 'must be at least 32 characters (e.g. openssl rand -hex 32)')
+    .optional(),
 };
 
 type ProviderEnv = Partial<Record<keyof typeof draftingVars | keyof typeof ticketVars, unknown>>;
@@ -129,6 +137,10 @@ export function checkProviderSettings(env: ProviderEnv, ctx: z.RefinementCtx): v
       ['ZENDESK_URL', 'https://<subdomain>.zendesk.com'],
       ['ZENDESK_EMAIL', 'the agent the API token belongs to'],
       ['ZENDESK_API_TOKEN', 'Admin Center → Apps and integrations → Zendesk API'],
+      [
+        'ZENDESK_MARKER_SECRET',
+        'a secret of this deployment that marks our comments, e.g. openssl rand -hex 32; keep it across restarts',
+      ],
     ];
     for (const [name, hint] of zendesk) {
       if (env[name] === undefined)

@@ -54,13 +54,19 @@ export async function addReviewer(
 ): Promise<{ reviewer: Reviewer; token: string }> {
   const name = input.name.trim();
   if (name === '' || name.length > 200) throw new ReviewerInputError('a reviewer needs a name of 1 to 200 characters');
-  const inboxes = input.inboxes?.map((inbox) => inbox.trim().toLowerCase()).filter(Boolean) ?? null;
+  const inboxes = input.inboxes?.map((inbox) => inbox.trim().toLowerCase()) ?? null;
+  // `--inbox ""` (an unset shell variable) names no inbox; left to fall through it would store
+  // "every inbox", the widest grant there is. Only leaving --inbox out means every inbox.
+  if (inboxes !== null && (inboxes.length === 0 || inboxes.includes('')))
+    throw new ReviewerInputError(
+      'an --inbox was empty (an unset shell variable?): name the inbox this reviewer may judge, or leave --inbox out for every inbox',
+    );
   const token = `${REVIEWER_TOKEN_PREFIX}${randomBytes(TOKEN_BYTES).toString('base64url')}`;
   const id = `rv_${randomBytes(6).toString('hex')}`;
   const { rows } = await db.query<ReviewerRow>(
     `INSERT INTO reviewers (id, name, token_hash, inboxes) VALUES ($1, $2, $3, $4)
      RETURNING id, name, inboxes, created_at, revoked_at`,
-    [id, name, reviewerTokenHash(token), inboxes && inboxes.length > 0 ? inboxes : null],
+    [id, name, reviewerTokenHash(token), inboxes],
   );
   return { reviewer: fromRow(rows[0] as ReviewerRow), token };
 }
@@ -98,10 +104,17 @@ export async function authenticateReviewer(db: Db, token: string): Promise<Revie
 export const mayReview = (reviewer: Pick<Reviewer, 'inboxes'>, inboxId: string): boolean =>
   reviewer.inboxes === null || reviewer.inboxes.includes(inboxId.trim().toLowerCase());
 
-/** Whether anybody can review now (a reviewer who is not revoked): where a hand-off goes by default. */
-export async function anyActiveReviewer(db: Db): Promise<boolean> {
+/**
+ * Whether anybody may review this inbox's mail now (a reviewer who is not revoked, of every inbox
+ * or of this one): where a hand-off goes by default. A reviewer of other inboxes does not count —
+ * a hand-off waiting for them would wait unseen (the desk shows it to nobody).
+ */
+export async function anyActiveReviewerFor(db: Pick<Db, 'query'>, inboxId: string): Promise<boolean> {
   const { rows } = await db.query<{ any: boolean }>(
-    'SELECT EXISTS (SELECT 1 FROM reviewers WHERE revoked_at IS NULL) AS any',
+    `SELECT EXISTS (
+       SELECT 1 FROM reviewers WHERE revoked_at IS NULL AND (inboxes IS NULL OR $1 = ANY (inboxes))
+     ) AS any`,
+    [inboxId.trim().toLowerCase()],
   );
   return rows[0]?.any ?? false;
 }

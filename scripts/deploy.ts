@@ -15,6 +15,7 @@ import {
   clearRampingVersion,
   DEFAULT_DEPLOYMENT_NAME,
   describeDeployment,
+  onceItsQueuesPoll,
   setCurrentVersion,
   setRampingVersion,
   type DeploymentStatus,
@@ -45,13 +46,21 @@ async function main(): Promise<number> {
         );
       return build;
     };
+    // A build whose workers have just started may not poll all its task queues yet: wait for them.
+    const whenPolling = <T>(buildId: string, change: () => Promise<T>) =>
+      onceItsQueuesPoll(change, {
+        onWait: () =>
+          console.log(
+            `waiting for ${buildId}'s workers to poll every task queue (a worker just started registers each in turn)…`,
+          ),
+      });
     switch (command) {
       case 'status':
         await printStatus(client, status);
         return 0;
       case 'promote': {
         const buildId = known(args[0], 'promote needs the build id to make current');
-        await setCurrentVersion(client, { deploymentName, buildId });
+        await whenPolling(buildId, () => setCurrentVersion(client, { deploymentName, buildId }));
         console.log(`${deploymentName}: ${buildId} is current (was ${status.current ?? 'none'})`);
         return 0;
       }
@@ -61,7 +70,7 @@ async function main(): Promise<number> {
         if (!Number.isFinite(percentage) || percentage < 0 || percentage > 100)
           throw new SetupError(`the percentage must be a number from 0 to 100, not ${String(args[1])}`);
         if (buildId === status.current) throw new SetupError(`${buildId} is already current: nothing to ramp`);
-        await setRampingVersion(client, { deploymentName, buildId }, percentage);
+        await whenPolling(buildId, () => setRampingVersion(client, { deploymentName, buildId }, percentage));
         console.log(
           `${deploymentName}: ${percentage}% of new runs start on ${buildId}, the rest on ${status.current ?? 'unversioned workers'}`,
         );
@@ -84,7 +93,7 @@ async function main(): Promise<number> {
             .filter((v) => v.buildId !== status.current && (v.status === 'DRAINING' || v.status === 'DRAINED'))
             .sort((a, b) => left(b) - left(a))[0]?.buildId;
         const buildId = known(previous, 'no build was current before this one: name the build to roll back to');
-        await setCurrentVersion(client, { deploymentName, buildId });
+        await whenPolling(buildId, () => setCurrentVersion(client, { deploymentName, buildId }));
         console.log(
           `${deploymentName}: rolled back to ${buildId} (was ${status.current ?? 'none'}); runs started on ${status.current ?? 'it'} stay there`,
         );

@@ -139,6 +139,8 @@ async function main(): Promise<number> {
       // A newcomer's test email is answered in seconds, not after production's 30 s wait for a
       // burst to end; the banner says the value (set REPLY_COALESCE_MS to try another).
       REPLY_COALESCE_MS: env.REPLY_COALESCE_MS || String(DEV_COALESCE_MS),
+      // TICKET_PROVIDER=zendesk needs it; a dev stack keeps one of its own (.data/dev-secrets.json).
+      ZENDESK_MARKER_SECRET: env.ZENDESK_MARKER_SECRET || secrets.zendeskMarkerSecret,
     };
     // The worker's /readyz says when it polls; on a port of its own so a second stack never meets it.
     const metricsPort = env.METRICS_PORT || String(await freePort());

@@ -1,15 +1,19 @@
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
+import path from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { promisify } from 'node:util';
 import { after, before, describe, test } from 'node:test';
 import { ApplicationFailure, WorkflowNotFoundError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { createActivities } from '../activities';
+import { NO_PROVIDER_DRAFT } from '../activities/draft/approval';
+import { handoffRoute } from '../activities/draft/draft-reply';
 import type { DraftAnswer, DraftRequest } from '../activities/draft/drafting/drafter';
 import { OfflineDrafter } from '../activities/draft/drafting/offline-drafter';
 import { PostgresTickets } from '../activities/ticket/postgres-tickets';
-import { activityConfig } from '../lib/config';
+import { activityConfig, loadApiConfig } from '../lib/config';
+import { REVIEW_PROXY_SECRET_HEADER } from '../api/admin/review';
 import { inboundWorkflowId, providerIdempotencyKey } from '../lib/hashing';
 import {
   decisionKey,
@@ -42,10 +46,12 @@ import { replyStatusOf } from './support/review';
 import { historyText } from './support/history';
 import { eventually } from './support/temporal';
 
-// Human approval: a reply to an inbox that requires it waits, as an AgentMail draft, for a
+// Human approval: a reply to an inbox that requires it waits (nothing sendable at AgentMail) for a
 // person's verdict sent by Update (the Web UI, the admin route) or by Signal (the CLI).
 let h: Harness;
 const ADMIN_TOKEN = `admin-${randomUUID()}`;
+/** REVIEW_PROXY_SECRET: what the authenticating proxy adds to every request it forwards. */
+const PROXY_SECRET = `proxy-${randomUUID()}`;
 
 /** Holds a message whose text says SLOW-DRAFT in `drafting` until the test releases it: the window before a draft exists. */
 class GatedDrafter extends OfflineDrafter {
@@ -68,6 +74,7 @@ before(async () => {
     adminToken: ADMIN_TOKEN,
     drafter: slowDrafts,
     reviewProxyUserHeader: 'x-forwarded-email',
+    reviewProxySecret: PROXY_SECRET,
   });
 });
 after(() => h.close());
@@ -98,11 +105,11 @@ async function waitForStatus(ref: MessageRef, ...wanted: ReplyStatus[]): Promise
 const drafts = async (inboxId: string) => (await h.agentmail.inboxes.drafts.list(inboxId)).drafts;
 
 describe('a reply that needs approval', () => {
-  test('waits as one AgentMail draft, sends nothing; approval by Update sends our stored text with the reply key and deletes the draft', async () => {
+  test('waits with nothing sendable at AgentMail, sends nothing; approval by Update sends our stored text with the reply key', async () => {
     const ref = await awaitingApproval();
     assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 0);
-    const waiting = await drafts(ref.inboxId);
-    assert.equal(waiting.length, 1);
+    // No AgentMail draft: nothing in its console to press Send on (issue 39, point 2).
+    assert.deepEqual(await drafts(ref.inboxId), [], 'no draft waits at AgentMail');
 
     const handle = h.client.workflow.getHandle(inboundWorkflowId(ref));
     assert.deepEqual(
@@ -258,7 +265,7 @@ describe('a reply that needs approval', () => {
     assert.equal(
       created.rows[0].n,
       1,
-      'one AgentMail draft, for the reviewer; none for the edit, none from the replay',
+      'one provider-draft step (it makes nothing at AgentMail); none for the edit, none from the replay',
     );
     // On the replay every operation, the decision too, is reported as replayed from the store.
     assert.deepEqual(
@@ -427,7 +434,7 @@ describe('the approval gate', () => {
       reviewer: grace ? 'grace' : 'linus',
     });
     assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, grace ? 1 : 0);
-    assert.deepEqual(await drafts(ref.inboxId), [], 'the AgentMail draft is deleted either way');
+    assert.deepEqual(await drafts(ref.inboxId), [], 'nothing at AgentMail either way');
   });
 
   test('a reject after an approve is refused, not answered "accepted", while the approved reply is on its way', async () => {
@@ -445,30 +452,33 @@ describe('the approval gate', () => {
     assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 1);
   });
 
-  test('what goes out is what was approved: a draft edited at AgentMail (to, bcc, text) changes nothing that is sent', async () => {
-    const ref = await awaitingApproval();
-    const [waiting] = await drafts(ref.inboxId);
+  test('nothing a person can click at AgentMail sends a second email: no draft waits there, approve sends one, reject none', async () => {
+    const approved = await awaitingApproval();
+    const rejected = await awaitingApproval();
+    // A person with AgentMail's console (or the API key) looks for the waiting reply to send: there is none.
+    for (const ref of [approved, rejected]) {
+      assert.deepEqual(await drafts(ref.inboxId), [], 'nothing sendable at AgentMail');
+      const row = await h.db.query('SELECT result FROM operations WHERE operation_key = $1', [
+        providerDraftKey(ref, 1),
+      ]);
+      assert.equal(row.rows[0]?.result.draftId, NO_PROVIDER_DRAFT, 'the step records that no AgentMail draft was made');
+    }
     const approvedText = (
-      await h.db.query('SELECT result FROM operations WHERE operation_key = $1', [draftKey(ref, 1)])
+      await h.db.query('SELECT result FROM operations WHERE operation_key = $1', [draftKey(approved, 1)])
     ).rows[0].result.text as string;
-    // Someone with the console or the API key changes AgentMail's copy after the reviewer read it.
-    await h.agentmail.inboxes.drafts.update(ref.inboxId, waiting!.draftId, {
-      to: ['attacker@evil.example'],
-      bcc: ['list@evil.example'],
-      text: 'Click https://evil.example/login to claim your refund.',
-    });
     await h.client.workflow
-      .getHandle(inboundWorkflowId(ref))
+      .getHandle(inboundWorkflowId(approved))
       .executeUpdate(reviewUpdate, { args: [{ verdict: 'approve', revision: 1, reviewer: 'grace' }] });
-    assert.equal((await h.workflowResult(ref)).status, 'sent');
-    const outbox = await h.sandbox.outbox({ inbox_id: ref.inboxId });
-    assert.equal(outbox.length, 1);
-    assert.equal(outbox[0]!.message.text, approvedText);
-    assert.deepEqual(outbox[0]!.message.to, [
-      (await h.agentmail.inboxes.messages.get(ref.inboxId, ref.messageId)).from.replace(/.*<|>.*/g, ''),
-    ]);
-    assert.equal(outbox[0]!.message.bcc, undefined);
-    assert.deepEqual(await drafts(ref.inboxId), [], 'the edited draft is deleted, not left sendable');
+    await h.client.workflow
+      .getHandle(inboundWorkflowId(rejected))
+      .executeUpdate(reviewUpdate, { args: [{ verdict: 'reject', revision: 1, reviewer: 'grace' }] });
+    assert.equal((await h.workflowResult(approved)).status, 'sent');
+    assert.equal((await h.workflowResult(rejected)).status, 'rejected');
+    const outbox = await h.sandbox.outbox({ inbox_id: approved.inboxId });
+    assert.equal(outbox.length, 1, 'one email');
+    assert.equal(outbox[0]!.message.text, approvedText, 'what was approved');
+    assert.match(outbox[0]!.endpoint, /\/messages\/.+\/reply$/);
+    assert.equal((await h.sandbox.outbox({ inbox_id: rejected.inboxId })).length, 0, 'a rejection sent nothing');
   });
 
   test('a rejected draft is deleted at AgentMail, and deleting it again (a retry) is no error', async () => {
@@ -493,6 +503,51 @@ describe('the approval gate', () => {
 });
 
 describe('reviewer credentials', () => {
+  test('a hand-off goes to review only when somebody may review its inbox; with only reviewers of other inboxes it goes to the ticket', async () => {
+    const inbox = h.newInbox();
+    const other = h.newInbox();
+    await addReviewer(h.db, { name: 'Other inboxes only', inboxes: [other] });
+    // Reviewers of every inbox made by other tests on this shared database are set aside inside a
+    // transaction that is rolled back: the route is asked on that transaction's view.
+    const client = await h.db.connect();
+    try {
+      await client.query('BEGIN');
+      await client.query('UPDATE reviewers SET revoked_at = now() WHERE inboxes IS NULL AND revoked_at IS NULL');
+      assert.equal(await handoffRoute({ db: client, config: {} }, inbox), 'ticket', 'nobody may review it: the ticket');
+      assert.equal(await handoffRoute({ db: client, config: {} }, other), 'review', 'its own reviewer may');
+    } finally {
+      await client.query('ROLLBACK');
+      client.release();
+    }
+  });
+
+  test('REVIEW_PROXY_USER_HEADER without REVIEW_PROXY_SECRET stops the API at start-up, naming it', () => {
+    const env = {
+      DATABASE_URL: 'postgres://u:p@127.0.0.1:5432/db',
+      AGENTMAIL_WEBHOOK_SECRET: h.webhookSecret,
+      REVIEW_PROXY_USER_HEADER: 'x-forwarded-email',
+    };
+    assert.throws(() => loadApiConfig(env), /REVIEW_PROXY_SECRET is required when REVIEW_PROXY_USER_HEADER is set/);
+    assert.equal(loadApiConfig({ ...env, REVIEW_PROXY_SECRET: PROXY_SECRET }).REVIEW_PROXY_SECRET, PROXY_SECRET);
+  });
+
+  test('`npm run reviewer -- add --inbox ""` (an unset shell variable) is refused, not stored as every inbox', async () => {
+    const name = `Unset inbox ${randomUUID().slice(0, 8)}`;
+    // Typed as an operator would, with $INBOX unset: `npm run reviewer -- add --name … --inbox "$INBOX"`.
+    const run = spawnSync('npm', ['run', '--silent', 'reviewer', '--', 'add', '--name', name, '--inbox', ''], {
+      cwd: path.resolve(__dirname, '..'),
+      encoding: 'utf8',
+      env: { ...process.env, DATABASE_URL: testEnv.databaseUrl },
+    });
+    const output = `${run.stdout}${run.stderr}`;
+    assert.equal(run.status, 1, output);
+    assert.match(output, /--inbox was empty/);
+    assert.doesNotMatch(output, /token/);
+    assert.ok(!(await listReviewers(h.db)).some((r) => r.name === name), 'no reviewer was stored');
+    await assert.rejects(addReviewer(h.db, { name, inboxes: [' '] }), /--inbox was empty/);
+    await assert.rejects(addReviewer(h.db, { name, inboxes: ['support@example.com', ''] }), /--inbox was empty/);
+  });
+
   test('a trusted proxy (REVIEW_PROXY_USER_HEADER) names the reviewer; the audit records that identity', async () => {
     const ref = await awaitingApproval();
     const body = JSON.stringify({ inbox_id: ref.inboxId, message_id: ref.messageId, verdict: 'approve', revision: 1 });
@@ -502,8 +557,21 @@ describe('reviewer credentials', () => {
         headers: { 'content-type': 'application/json', ...headers },
         body,
       });
-    assert.equal((await post({ 'x-forwarded-email': '' })).status, 401, 'an empty header names nobody');
-    const accepted = await post({ 'x-forwarded-email': 'Ana@Example.com' });
+    const viaProxy = { [REVIEW_PROXY_SECRET_HEADER]: PROXY_SECRET };
+    assert.equal((await post({ ...viaProxy, 'x-forwarded-email': '' })).status, 401, 'an empty header names nobody');
+    // The API's port is the public webhook's: anyone who reaches it can set the header (issue 39, point 8).
+    assert.equal((await post({ 'x-forwarded-email': 'mallory@example.com' })).status, 401, 'not from the proxy');
+    assert.equal(
+      (await post({ [REVIEW_PROXY_SECRET_HEADER]: `${PROXY_SECRET}x`, 'x-forwarded-email': 'mallory@example.com' }))
+        .status,
+      401,
+      'a wrong secret',
+    );
+    assert.ok(
+      ['awaiting_approval', 'escalated'].includes(String(await status(ref))),
+      'nobody named themselves a reviewer',
+    );
+    const accepted = await post({ ...viaProxy, 'x-forwarded-email': 'Ana@Example.com' });
     assert.equal(accepted.status, 200);
     assert.equal((await h.workflowResult(ref)).status, 'sent');
     const [row] = await listReviewAudit(h.db, { workflowId: inboundWorkflowId(ref) });

@@ -444,17 +444,18 @@ describe('HANDOFF=review in an inbox that needs no approval (the offline drafter
 });
 
 describe('where a hand-off goes when HANDOFF is unset', () => {
-  test('HANDOFF decides when set; unset, a hand-off goes to review once a reviewer exists who is not revoked', async () => {
-    assert.equal(await handoffRoute({ db, config: { HANDOFF: 'ticket' } }), 'ticket');
-    assert.equal(await handoffRoute({ db, config: { HANDOFF: 'review' } }), 'review');
-    const { reviewer } = await addReviewer(db, { name: 'Hand-off default' });
-    assert.equal(await handoffRoute({ db, config: {} }), 'review');
+  test('HANDOFF decides when set; unset, a hand-off goes to review once a reviewer of its inbox exists who is not revoked', async () => {
+    const inbox = `handoff-${unique('route')}@example.com`;
+    assert.equal(await handoffRoute({ db, config: { HANDOFF: 'ticket' } }, inbox), 'ticket');
+    assert.equal(await handoffRoute({ db, config: { HANDOFF: 'review' } }, inbox), 'review');
+    const { reviewer } = await addReviewer(db, { name: 'Hand-off default', inboxes: [inbox] });
+    assert.equal(await handoffRoute({ db, config: {} }, inbox), 'review');
     await revokeReviewer(db, reviewer.id);
-    // Other groups' reviewers may still stand on this shared database: only the SQL's answer is ours to check.
+    // Other groups' reviewers of every inbox may still stand on this shared database: only the SQL's answer is ours to check.
     const { rows } = await db.query<{ any: boolean }>(
-      'SELECT EXISTS (SELECT 1 FROM reviewers WHERE revoked_at IS NULL) AS any',
+      'SELECT EXISTS (SELECT 1 FROM reviewers WHERE revoked_at IS NULL AND inboxes IS NULL) AS any',
     );
-    assert.equal(await handoffRoute({ db, config: {} }), rows[0]?.any ? 'review' : 'ticket');
+    assert.equal(await handoffRoute({ db, config: {} }, inbox), rows[0]?.any ? 'review' : 'ticket');
   });
 });
 

@@ -11,6 +11,7 @@ import { testEnv } from './support/env';
 import { runReplayCli } from './support/replay-cli';
 import { Harness } from './support/harness';
 import { startWorker } from './support/worker';
+import { AppProcess } from './support/app-process';
 import { eventually } from './support/temporal';
 
 // The README's two manual replays, typed as a person would (`npm run temporal -- workflow start …`,
@@ -201,6 +202,91 @@ describe('a replay needs nothing but the store (issue 18, point 3)', () => {
       assert.equal((await h.sandbox.outbox({ inbox_id: inboxId, in_reply_to: ref.messageId })).length, 1);
     } finally {
       await h.sandbox.clearFaults();
+    }
+  });
+});
+
+describe('the documented manual replay needs nothing but the store (issue 39, point 6)', () => {
+  let h3: Harness;
+  const workers: AppProcess[] = [];
+  before(async () => {
+    h3 = await Harness.start({ worker: false });
+  });
+  after(async () => {
+    await Promise.all(workers.map((w) => w.stop()));
+    await h3.close();
+  });
+  /** A worker process of its own: nothing it read before (its read caches start empty). */
+  const freshWorker = async () => {
+    const worker = await AppProcess.startWorker(h3);
+    workers.push(worker);
+    return worker;
+  };
+
+  test('`npm run temporal -- workflow start … --id-reuse-policy AllowDuplicate --input …`, typed as docs/operations.md prints it, on an answered message AgentMail no longer has: sent, replayed, one email', async () => {
+    // Prepare: a message answered by one worker, which then stops.
+    const first = await freshWorker();
+    const inboxId = h3.newInbox();
+    const inbound = await h3.sandbox.inbound(mail(inboxId));
+    const ref = { inboxId, messageId: inbound.message.message_id };
+    const answered = await h3.resultOf(ref);
+    assert.equal(answered.status, 'sent');
+    await first.stop();
+    // AgentMail forgot the message and its thread (deleted; the dev sandbox restarted): every read is a 404.
+    const notFound = {
+      action: 'status' as const,
+      status: 404,
+      message: '{"name":"NotFoundError","message":"Not found"}',
+    };
+    await h3.sandbox.setFaults([
+      { match: { path: `/messages/${ref.messageId}` }, ...notFound },
+      { match: { path: `/threads/${inbound.message.thread_id}` }, ...notFound },
+    ]);
+    try {
+      // A worker that never read it: past any cache.
+      await freshWorker();
+      // Act: the command exactly as docs/operations.md prints it (its `…` filled in).
+      const workflowId = inboundWorkflowId(ref);
+      const typed = spawnSync(
+        'npm',
+        [
+          'run',
+          'temporal',
+          '--',
+          'workflow',
+          'start',
+          '--task-queue',
+          h3.taskQueue,
+          '--type',
+          'inboundMessageWorkflow',
+          '--workflow-id',
+          workflowId,
+          '--id-reuse-policy',
+          'AllowDuplicate',
+          '--input',
+          JSON.stringify({ inboxId: ref.inboxId, messageId: ref.messageId }),
+        ],
+        {
+          cwd: repoRoot,
+          encoding: 'utf8',
+          env: { ...process.env, TEMPORAL_ADDRESS: testEnv.temporalAddress, TEMPORAL_NAMESPACE: testEnv.namespace },
+        },
+      );
+      const output = `${typed.stdout}${typed.stderr}`;
+      assert.equal(typed.status, 0, output);
+      const runId = /RunId\s+(\S+)/.exec(output)?.[1];
+      assert.ok(runId, output);
+      // Assess: the run ends sent, every effect replayed from the store; no second email.
+      const second: InboundMessageResult = await h3.client.workflow.getHandle(workflowId, runId).result();
+      assert.equal(second.status, 'sent');
+      assert.equal(second.status === 'sent' && second.replayed, true, 'the send replayed from the store');
+      assert.equal(
+        second.status === 'sent' && answered.status === 'sent' && second.replyMessageId,
+        answered.status === 'sent' && answered.replyMessageId,
+      );
+      assert.equal((await h3.sandbox.outbox({ inbox_id: inboxId, in_reply_to: ref.messageId })).length, 1);
+    } finally {
+      await h3.sandbox.clearFaults();
     }
   });
 });

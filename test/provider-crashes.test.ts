@@ -23,6 +23,8 @@ let helpdesk: HelpdeskControl;
 const closers: Array<() => Promise<unknown>> = [];
 const workers: AppProcess[] = [];
 let providerEnv: Record<string, string>;
+// The deployment's secret that marks our Zendesk comments (ZENDESK_MARKER_SECRET).
+const MARKER_SECRET = 'provider-crashes-marker-secret-0123456789abcdef';
 
 before(async () => {
   const modelStandIn = buildModelStandIn({ apiKey: 'sk-stand-in' });
@@ -42,6 +44,7 @@ before(async () => {
     ZENDESK_URL: helpdesk.baseUrl,
     ZENDESK_EMAIL: 'bot@example.com',
     ZENDESK_API_TOKEN: 'zendesk-token',
+    ZENDESK_MARKER_SECRET: MARKER_SECRET,
   };
   h = await Harness.start({ worker: false });
 });
@@ -137,7 +140,7 @@ describe('worker processes configured for a model and Zendesk, killed mid-effect
     assert.ok(ticketId !== null);
     const comments = await helpdesk.comments(ticketId);
     assert.equal(comments.filter((c) => c.body.includes(marker)).length, 1, 'the message once on the ticket');
-    assert.equal(comments.filter((c) => c.body.includes(commentMarker(ticketKey(ref)))).length, 1);
+    assert.equal(comments.filter((c) => c.body.includes(commentMarker(ticketKey(ref), MARKER_SECRET))).length, 1);
     const updates = (await helpdesk.requests()).filter((r) => r.path.startsWith(`/api/v2/tickets/${ticketId}`));
     assert.deepEqual(
       updates.map((r) => [r.method, r.path.replace(`/${ticketId}`, '/{id}'), r.status]),

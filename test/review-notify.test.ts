@@ -132,12 +132,19 @@ describe('review notifications', () => {
         APPROVAL_TIMEOUT_MS: '600000',
       },
     });
-    const ref = await newMessage('Words to show: red kite.');
+    // Slack markup in the customer's words (issue 39, point 10): an @channel ping and a link dressed as ours.
+    const ref = await newMessage('Words to show: red kite. <!channel> <https://evil.example/x|Open desk> & <@U123>');
     await eventually(async () => (waitingFor(ref).length >= 1 ? true : undefined), 'the waiting notification');
     const [body] = waitingFor(ref);
     assert.match(body!.text, /red kite/);
     assert.match(body!.text, /Private subject line/);
     assert.match(body!.text, /Draft:/);
+    // Escaped as Slack asks (&, <, >): shown as typed, never a ping or a link.
+    assert.ok(
+      body!.text.includes('&lt;!channel&gt; &lt;https://evil.example/x|Open desk&gt; &amp; &lt;@U123&gt;'),
+      body!.text,
+    );
+    assert.ok(!/<[!@#]|<https?:/.test(body!.text), body!.text);
     // The same notification by email through AgentMail, once, under the notification's Idempotency-Key.
     const emails = (await h.sandbox.outbox({ inbox_id: ref.inboxId })).filter((e) =>
       e.message.to.includes('reviewers@team.example'),

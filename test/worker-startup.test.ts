@@ -5,8 +5,14 @@ import type { AddressInfo } from 'node:net';
 import { getPriority } from 'node:os';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
-import { INBOUND_MESSAGE_WORKFLOW, reviewUpdate, type MessageRef } from '../contract';
+import { spawn } from 'node:child_process';
+import path from 'node:path';
+import { Worker } from '@temporalio/worker';
+import { INBOUND_MESSAGE_WORKFLOW, reviewUpdate, turnKeeperTaskQueue, type MessageRef } from '../contract';
 import { inboundWorkflowId } from '../lib/hashing';
+import { connectTemporalWorker } from '../lib/temporal-connection';
+import { describeDeployment, setCurrentVersion } from '../worker/deployment';
+import { testEnv } from './support/env';
 import { AppProcess } from './support/app-process';
 import { Harness } from './support/harness';
 import { eventually } from './support/temporal';
@@ -100,6 +106,160 @@ describe('worker start-up', () => {
       const response = await fetch(url);
       assert.equal(response.status, 200);
       assert.match(await response.text(), /replyonce_/);
+    }
+  });
+});
+
+describe('a first production start that answers nothing says so (issue 39)', () => {
+  test('no WORKER_PROMOTE_ON_START and nothing promoted: a warning naming `npm run deploy -- promote <build>`, /readyz 503 saying why, the unanswered gauge counting the waiting message; once promoted, all clear and it is answered', async () => {
+    // Prepare: a worker started as in production (plain process, WORKER_PROMOTE_ON_START unset),
+    // in a deployment nobody has promoted a build of yet, on a queue of its own.
+    const deploymentName = `first-start-${randomUUID().slice(0, 8)}`;
+    const taskQueue = `first-start-${randomUUID()}`;
+    const buildId = `first-${randomUUID().slice(0, 8)}`;
+    const worker = await AppProcess.startWorker(h, {
+      env: {
+        WORKER_PROMOTE_ON_START: '',
+        WORKER_DEPLOYMENT_NAME: deploymentName,
+        WORKER_BUILD_ID: buildId,
+        TEMPORAL_TASK_QUEUE: taskQueue,
+      },
+    });
+    processes.push(worker);
+    const metricsUrl = String(worker.logs('worker polling')[0]?.metrics);
+    const readyzUrl = metricsUrl.replace(/\/metrics$/, '/readyz');
+    // A message, started on that queue as the intake starts it.
+    const inboxId = h.newInbox();
+    const inbound = await h.sandbox.inbound({
+      inbox_id: inboxId,
+      from: `first-${randomUUID().slice(0, 8)}@customer.example`,
+      subject: 'Anyone there?',
+      text: 'Hello?',
+      deliver: false,
+    });
+    const ref: MessageRef = { inboxId, messageId: inbound.message.message_id };
+    const handle = await h.client.workflow.start(INBOUND_MESSAGE_WORKFLOW, {
+      workflowId: inboundWorkflowId(ref),
+      taskQueue,
+      args: [ref],
+    });
+
+    // Assess 1: the log, /readyz and the gauge say that nothing will be answered.
+    const promote = `npm run deploy -- promote ${buildId}`;
+    await worker.waitForLog(
+      (line) =>
+        typeof line.msg === 'string' && line.msg.includes('has no current version') && line.msg.includes(promote),
+      'the warning that no version is current',
+    );
+    const notReady = await fetch(readyzUrl);
+    assert.equal(notReady.status, 503);
+    const body = (await notReady.json()) as { status: string; problem?: string };
+    assert.equal(body.status, 'polling');
+    assert.match(body.problem ?? '', new RegExp(`${deploymentName} has no current version`));
+    assert.ok(body.problem?.includes(promote), body.problem);
+    const unanswered = async () =>
+      Number(/^replyonce_unanswered_messages (\S+)$/m.exec(await (await fetch(metricsUrl)).text())?.[1]);
+    await eventually(
+      async () => ((await unanswered()) === 1 ? true : undefined),
+      'the gauge to count the waiting message',
+    );
+    assert.equal((await handle.describe()).status.name, 'RUNNING');
+
+    // Act: the operator runs what the warning says.
+    await setCurrentVersion(h.client, { deploymentName, buildId });
+
+    // Assess 2: healthy within seconds, the message answered, nothing left unanswered.
+    await eventually(async () => ((await fetch(readyzUrl)).status === 200 ? true : undefined), '/readyz 200', 30_000);
+    assert.equal((await handle.result()).status, 'sent');
+    await eventually(async () => ((await unanswered()) === 0 ? true : undefined), 'the gauge back to 0');
+  });
+});
+
+const ROOT = path.resolve(__dirname, '..');
+
+describe('`npm run deploy -- promote` right after a build starts (the production-topology flake)', () => {
+  test('a build that polls only one of its two task queues yet, while the other has work waiting, is promoted once it polls both, not refused', async () => {
+    // Prepare: build A current, polling both queues a worker polls (the messages' and the turn keepers').
+    const deploymentName = `promote-${randomUUID().slice(0, 8)}`;
+    const taskQueue = `promote-${randomUUID()}`;
+    const connection = await connectTemporalWorker(testEnv.temporal);
+    const running: Array<{ worker: Worker; done: Promise<void> }> = [];
+    const poll = async (buildId: string, queue: string) => {
+      const worker = await Worker.create({
+        connection,
+        namespace: testEnv.namespace,
+        taskQueue: queue,
+        workflowBundle: { codePath: testEnv.workflowBundle! },
+        workerDeploymentOptions: {
+          useWorkerVersioning: true,
+          version: { deploymentName, buildId },
+          defaultVersioningBehavior: 'PINNED',
+        },
+      });
+      const entry = { worker, done: worker.run() };
+      running.push(entry);
+      return entry;
+    };
+    const queuesOf = async (buildId: string) =>
+      (
+        await h.client.workflowService.describeWorkerDeploymentVersion({
+          namespace: testEnv.namespace,
+          deploymentVersion: { deploymentName, buildId },
+        })
+      ).workerDeploymentVersionInfo?.taskQueueInfos?.length ?? 0;
+    const ref: MessageRef = { inboxId: h.newInbox(), messageId: `<${randomUUID()}@promote.test>` };
+    try {
+      const aMain = await poll('build-a', taskQueue);
+      await poll('build-a', turnKeeperTaskQueue(taskQueue));
+      await eventually(
+        async () => ((await queuesOf('build-a').catch(() => 0)) === 2 ? true : undefined),
+        'A to poll both queues',
+      );
+      await setCurrentVersion(h.client, { deploymentName, buildId: 'build-a' });
+      // Work waits on the messages' queue (as right after a burst of mail): its poller is away for a moment.
+      aMain.worker.shutdown();
+      await aMain.done;
+      await h.client.workflow.start(INBOUND_MESSAGE_WORKFLOW, {
+        workflowId: inboundWorkflowId(ref),
+        taskQueue,
+        args: [ref],
+      });
+      // B's first worker polls: the moment the rolling-deploy test saw B "registered" and promoted it.
+      await poll('build-b', turnKeeperTaskQueue(taskQueue));
+      await eventually(
+        async () => ((await queuesOf('build-b').catch(() => 0)) === 1 ? true : undefined),
+        'B to poll its first queue',
+      );
+
+      // Act: the operator promotes B (`npm run deploy -- promote`) before B polls its second queue.
+      const promote = spawn(
+        process.execPath,
+        ['--import', 'tsx', path.join(ROOT, 'scripts', 'deploy.ts'), 'promote', 'build-b'],
+        { cwd: ROOT, env: { ...process.env, WORKER_DEPLOYMENT_NAME: deploymentName } },
+      );
+      let output = '';
+      promote.stdout.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+      promote.stderr.setEncoding('utf8').on('data', (chunk: string) => (output += chunk));
+      let exitCode: number | null | undefined;
+      const exited = new Promise<number | null>((resolve) => promote.once('exit', resolve));
+      void exited.then((code) => (exitCode = code));
+      const waiting = () => /waiting for build-b/.test(output);
+      await eventually(async () => (waiting() || exitCode !== undefined ? true : undefined), 'the command', 60_000);
+      assert.ok(waiting(), `the promote did not wait for B's second queue (exit ${exitCode}):\n${output}`);
+      await poll('build-b', taskQueue);
+
+      // Assess: it went through once B polled both.
+      assert.equal(await exited, 0, output);
+      assert.match(output, /build-b is current \(was build-a\)/);
+      assert.equal((await describeDeployment(h.client, deploymentName))?.current, 'build-b');
+    } finally {
+      await h.client.workflow
+        .getHandle(inboundWorkflowId(ref))
+        .terminate('test over')
+        .catch(() => undefined);
+      for (const { worker } of running) if (worker.getState() === 'RUNNING') worker.shutdown();
+      await Promise.allSettled(running.map((r) => r.done));
+      await connection.close();
     }
   });
 });

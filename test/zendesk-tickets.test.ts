@@ -1,12 +1,13 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type { AddressInfo } from 'node:net';
 import { after, before, describe, test } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
 import type { TicketRequest } from '../activities/ticket/ticket-provider';
 import { commentMarker, ZendeskTickets } from '../activities/ticket/zendesk-tickets';
 import { providerIdempotencyKey } from '../lib/hashing';
-import { type MessageRef, threadTicketKey, ticketKey } from '../contract';
+import { type MessageRef, threadTicketKey, ticketKey, ticketReplyKey } from '../contract';
+import { loadWorkerConfig } from '../lib/config';
 import { buildHelpdeskStandIn, IDEMPOTENCY_TTL_MS } from '../sandbox/helpdesk/app';
 import { HelpdeskControl } from '../sandbox/helpdesk/control-client';
 import { Harness } from './support/harness';
@@ -15,6 +16,7 @@ import { Harness } from './support/harness';
 // idempotency rules: first the adapter alone, then the whole path with a lost response.
 const EMAIL = 'replyonce-bot@example.com';
 const TOKEN = 'zendesk-test-token';
+const MARKER_SECRET = `marker-secret-${randomUUID()}`;
 let helpdesk: HelpdeskControl;
 let helpdeskUrl: string;
 let closeHelpdesk: () => Promise<unknown>;
@@ -38,9 +40,12 @@ function zendesk(overrides: { apiToken?: string } = {}) {
     url: helpdeskUrl,
     email: EMAIL,
     apiToken: overrides.apiToken ?? TOKEN,
+    markerSecret: MARKER_SECRET,
     timeoutMs: 2_000,
   });
 }
+
+const sha256 = (text: string) => createHash('sha256').update(text, 'utf8').digest('hex');
 
 function ticketRequest(overrides: Partial<TicketRequest> = {}): TicketRequest {
   const messageId = `<${randomUUID()}@customer.example>`;
@@ -114,6 +119,55 @@ describe('the Zendesk adapter', () => {
       'a look-up, no create',
     );
     assert.equal((await helpdesk.tickets({ external_id: providerIdempotencyKey(request.externalId) })).length, 1);
+  });
+
+  test("a customer who writes a comment's marker into their message (its key is made of ids they know) does not make a resumed attempt skip that comment", async () => {
+    // Prepare: a ticket whose first comment is the customer's message, carrying the marker of our
+    // reply's comment as a sender can compute it: from the operation key, which holds their own Message-ID.
+    const request = ticketRequest();
+    const { ticketId } = await zendesk().create(request, { resumed: false });
+    const ref = { inboxId: request.inboxId, messageId: request.messageId };
+    const replyComment = ticketReplyKey(ref);
+    const computable = [`[ref:${providerIdempotencyKey(replyComment)}]`, `[ref:${sha256(replyComment)}]`];
+    const forged = {
+      externalId: ticketKey(ref),
+      ticketId,
+      kind: 'inbound' as const,
+      messageId: ref.messageId,
+      public: true,
+      reopen: false,
+    };
+    await zendesk().addComment({ ...forged, body: `Hello. ${computable.join(' ')}` }, { resumed: false });
+    // Act: our reply's comment, by an attempt that resumes (an earlier one may have added it).
+    const reply = { ...forged, externalId: replyComment, kind: 'reply' as const, body: 'Our answer, once.' };
+    await zendesk().addComment(reply, { resumed: true });
+    // Assess: the reply is on the ticket; its marker is nothing the sender could have written.
+    const comments = await helpdesk.comments(ticketId);
+    assert.equal(comments.filter((c) => c.body.includes('Our answer, once.')).length, 1, 'the reply was added');
+    const marker = commentMarker(replyComment, MARKER_SECRET);
+    assert.ok(!computable.includes(marker));
+    assert.notEqual(commentMarker(replyComment, `another-${MARKER_SECRET}`), marker, 'the secret decides the marker');
+    assert.equal(comments.filter((c) => c.body.includes(marker)).length, 1);
+  });
+
+  test('TICKET_PROVIDER=zendesk without ZENDESK_MARKER_SECRET stops the worker at start-up, naming it', () => {
+    const env = {
+      DATABASE_URL: 'postgres://u:p@127.0.0.1:5432/db',
+      AGENTMAIL_API_KEY: 'am_test',
+      TICKET_PROVIDER: 'zendesk',
+      ZENDESK_URL: helpdeskUrl,
+      ZENDESK_EMAIL: EMAIL,
+      ZENDESK_API_TOKEN: TOKEN,
+    };
+    assert.throws(() => loadWorkerConfig(env), /ZENDESK_MARKER_SECRET is required when TICKET_PROVIDER=zendesk/);
+    assert.throws(
+      () => loadWorkerConfig({ ...env, ZENDESK_MARKER_SECRET: 'short' }),
+      /ZENDESK_MARKER_SECRET must be at least 32/,
+    );
+    assert.equal(
+      loadWorkerConfig({ ...env, ZENDESK_MARKER_SECRET: MARKER_SECRET }).ZENDESK_MARKER_SECRET,
+      MARKER_SECRET,
+    );
   });
 
   test('the key reused with a different body → TicketConflict, final', async () => {
@@ -241,7 +295,7 @@ describe('tickets in Zendesk, end to end', () => {
       const ticketId = result.status === 'sent' ? result.ticketId! : '';
       const comments = await helpdesk.comments(ticketId);
       assert.equal(comments.filter((c) => c.body.includes(text)).length, 1, 'the message once on the ticket');
-      assert.equal(comments.filter((c) => c.body.includes(commentMarker(ticketKey(ref)))).length, 1);
+      assert.equal(comments.filter((c) => c.body.includes(commentMarker(ticketKey(ref), MARKER_SECRET))).length, 1);
       const since = (await helpdesk.requests())
         .slice(before)
         .filter((r) => r.path.startsWith(`/api/v2/tickets/${ticketId}`));

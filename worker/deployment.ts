@@ -149,6 +149,44 @@ export async function setRampingVersion(
   });
 }
 
+/**
+ * How long `npm run deploy` waits for a build's workers to poll every task queue. A worker polls two
+ * (the messages' queue and the turn keepers', worker/create-worker.ts), each registering with the
+ * server on its own first poll, and the server refuses to make current (or ramp) a build that does
+ * not yet poll every queue the current build polls (FAILED_PRECONDITION): right after a start, or on
+ * a loaded machine, the second queue can trail the first by seconds. Two minutes covers a cold start.
+ */
+export const TASK_QUEUES_REGISTER_MS = 120_000;
+
+/**
+ * Runs a routing change (set current, ramp) once the build polls all its task queues: while the
+ * server answers that the build is missing a task queue the current build has, waits and asks
+ * again (`onWait` is told once), up to `timeoutMs`. Any other answer is the caller's.
+ */
+export async function onceItsQueuesPoll<T>(
+  change: () => Promise<T>,
+  options: { timeoutMs?: number; onWait?: (reason: string) => void } = {},
+): Promise<T> {
+  const deadline = Date.now() + (options.timeoutMs ?? TASK_QUEUES_REGISTER_MS);
+  let told = false;
+  for (let delay = 250; ; delay = Math.min(delay * 2, 2_000)) {
+    try {
+      return await change();
+    } catch (error) {
+      if (!isMissingTaskQueues(error) || Date.now() + delay > deadline) throw error;
+      if (!told) options.onWait?.((error as Error).message);
+      told = true;
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
+}
+
+/** The server's refusal of a build that does not (yet) poll every task queue of the current one. */
+function isMissingTaskQueues(error: unknown): boolean {
+  const { code, message } = (error ?? {}) as { code?: number; message?: string };
+  return code === 9 /* FAILED_PRECONDITION */ && /task ?queue/i.test(message ?? '');
+}
+
 /** Stops a ramp: new runs go to the current version only. */
 export async function clearRampingVersion(client: Client, deploymentName: string): Promise<void> {
   await client.workflowService.setWorkerDeploymentRampingVersion({

@@ -13,6 +13,7 @@ import { activeTracing } from '../lib/tracing';
 import { createReplyonceWorker } from './create-worker';
 import { promoteWhenPolling, versionLabel, workerBuildId } from './deployment';
 import { unansweredQuery } from './unanswered';
+import { type RoutingWatch, watchDeploymentRouting } from './routing-watch';
 import { ensureSchedules } from './schedules';
 import { lowerCpuPriority } from './cpu-priority';
 import { DEFAULT_METRICS_PORT, MetricsPortInUseError, startMetricsServer } from '../lib/metrics-server';
@@ -42,11 +43,14 @@ async function main(): Promise<void> {
   // Before the Worker exists: a start-up failure here (the port taken) is reported as itself, not
   // as "Cannot close connection while Workers hold a reference to it" from the clean-up.
   let worker: Awaited<ReturnType<typeof createReplyonceWorker>> | undefined;
+  // Where nobody promotes on start: whether the deployment routes runs at all (worker/routing-watch.ts).
+  let routing: RoutingWatch | undefined;
   const metricsServer = await startMetricsServer({
     port: config.METRICS_PORT ?? DEFAULT_METRICS_PORT,
     host: config.METRICS_HOST,
     fallbackToFreePort: config.METRICS_PORT === undefined,
     polling: () => worker?.getState() === 'RUNNING',
+    problem: () => routing?.problem() ?? null,
   }).catch(async (error: unknown) => {
     await Promise.allSettled([connection.close(), db.end()]);
     throw error;
@@ -89,7 +93,17 @@ async function main(): Promise<void> {
       model: [config.DRAFT_BASE_URL, 'https://api.openai.com', 'https://api.anthropic.com'],
       helpdesk: [config.ZENDESK_URL],
     });
-    countUnansweredOnScrape(async () => (await client.workflow.count(unansweredQuery(new Date()))).count);
+    countUnansweredOnScrape(
+      async () =>
+        (
+          await client.workflow.count(
+            unansweredQuery(
+              new Date(),
+              routing?.problem() != null ? { nothingDispatched: { taskQueue: config.TEMPORAL_TASK_QUEUE } } : {},
+            ),
+          )
+        ).count,
+    );
     // The watchdog and retention schedules (created if missing, brought up to date if not).
     // A failure here must not keep the worker from answering mail: it is logged, and the next start tries again.
     const knowledgeSyncMs = config.KNOWLEDGE_DIR || config.KNOWLEDGE_URLS ? config.KNOWLEDGE_SYNC_INTERVAL : null;
@@ -115,6 +129,9 @@ async function main(): Promise<void> {
         await running.catch(() => undefined);
         throw new StartupError(`could not make ${versionLabel(deployment)} current: ${String(error)}`);
       }
+    } else {
+      // Production: a build becomes current by `npm run deploy -- promote`; until one is, say so.
+      routing = watchDeploymentRouting({ client, version: deployment, log });
     }
     log.info(
       {
@@ -133,6 +150,7 @@ async function main(): Promise<void> {
     await running;
     log.info('worker stopped');
   } finally {
+    routing?.stop();
     await metricsServer.close();
     await connection.close();
     await db.end();

@@ -1,25 +1,26 @@
 import { ApplicationFailure } from '@temporalio/activity';
 import { AgentMailError, type AgentMailClient } from 'agentmail';
-import { inboundWorkflowId, providerIdempotencyKey } from '../../lib/hashing';
+import { inboundWorkflowId } from '../../lib/hashing';
 import type { Db } from '../../lib/db';
 import { recordReviewAudit } from '../../review/audit';
 import { FailureType, type MessageRef, OperationKind, type OperationReport, type ReviewInput } from '../../contract';
 import { storeDraftVersion, storedDraft, validDraft } from './draft-store';
-import { fetchMessage } from '../agentmail/reads';
 import { replayCompleted, runOperation } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
 import { providerFailure } from '../agentmail/failures';
-import { recipientOf, recipientPolicy } from '../agentmail/recipients';
 import type { ActivityConfig } from '../../lib/config';
 
 /**
  * The human-approval path. A reviewer's verdict is stored like any effect, under
  * `…/review/v1`, so a replay of the workflow (a retry, a run after Temporal's retention) sees
  * the verdict instead of asking again, and written to the audit (review/audit.ts: who, which
- * revision, when). The AgentMail draft the reviewer sees is created once, with a client_id derived
- * from its operation key, and deleted once a verdict stands: what goes out is our stored, approved
- * text (activities/send/send-reply.ts), never AgentMail's copy, which anyone with the console or
- * the API key could have edited. Every key comes from the workflow.
+ * revision, when). What goes out is our stored, approved text (activities/send/send-reply.ts).
+ *
+ * Nothing sendable waits at AgentMail: a draft there carries the real recipient, and one press of
+ * *Send* in AgentMail's console, then an approval in the desk, would send two emails (or a
+ * rejection would record `rejected` for an email that went out). People read a waiting draft in
+ * the review desk and on the ticket. The workflow's `provider-draft` step stays (its shape is
+ * recorded in history); it now records that no AgentMail draft was made. Every key comes from the workflow.
  */
 
 export interface ReviewDeps {
@@ -119,53 +120,47 @@ export interface ProviderDraftInput extends MessageRef {
   draftKey: string;
 }
 
-/** Creates the AgentMail draft a reviewer looks at (in AgentMail's console); it is never what we send. */
+/** What the `provider-draft` step records now: no draft was made at AgentMail (the desk and the ticket show it). */
+export const NO_PROVIDER_DRAFT = 'none: read it in the review desk and on the ticket';
+
+/**
+ * The `provider-draft` step of a waiting reply: it makes nothing at AgentMail (see above) and records
+ * so under its key, so a replay finds it done. A draft an earlier build made there stays recorded
+ * and is deleted when its verdict stands (deleteProviderDraft).
+ */
 export async function createProviderDraft(
   deps: ReviewDeps,
   input: ProviderDraftInput,
 ): Promise<{ draftId: string; operation: OperationReport }> {
-  // Created before: replayed from the store, before anything is read from AgentMail.
+  // Recorded before (by this build, or a draft an earlier build made): replayed from the store.
   const before = await replayCompleted<{ draftId: string }>(deps.store, input.key, OperationKind.providerDraft);
   if (before) return { draftId: before.result.draftId, operation: before.operation };
-  const draft = await storedDraft(deps.store, input.draftKey);
-  const inbound = await fetchMessage(deps.agentmail, input);
-  const request = {
-    to: [recipientOf(inbound, input, recipientPolicy(deps.config))],
-    subject: /^re:/i.test(inbound.subject ?? '') ? inbound.subject : `Re: ${inbound.subject ?? ''}`,
-    text: draft.text,
-    inReplyTo: input.messageId,
-    clientId: providerIdempotencyKey(input.key),
-  };
+  // The draft the reviewer will judge must exist before the wait starts.
+  await storedDraft(deps.store, input.draftKey);
   const outcome = await runOperation<{ draftId: string }>(
     deps.store,
     {
       key: input.key,
       kind: OperationKind.providerDraft,
-      request: { inboxId: input.inboxId, ...request },
+      request: { inboxId: input.inboxId, messageId: input.messageId, draftKey: input.draftKey, atAgentMail: false },
       leaseMs: deps.config.OPERATION_LEASE_MS,
     },
-    async () => {
-      try {
-        return { draftId: (await deps.agentmail.inboxes.drafts.create(input.inboxId, request)).draftId };
-      } catch (error) {
-        throw providerFailure(error, `creating the AgentMail draft for ${input.key}`);
-      }
-    },
+    async () => ({ draftId: NO_PROVIDER_DRAFT }),
   );
   return { draftId: outcome.result.draftId, operation: outcome.operation };
 }
 
 /**
- * Deletes the AgentMail draft a reviewer looked at, once a verdict stands (rejected, or approved
- * and about to go out as our stored text): a draft left at AgentMail stays sendable from its
- * console. Idempotent: a draft already gone (deleted before, or never created) is not an error.
+ * Deletes an AgentMail draft an earlier build made for a reviewer, once a verdict stands (rejected,
+ * or approved and about to go out as our stored text): a draft left at AgentMail stays sendable
+ * from its console. Idempotent: a draft already gone (deleted before, or never created) is not an error.
  */
 export async function deleteProviderDraft(
   deps: ReviewDeps,
   input: { inboxId: string; providerDraftKey: string },
 ): Promise<{ deleted: boolean }> {
   const created = await deps.store.completed<{ draftId: string }>(input.providerDraftKey, OperationKind.providerDraft);
-  if (created === undefined) return { deleted: false };
+  if (created === undefined || created.draftId === NO_PROVIDER_DRAFT) return { deleted: false };
   try {
     await deps.agentmail.inboxes.drafts.delete(input.inboxId, created.draftId);
     return { deleted: true };

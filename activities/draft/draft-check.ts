@@ -1,3 +1,6 @@
+import { findNumbers, parsePhoneNumberFromString, type CountryCode } from 'libphonenumber-js/max';
+import { LinkifyIt } from 'linkify-it';
+import tlds from 'tlds';
 import type { HoldRule } from '../../contract';
 import { domainOf, mailboxOf } from '../agentmail/mailbox';
 
@@ -8,9 +11,15 @@ import { domainOf, mailboxOf } from '../agentmail/mailbox';
  * and the reply leaves from our own domain. So a draft is held for a person when it holds:
  *
  *   - `link`: a link whose host is outside DRAFT_ALLOWED_LINK_DOMAINS (default: the receiving
- *     inbox's own domain; a domain allows its subdomains). Links are `scheme://…` URLs, `www.…`
- *     hosts and bare `host.tld/path` forms; a URL's host is what a browser would open
- *     (`https://ours.example@evil.example` opens evil.example).
+ *     inbox's own domain; a domain allows its subdomains). Links are what a mail client turns into
+ *     one: `scheme://…` URLs, `www.…` hosts, bare `host.tld/path` forms, and bare domains whose
+ *     top-level domain is a real one (`acme-refunds.com`: linkify-it's rules over the `tlds` list),
+ *     wherever they stand — after a space or after any punctuation (`Go to:evil.com/x`). A URL's
+ *     host is what a browser would open (`https://ours.example@evil.example` opens evil.example).
+ *   - `phone`: a phone number (libphonenumber-js: any `+` international number, and national
+ *     numbers of DRAFT_PHONE_REGION) that is neither in the instructions the model was given (the
+ *     inbox's own numbers go there) nor in the customer's own message: "call +1 555 0100" dictated
+ *     by a customer to the model goes out from our domain as ours.
  *   - `address`: an email address that is neither ours (the receiving inbox, REPLYONCE_OWN_ADDRESSES,
  *     any address at a domain of DRAFT_ALLOWED_LINK_DOMAINS) nor the customer's (compared as mailboxes).
  *   - `instructions`: a run of INSTRUCTION_ECHO_WORDS or more consecutive words of the instructions
@@ -32,12 +41,16 @@ export interface DraftCheckContext {
   customer: readonly string[];
   /** What the model was told (its system prompt), or null for a drafter without instructions. */
   instructions: string | null;
+  /** The customer's own message (subject and text): a phone number they wrote may be written back. */
+  customerText: string;
+  /** DRAFT_PHONE_REGION: whose national numbers (`020 7946 0958` for GB) count as phone numbers. */
+  phoneRegion: CountryCode;
 }
 
 const SCHEME_URL = /\b[a-z][a-z0-9+.-]*:\/\/[^\s<>"'`]+/gi;
 const WWW_HOST = /(?<![\w.@/-])www\.[a-z0-9-]+(?:\.[a-z0-9-]+)+/gi;
 /** `evil.example/login`: a host with a path, written without a scheme (mail clients link these too). */
-const BARE_HOST_PATH = /(?<![\w.@/:-])((?:[a-z0-9-]+\.)+[a-z]{2,})\/[^\s<>"'`]*/gi;
+const BARE_HOST_PATH = /(?<![\w.@/-])((?:[a-z0-9-]+\.)+[a-z]{2,})\/[^\s<>"'`]*/gi;
 const ADDRESS = /[a-z0-9.!#$%&'*+/=?^_`{|}~-]+@(?:[a-z0-9-]+\.)+[a-z]{2,}/gi;
 
 export function draftHolds(text: string, context: DraftCheckContext): HoldRule[] {
@@ -45,6 +58,7 @@ export function draftHolds(text: string, context: DraftCheckContext): HoldRule[]
   if (linkHosts(text).some((host) => !linkAllowed(host, context))) holds.push('link');
   if (addressesIn(text).some((address) => !addressAllowed(address, context))) holds.push('address');
   if (context.instructions !== null && echoes(text, context.instructions)) holds.push('instructions');
+  if (phoneNumbersIn(text, context.phoneRegion).some((number) => !phoneAllowed(number, context))) holds.push('phone');
   return holds;
 }
 
@@ -79,7 +93,62 @@ export function linkHosts(text: string): string[] {
   }
   for (const [host] of text.matchAll(WWW_HOST)) hosts.push(host.toLowerCase());
   for (const match of text.matchAll(BARE_HOST_PATH)) hosts.push((match[1] ?? '').toLowerCase());
+  // Twice: as written, and with every punctuation mark that cannot be inside a host or a URL read
+  // as a space, since linkify-it (like us, before) skips a host glued to `:` (`Go to:evil.com`)
+  // where a mail client may still link it.
+  for (const variant of [text, text.replace(NOT_IN_A_LINK, ' ')])
+    for (const match of linkify.match(variant) ?? []) {
+      if (match.schema === 'mailto:') continue; // an address: the address rule's
+      try {
+        // A protocol-relative `//host` (what `https://host` reads as once its `:` is a space) has no scheme of its own.
+        hosts.push(
+          new URL(match.url, 'https://protocol-relative.invalid').hostname.toLowerCase().replace(/^\[|\]$/g, '') ||
+            '(none)',
+        );
+      } catch {
+        hosts.push('(unparseable)');
+      }
+    }
   return hosts;
+}
+
+/**
+ * What mail clients link without a scheme: linkify-it's fuzzy links over the full IANA list of
+ * top-level domains (`tlds`), so `acme-refunds.com` is a link and `e.g.` or `v1.2.3` are not.
+ */
+const linkify = new LinkifyIt({ fuzzyLink: true, fuzzyEmail: true }).tlds(tlds);
+/** Punctuation that never stands inside a host or a URL: read as a space before a second look. */
+const NOT_IN_A_LINK = /[^\p{L}\p{N}\p{M}\s.\-_@/%#?&=+~]/gu;
+
+/** A `+` followed by digits and the separators people write between them: an international number, maybe. */
+const INTERNATIONAL = /\+\s?\d[\d\s().-]{2,}\d/g;
+/** A run of digits with separators, in a text a number may be copied from. */
+const DIGIT_RUN = /\d[\d\s().\-/]*\d/g;
+
+/**
+ * The phone numbers in a text, as national significant numbers (digits). libphonenumber-js finds
+ * the national ones of `region` and the international ones it deems possible; a `+` number it only
+ * parses (`+1 555 0100`: a country code and too few digits to dial) still counts — it reads as a
+ * number to call, which is what a reader acts on.
+ */
+export function phoneNumbersIn(text: string, region: CountryCode): string[] {
+  // `leniency` is a documented option of findNumbers that its type declarations leave out: POSSIBLE
+  // counts a number of the right length whatever its range (the default, VALID, misses many).
+  const options = { defaultCountry: region, v2: true as const, leniency: 'POSSIBLE' };
+  const found = findNumbers(text, options).map((match) => match.number.nationalNumber);
+  for (const [candidate] of text.matchAll(INTERNATIONAL)) {
+    const parsed = parsePhoneNumberFromString(candidate.trim());
+    if (parsed !== undefined && parsed.nationalNumber.length >= 4) found.push(parsed.nationalNumber);
+  }
+  return [...new Set(found)];
+}
+
+/** A number the instructions or the customer's own message holds (however its digits were grouped). */
+function phoneAllowed(nationalNumber: string, context: DraftCheckContext): boolean {
+  const sources = [context.instructions ?? '', context.customerText];
+  return sources.some((source) =>
+    [...source.matchAll(DIGIT_RUN)].some(([run]) => run.replace(/\D/g, '').includes(nationalNumber)),
+  );
 }
 
 function addressesIn(text: string): string[] {

@@ -30,7 +30,7 @@ import type { Drafter } from './drafting/drafter';
 import { fetchMessage, fetchThread } from '../agentmail/reads';
 import { runOperation } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
-import { anyActiveReviewer } from '../../review/reviewers';
+import { anyActiveReviewerFor } from '../../review/reviewers';
 import * as customerMail from './customer-mail';
 import type { CustomerMailConfig } from './customer-mail';
 
@@ -75,6 +75,7 @@ export interface DraftDeps {
     | 'KNOWLEDGE_RELEVANCE_FLOORS'
     | 'HANDOFF'
     | 'DRAFT_ALLOWED_LINK_DOMAINS'
+    | 'DRAFT_PHONE_REGION'
     | 'REPLYONCE_OWN_ADDRESSES'
     | 'REPLYONCE_REPLY_TO_DOMAINS'
     | keyof CustomerMailConfig
@@ -93,7 +94,8 @@ export interface DraftDeps {
 export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<DraftOutcome> {
   const { key, ...ref } = input;
   const done = await deps.store.completed<StoredDraft>(key, OperationKind.draft);
-  if (done !== undefined) return await outcomeOf(deps, done, { key, kind: OperationKind.draft, state: 'replayed' });
+  if (done !== undefined)
+    return await outcomeOf(deps, ref, done, { key, kind: OperationKind.draft, state: 'replayed' });
 
   const message = await fetchMessage(deps.agentmail, ref);
   // What one message may cost is bounded (issue 39): the text searched and shown to the model is
@@ -234,6 +236,8 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
         ownAddresses: deps.config.REPLYONCE_OWN_ADDRESSES,
         customer: [...customer],
         instructions: deps.drafter.instructionsFor?.(ref.inboxId) ?? null,
+        customerText: `${message.subject ?? ''}\n${text}`,
+        phoneRegion: deps.config.DRAFT_PHONE_REGION,
       });
       // Links to the cited articles and the signature come after the check: they are ours, not the model's.
       const finished = await finish(valid, judged.citations);
@@ -247,30 +251,56 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
       };
     },
   );
-  return await outcomeOf(deps, outcome.result, outcome.operation);
+  return await outcomeOf(deps, ref, outcome.result, outcome.operation);
 }
 
-async function outcomeOf(deps: DraftDeps, draft: StoredDraft, operation: OperationReport): Promise<DraftOutcome> {
+async function outcomeOf(
+  deps: DraftDeps,
+  ref: MessageRef,
+  draft: StoredDraft,
+  operation: OperationReport,
+): Promise<DraftOutcome> {
   return {
     characters: draft.text.length,
     holds: draft.holds ?? [],
-    citations: draft.citations ?? [],
-    handoff: draft.handoff ? { kind: draft.handoff.kind, route: await handoffRoute(deps) } : null,
+    citations: citationsForHistory(draft),
+    handoff: draft.handoff ? { kind: draft.handoff.kind, route: await handoffRoute(deps, ref.inboxId) } : null,
     language: draft.language?.detected ?? null,
     operation,
   };
 }
 
+/** At most this many citations reach history: more than a reply's worth of articles (KNOWLEDGE_TOP_K is 5 by default). */
+export const MAX_CITATIONS_IN_HISTORY = 20;
+/** An article id longer than this is no id of ours (sync makes them from file paths). */
+export const MAX_CITATION_LENGTH = 200;
+
+/**
+ * The citations the workflow may see (its history and the Web UI show them): only ids of articles
+ * the drafter was given, bounded in count and length. The model's citation strings are its words,
+ * and a prompt-injected "cite 'card 4111…'" would otherwise carry customer text into history; what
+ * it cited besides stays in the stored draft (the ticket note and the hand-off reason say it).
+ */
+export function citationsForHistory(draft: Pick<StoredDraft, 'citations' | 'considered'>): string[] {
+  const given = new Set(draft.considered ?? []);
+  return [...new Set(draft.citations ?? [])]
+    .filter((id) => given.has(id) && id.length <= MAX_CITATION_LENGTH)
+    .slice(0, MAX_CITATIONS_IN_HISTORY);
+}
+
 /**
  * Where a hand-off goes in an inbox that needs no approval: HANDOFF when set; otherwise to review
- * when somebody can review it (a reviewer who is not revoked), else to a ticket. Decided by this
- * run (its result is in history); a later run decides again, as with every other setting.
+ * when somebody may review this inbox (a reviewer who is not revoked, of every inbox or of this
+ * one), else to a ticket, where a person sees it. A reviewer of other inboxes does not count: the
+ * hand-off would wait where nobody may open it. Decided by this run (its result is in history); a
+ * later run decides again, as with every other setting.
  */
 export async function handoffRoute(
-  deps: Pick<DraftDeps, 'db'> & { config: Pick<ActivityConfig, 'HANDOFF'> },
+  deps: { db: Pick<Db, 'query'>; config: Pick<ActivityConfig, 'HANDOFF'> },
+  inboxId: string,
 ): Promise<'review' | 'ticket'> {
   if (deps.config.HANDOFF) return deps.config.HANDOFF;
-  return (await anyActiveReviewer(deps.db)) ? 'review' : 'ticket';
+  return (await anyActiveReviewerFor(deps.db, inboxId)) ? 'review' : 'ticket';
 }
 
 /**

@@ -108,12 +108,21 @@ export async function notifyReviewers(deps: NotifyDeps, input: NotifyInput): Pro
           throw providerFailure(error, `sending the ${input.event} notification ${input.key}`);
         }
       }
-      if (channels.webhook !== null) await postWebhook(channels.webhook, text, input.key);
+      if (channels.webhook !== null) await postWebhook(channels.webhook, slackEscaped(text), input.key);
       return { webhook: channels.webhook !== null, email };
     },
   );
   return { ...outcome.result, operation: outcome.operation };
 }
+
+/**
+ * The text as Slack shows it literally: Slack reads `<…>` as markup (`<!channel>` pings everyone,
+ * `<https://evil|Open desk>` is a link dressed in our words) and asks senders to escape exactly
+ * these three characters (api.slack.com, "Escaping text"). Our own lines use no markup, so the
+ * whole message is escaped: the customer's words and the draft arrive inert.
+ */
+export const slackEscaped = (text: string): string =>
+  text.replaceAll('&', '&amp;').replaceAll('<', '&lt;').replaceAll('>', '&gt;');
 
 /** Slack's incoming-webhook body ({"text"}); a 4xx other than 408/429 will not pass by retrying. */
 async function postWebhook(url: string, text: string, key: string): Promise<void> {

@@ -1,3 +1,4 @@
+import { createHmac } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
 import { providerIdempotencyKey } from '../../lib/hashing';
 import { FailureType, RetryableFailureType } from '../../contract';
@@ -18,7 +19,10 @@ import type { CommentRequest, TicketAttempt, TicketProvider, TicketRequest } fro
  * Comments (a later message, our reply, a skip's reason) are added by updating the ticket
  * (`PUT /api/v2/tickets/{id}` with `ticket.comment`), which takes no idempotency key. So each
  * comment carries a marker derived from its operation key, and a resumed attempt first reads the
- * ticket's audits (`GET /api/v2/tickets/{id}/audits`) for a comment with that marker.
+ * ticket's audits (`GET /api/v2/tickets/{id}/audits`) for a comment with that marker. The marker
+ * is an HMAC of the key under ZENDESK_MARKER_SECRET: the key is made of ids a sender knows (their
+ * own Message-ID), so a plain hash of it could be written into their message — whose comment would
+ * then "find" the marker and make a resumed attempt skip the real comment.
  */
 
 export interface ZendeskSettings {
@@ -26,6 +30,8 @@ export interface ZendeskSettings {
   url: string;
   email: string;
   apiToken: string;
+  /** ZENDESK_MARKER_SECRET: the key of the comment markers' HMAC (the worker's config requires it; `npm run forget` adds no comment). */
+  markerSecret?: string | undefined;
   /** One request's deadline. */
   timeoutMs: number;
   /** Tags put on every ticket. */
@@ -74,7 +80,13 @@ export class ZendeskTickets implements TicketProvider {
   }
 
   async addComment(request: CommentRequest, attempt: TicketAttempt): Promise<{ commentId: string }> {
-    const marker = commentMarker(request.externalId);
+    if (!this.settings.markerSecret)
+      throw ApplicationFailure.create({
+        type: FailureType.TicketRejected,
+        message: 'adding a Zendesk comment needs ZENDESK_MARKER_SECRET (the key of the comment markers)',
+        nonRetryable: true,
+      });
+    const marker = commentMarker(request.externalId, this.settings.markerSecret);
     if (attempt.resumed) {
       const found = await this.findComment(request.ticketId, marker, attempt.signal);
       if (found !== undefined) return { commentId: found };
@@ -264,8 +276,12 @@ interface ZendeskAudit {
 /** A long conversation's audits span pages; a comment older than this many pages is not looked for. */
 const MAX_AUDIT_PAGES = 20;
 
-/** Put in the comment's text; derived from the operation key (hashed: the key may hold ids of any length). */
-export const commentMarker = (operationKey: string): string => `[ref:${providerIdempotencyKey(operationKey)}]`;
+/**
+ * Put in the comment's text: an HMAC-SHA256 of the operation key under the deployment's secret
+ * (fixed length whatever the key's; nobody without the secret can compute one).
+ */
+export const commentMarker = (operationKey: string, secret: string): string =>
+  `[ref:${createHmac('sha256', secret).update(operationKey, 'utf8').digest('hex')}]`;
 
 /** Zendesk's next_page is an absolute URL on the same host; followed as a path on ours only. */
 function pathOf(nextPage: string, baseUrl: string): string | null {

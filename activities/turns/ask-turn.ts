@@ -5,7 +5,9 @@ import {
   askTurnSignal,
   KEEPER_TASK_TIMEOUT_MS,
   type MessageRef,
+  OperationKind,
   releaseTurnSignal,
+  replyKey,
   type RunRef,
   SearchAttributes,
   type TurnAsk,
@@ -13,6 +15,7 @@ import {
   type TurnHandBack,
   type TurnKeeperInput,
   turnKeeperTaskQueue,
+  turnSignal,
 } from '../../contract';
 import type { ActivityConfig } from '../../lib/config';
 import type { Db } from '../../lib/db';
@@ -20,6 +23,7 @@ import { failpoint } from '../../lib/failpoints';
 import { addressHash, threadTurnKeeper } from '../../lib/hashing';
 import { fetchMessage, recentThread } from '../agentmail/reads';
 import { senderOf } from '../agentmail/recipients';
+import type { OperationStore } from '../operation-store/store';
 import { agentSent, personAnswering } from './person-answering';
 
 export interface TurnDeps {
@@ -66,7 +70,14 @@ const HOLDING = ['drafting', 'awaiting_approval', 'escalated', 'held', 'handed_o
  * keeper, or a fresh one after an operator terminated it). The ask names the thread's runs that
  * Temporal lists as holding a turn, so a keeper that lost its memory never grants a second one.
  */
-export async function askTurn(deps: TurnDeps, input: AskTurnInput & { again?: boolean }): Promise<AskTurnAnswer> {
+export async function askTurn(
+  deps: TurnDeps & { store: Pick<OperationStore, 'completed'> },
+  input: AskTurnInput & { again?: boolean },
+): Promise<AskTurnAnswer> {
+  // A rerun of an answered message (`npm run replay -- --rerun`, or `temporal workflow start
+  // --id-reuse-policy AllowDuplicate` as docs/operations.md prints it) replays its sent reply from
+  // the store: it needs no keeper, and AgentMail may no longer have its message or thread to read.
+  if (await replyAlreadySent(deps, input)) return grantOwnTurn(deps, input);
   const { thread } = await recentThread(deps.agentmail, input, input.again ? 0 : THREAD_READ_MAX_AGE_MS);
   const message =
     thread.messages.find((m) => m.messageId === input.messageId) ?? (await fetchMessage(deps.agentmail, input));
@@ -116,6 +127,37 @@ export async function askTurn(deps: TurnDeps, input: AskTurnInput & { again?: bo
     timestampMs: request.timestampMs,
     burstLeftMs,
     waits: burstLeftMs > 0 || (request.holders ?? []).length > 0 || newer.length > 0,
+    reaskMs: deps.config.TURN_REASK_MS,
+  };
+}
+
+/**
+ * Whether this message's reply is already sent (either version: as drafted, or a reviewer's edit),
+ * by the store alone.
+ */
+async function replyAlreadySent(deps: { store: Pick<OperationStore, 'completed'> }, ref: MessageRef): Promise<boolean> {
+  for (const version of [1, 2] as const)
+    if ((await deps.store.completed(replyKey(ref, version), OperationKind.reply)) !== undefined) return true;
+  return false;
+}
+
+/**
+ * The turn of a message whose reply is in the store: its own run is told `go` (the `turn` signal a
+ * keeper would send), and no keeper is asked (`keeperWorkflowId` '' gives nothing back), so the run
+ * goes on to replay its steps without a read of AgentMail.
+ */
+async function grantOwnTurn(deps: Pick<TurnDeps, 'config'>, input: AskTurnInput): Promise<AskTurnAnswer> {
+  await Context.current()
+    .client.workflow.getHandle(input.workflowId, input.runId)
+    .signal(turnSignal, { kind: 'go', covers: [input.messageId] });
+  return {
+    kind: 'asked',
+    keeperWorkflowId: '',
+    threadKey: '',
+    sender: '',
+    timestampMs: 0,
+    burstLeftMs: 0,
+    waits: false,
     reaskMs: deps.config.TURN_REASK_MS,
   };
 }

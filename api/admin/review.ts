@@ -29,8 +29,14 @@ import { authenticateReviewer, mayReview, type Reviewer } from '../../review/rev
  * GET  /admin/review/:inbox_id/:message_id/audit  who judged it, which revision, when (a reviewer or ADMIN_TOKEN)
  *
  * With REVIEW_PROXY_USER_HEADER set, a request without a bearer token is the person a trusted
- * authenticating proxy names in that header (off by default; see docs/approval-and-recipients.md).
+ * authenticating proxy names in that header — only when it also carries the proxy's shared secret
+ * (REVIEW_PROXY_SECRET, in x-replyonce-proxy-secret). This port is the webhook's, which AgentMail
+ * must reach from the internet: a header anyone can set names nobody without the secret that only
+ * the proxy adds (off by default; see docs/review-desk.md and docs/deployment.md).
  */
+
+/** The header the authenticating proxy adds REVIEW_PROXY_SECRET in (and strips from what clients send). */
+export const REVIEW_PROXY_SECRET_HEADER = 'x-replyonce-proxy-secret';
 
 export interface ReviewRouteOptions {
   db: Db;
@@ -42,6 +48,8 @@ export interface ReviewRouteOptions {
    * this header; they review every inbox, recorded as `proxy:<value>`. Undefined: tokens only.
    */
   proxyUserHeader?: string | undefined;
+  /** REVIEW_PROXY_SECRET: a request names its reviewer in proxyUserHeader only when it carries this too. */
+  proxySecret?: string | undefined;
 }
 
 const reviewBody = z
@@ -77,9 +85,17 @@ export const reviewRoutes: FastifyPluginAsync<ReviewRouteOptions> = async (app: 
   const admin = options.adminToken === undefined ? null : digest(options.adminToken);
   const isAdmin = (token: string) => admin !== null && token !== '' && timingSafeEqual(digest(token), admin);
 
-  /** The person a trusted proxy names, as a reviewer of every inbox; null when off or absent. */
+  const proxySecret = options.proxySecret === undefined ? null : digest(options.proxySecret);
+  /** Whether the request came through the proxy: it carries the secret only the proxy adds. */
+  const fromProxy = (request: FastifyRequest): boolean => {
+    const value = request.headers[REVIEW_PROXY_SECRET_HEADER];
+    const sent = (Array.isArray(value) ? value[0] : value) ?? '';
+    return proxySecret !== null && sent !== '' && timingSafeEqual(digest(sent), proxySecret);
+  };
+
+  /** The person a trusted proxy names, as a reviewer of every inbox; null when off, absent or not from the proxy. */
   function proxyReviewer(request: FastifyRequest): Reviewer | null {
-    if (options.proxyUserHeader === undefined) return null;
+    if (options.proxyUserHeader === undefined || !fromProxy(request)) return null;
     const value = request.headers[options.proxyUserHeader];
     const user = (Array.isArray(value) ? value[0] : value)?.trim().toLowerCase() ?? '';
     if (user === '' || user.length > 190) return null;

@@ -9,6 +9,8 @@ export interface DevSecrets {
   agentmailWebhookSecret: string;
   /** The key the API and worker present to the sandbox. */
   agentmailApiKey: string;
+  /** ZENDESK_MARKER_SECRET, for a worker pointed at a help desk (TICKET_PROVIDER=zendesk). */
+  zendeskMarkerSecret: string;
 }
 
 export function loadDevSecrets(file: string): DevSecrets {
@@ -18,10 +20,12 @@ export function loadDevSecrets(file: string): DevSecrets {
   const secrets: DevSecrets = {
     agentmailWebhookSecret: stored.agentmailWebhookSecret ?? `whsec_${randomBytes(32).toString('base64')}`,
     agentmailApiKey: stored.agentmailApiKey ?? `am_local_${randomBytes(16).toString('hex')}`,
+    zendeskMarkerSecret: stored.zendeskMarkerSecret ?? randomBytes(32).toString('hex'),
   };
   if (
     secrets.agentmailWebhookSecret !== stored.agentmailWebhookSecret ||
-    secrets.agentmailApiKey !== stored.agentmailApiKey
+    secrets.agentmailApiKey !== stored.agentmailApiKey ||
+    secrets.zendeskMarkerSecret !== stored.zendeskMarkerSecret
   ) {
     mkdirSync(path.dirname(file), { recursive: true });
     writeFileSync(file, `${JSON.stringify(secrets, null, 2)}\n`, { mode: 0o600 });

@@ -54,6 +54,8 @@ export interface HarnessOptions {
   adminToken?: string;
   /** REVIEW_PROXY_USER_HEADER for the harness's API (a trusted proxy names the reviewer). */
   reviewProxyUserHeader?: string;
+  /** REVIEW_PROXY_SECRET: what the proxy adds as x-replyonce-proxy-secret. */
+  reviewProxySecret?: string;
   /** Any other activity settings (lib/config.ts `activityVars`), over the ones the options above set. */
   activityConfig?: Partial<ActivityConfig>;
   /** The drafter behind the counting one (default: the offline drafter). */
@@ -147,6 +149,7 @@ export class Harness {
       logger: createLogger('test-api', process.env.TEST_LOG_LEVEL ?? 'silent'),
       admin,
       reviewProxyUserHeader: options.reviewProxyUserHeader,
+      reviewProxySecret: options.reviewProxySecret,
       intake: { relay: options.relay },
     });
     const apiUrl = await listen(api);
