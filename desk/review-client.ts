@@ -116,11 +116,36 @@ export class ReviewClient {
       workflowId,
       inboxId: message.inboxId,
       state,
-      draft: draft ? { text: draft.text, citations: citationsOf(draft.cited ?? draft.citations) } : null,
+      draft: draft
+        ? {
+            text: draft.text,
+            citations: citationsOf(draft.cited ?? draft.citations),
+            language: draft.language?.detected ?? null,
+            attachments: draft.attachments ?? [],
+          }
+        : null,
       thread,
       outcome,
       ...extra,
     };
+  }
+
+  /**
+   * Where AgentMail serves one of the message's attachments (a signed link, valid about an hour):
+   * the ticket's and the page's links come here, so only a reviewer of the inbox reaches the file.
+   */
+  async attachmentUrl(reviewer: SignedIn, workflowId: string, attachmentId: string): Promise<string> {
+    const message = await this.messageOf(reviewer, workflowId);
+    try {
+      const attachment = await this.options.agentmail.inboxes.messages.getAttachment(
+        message.inboxId,
+        message.messageId,
+        attachmentId,
+      );
+      return attachment.downloadUrl;
+    } catch {
+      throw new NotFound(`no attachment ${attachmentId} on this message`);
+    }
   }
 
   /** Sends a verdict (the reviewer is the signed-in one, never a field of a form). */

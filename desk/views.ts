@@ -169,7 +169,20 @@ export interface MessageView {
   workflowId: string;
   inboxId: string;
   state: ReviewState;
-  draft: { text: string; citations: Citation[] } | null;
+  draft: {
+    text: string;
+    citations: Citation[];
+    /** The customer's language as detected (ISO 639-1), null when it could not be named. */
+    language: string | null;
+    /** What was attached (never its bytes): each links to AgentMail's copy through the desk. */
+    attachments: Array<{
+      id: string;
+      filename: string | null;
+      contentType: string | null;
+      size: number;
+      read: boolean;
+    }>;
+  } | null;
   thread: ThreadMessage[] | { problem: string };
   /** The verdict that stands, when one does. */
   outcome: Outcome | null;
@@ -243,6 +256,12 @@ export function citationList(citations: Citation[]): Html | string {
     </ul>`;
 }
 
+const languageNames = new Intl.DisplayNames(['en'], { type: 'language', fallback: 'none' });
+const languageName = (code: string | null): string =>
+  code === null ? 'not detected' : `${languageNames.of(code) ?? code} (${code})`;
+const sizeOf = (bytes: number): string =>
+  bytes >= 1_048_576 ? `${(bytes / 1_048_576).toFixed(1)} MB` : `${Math.max(1, Math.round(bytes / 1024))} KB`;
+
 export function messagePage(frame: Frame, view: MessageView): string {
   const { state } = view;
   const waiting = state.revision !== null && state.verdict === null && view.draft !== null;
@@ -314,6 +333,30 @@ export function messagePage(frame: Frame, view: MessageView): string {
         <dd>${state.reason ?? (view.outcome ? 'decided' : '—')}</dd>
         <dt>Revision</dt>
         <dd>${state.revision ?? view.outcome?.revision ?? '—'}</dd>
+        ${
+          view.draft
+            ? html`<dt>Language</dt>
+                <dd>${languageName(view.draft.language)}</dd>`
+            : ''
+        }
+        ${
+          view.draft && view.draft.attachments.length > 0
+            ? html`<dt>Attachments</dt>
+                <dd>
+                  <ul class="attachments">
+                    ${view.draft.attachments.map(
+                      (a) =>
+                        html`<li>
+                          <a href="${action}/attachments/${encodeURIComponent(a.id)}" rel="noreferrer noopener"
+                            >${a.filename ?? '(no name)'}</a
+                          >
+                          (${a.contentType ?? 'unknown type'}, ${sizeOf(a.size)}${a.read ? ', read for the draft' : ''})
+                        </li>`,
+                    )}
+                  </ul>
+                </dd>`
+            : ''
+        }
       </dl>
       <div class="columns">
         <section aria-labelledby="thread">

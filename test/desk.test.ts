@@ -441,6 +441,45 @@ describe("the reviewer's page states", { skip }, () => {
     await Promise.all([attacker.close(), victim.close()]);
   });
 
+  test("the message's language and attachments: named on the page, each a link to AgentMail's copy for reviewers of the inbox only", async () => {
+    // Prepare: a German message with a text file attached, waiting for approval
+    const inboxId = h.newInbox();
+    const inbound = await h.sandbox.inbound({
+      inbox_id: inboxId,
+      from: `anhang-${randomUUID().slice(0, 8)}@customer.example`,
+      subject: 'Bestellung',
+      text: 'Hallo, meine Bestellung ist noch nicht angekommen. Die Bestellnummern stehen in der angehängten Datei.',
+      attachments: [
+        { filename: 'bestellungen.txt', content_type: 'text/plain', text: 'Bestellung 1234\nBestellung 5678' },
+      ],
+    });
+    const ref = { inboxId, messageId: inbound.message.message_id };
+    await eventually(
+      async () => (['awaiting_approval', 'escalated'].includes(String(await status(ref))) ? true : undefined),
+      'the reply to wait for a person',
+    );
+    // Act: a reviewer opens it; another reviewer, of another inbox only, tries the link
+    const context = await browser.newContext();
+    const page = await signIn(context, desk.url, ada.token);
+    await page.goto(messageUrl(ref));
+    // Assess
+    const facts = await page.locator('dl.facts').innerText();
+    assert.match(facts, /Language\s+German \(de\)/);
+    assert.match(facts, /bestellungen\.txt \(text\/plain, 1 KB, read for the draft\)/);
+    assert.deepEqual(seriousOrWorse(await axeViolations(page)), []);
+    const href = await page.getByRole('link', { name: 'bestellungen.txt' }).getAttribute('href');
+    const link = await page.request.get(`${desk.url}${href}`, { maxRedirects: 0 });
+    assert.equal(link.status(), 302);
+    const download = await fetch(link.headers().location ?? '');
+    assert.equal(await download.text(), 'Bestellung 1234\nBestellung 5678', "AgentMail's copy of the file");
+    const { token } = await addReviewer(h.db, { name: 'Other inbox', inboxes: [h.newInbox('other')] });
+    const outsider = await browser.newContext();
+    const outsiderPage = await signIn(outsider, desk.url, token);
+    assert.equal((await outsiderPage.request.get(`${desk.url}${href}`, { maxRedirects: 0 })).status(), 404);
+    await h.client.workflow.getHandle(inboundWorkflowId(ref)).terminate('test over');
+    await Promise.all([context.close(), outsider.close()]);
+  });
+
   test('a thread a teammate answered is listed under "Threads a person answers"; handing it back there lets the agent answer its next message', async () => {
     // Prepare: a thread whose first reply a reviewer rejects, then a teammate answers in it (AgentMail's console)
     const inboxId = h.newInbox();

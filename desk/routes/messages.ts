@@ -91,6 +91,19 @@ export async function messageRoutes(app: FastifyInstance, options: MessageRouteO
     }
   }
 
+  // An attachment's link (the page's and the ticket's): AgentMail's signed copy, for a reviewer of the inbox only.
+  app.get<{ Params: Params & { attachmentId: string } }>(
+    '/messages/:id/attachments/:attachmentId',
+    async (request, reply) => {
+      const url = await client.attachmentUrl(
+        request.reviewer as SignedIn,
+        request.params.id,
+        request.params.attachmentId,
+      );
+      return reply.header('cache-control', 'no-store').redirect(url, 302);
+    },
+  );
+
   app.post<{ Params: Params; Body: PreviewForm }>(
     '/messages/:id/preview',
     { schema: { body: previewForm }, preHandler: app.csrfCheck },
