@@ -16,8 +16,8 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
-import { Client, WorkflowExecutionAlreadyStartedError } from '@temporalio/client';
-import { bundleWorkflowCode, Worker } from '@temporalio/worker';
+import { Client, WorkflowExecutionAlreadyStartedError, WorkflowFailedError } from '@temporalio/client';
+import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
 import cliProgress from 'cli-progress';
 import { createDrafter } from '../activities/draft/drafting/create-drafter';
 import { createRehearsalActivities } from '../activities/rehearsal';
@@ -232,12 +232,21 @@ async function rehearse(
       configuration,
       retentionMs: config.REHEARSAL_RETENTION,
     });
-    console.error(`${created ? 'rehearsal' : 'resuming rehearsal'} ${rehearsalId} (drafter ${drafter.name})`);
+    console.error(
+      `${created ? 'rehearsal' : 'resuming rehearsal'} ${rehearsalId} (drafter ${drafter.name}); ` +
+        `if this stops, run the same command with --id ${rehearsalId} to resume it`,
+    );
   } catch (error) {
     if (error instanceof RehearsalMismatch) throw new SetupError(error.message);
     throw error;
   }
 
+  // The worker's own log goes to stderr with the progress bar: stdout is the report's alone.
+  Runtime.install({
+    logger: new DefaultLogger(['debug', 'trace'].includes(config.LOG_LEVEL) ? 'DEBUG' : 'WARN', (entry) =>
+      process.stderr.write(`${entry.level} ${entry.message} ${JSON.stringify(entry.meta ?? {})}\n`),
+    ),
+  });
   const connection = await connectTemporalClient(config.temporal);
   const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
   const workerConnection = await connectTemporalWorker(config.temporal);
@@ -290,7 +299,15 @@ async function rehearse(
         throw error;
       });
     let started = false;
-    const result = handle.result();
+    const result = handle.result().catch((error: unknown) => {
+      // The workflow's own failure (another configuration, a rehearsal deleted meanwhile) in its words.
+      if (error instanceof WorkflowFailedError) {
+        let cause: unknown = error.cause;
+        while (cause instanceof Error && cause.cause instanceof Error) cause = cause.cause;
+        throw new SetupError(`rehearsal ${rehearsalId} failed: ${cause instanceof Error ? cause.message : 'unknown'}`);
+      }
+      throw error;
+    });
     for (;;) {
       const finished = await Promise.race([result.then(() => true), sleep(500).then(() => false)]);
       const progress = await handle.query(rehearsalProgressQuery).catch(() => null);

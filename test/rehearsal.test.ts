@@ -461,3 +461,43 @@ describe('deletion', () => {
     assert.equal(left.rowCount, 0);
   });
 });
+
+describe('a period bigger than the limit', () => {
+  test('--limit rehearses the first messages and says the period holds more', async () => {
+    const report = JSON.parse(await rehearse(['--report', 'rehearsal-small', '--json'])) as RehearsalReport;
+    assert.equal(report.chosen, 5);
+    assert.equal(report.rehearsal.truncated, true);
+    const chosen = await h.db.query<{ id: string }>(
+      `SELECT message_id AS id FROM rehearsal_messages WHERE rehearsal_id = 'rehearsal-small' ORDER BY position`,
+    );
+    assert.deepEqual(
+      chosen.rows.map((r) => r.id),
+      ids.slice(0, 5),
+    );
+    assert.match(await rehearse(['--report', 'rehearsal-small']), /the period holds more than the limit of 5/);
+  });
+
+  test('--sample rehearses a sample spread over the whole period', async () => {
+    const report = JSON.parse(
+      await rehearse([...period(), '--id', 'rehearsal-sample', '--sample', '20', '--json']),
+    ) as RehearsalReport;
+    assert.equal(report.chosen, 20);
+    assert.equal(report.rehearsed, 20);
+    assert.equal(report.rehearsal.sampled, true);
+    assert.equal(report.rehearsal.listedTotal, 200, 'the whole period was listed');
+    const chosen = await h.db.query<{ id: string }>(
+      `SELECT message_id AS id FROM rehearsal_messages WHERE rehearsal_id = 'rehearsal-sample' ORDER BY position`,
+    );
+    const seeds = chosen.rows.map((r) => ids.indexOf(r.id));
+    assert.ok(seeds.every((n) => n >= 0));
+    assert.deepEqual(
+      seeds,
+      [...seeds].sort((a, b) => a - b),
+      'rehearsed oldest first',
+    );
+    assert.ok(Math.max(...seeds) >= 100 && Math.min(...seeds) < 100, `spread over the period: ${seeds.join(', ')}`);
+    const tooMany = await rehearseProcess([...period(), '--sample', '50000']).output();
+    assert.equal(tooMany.code, 1);
+    assert.match(tooMany.stderr, /--sample must be a whole number from 1 to 5000/);
+  });
+});
