@@ -1,6 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import { compareRehearsals } from '../activities/rehearsal/compare';
+import { buildReport } from '../activities/rehearsal/report';
+import type { Rehearsal } from '../activities/rehearsal/store';
 import type { RehearsedRow } from '../activities/rehearsal/report';
 import type { RehearsalResult } from '../activities/rehearsal/result';
 import { rehearsedTurn, type TurnMessage } from '../activities/rehearsal/turns';
@@ -103,5 +105,45 @@ describe('comparing two rehearsals', () => {
       text: ['draft changed'],
       cites: ['citations gained: kb:b#1', 'citations lost: kb:a#1'],
     });
+  });
+});
+
+describe('the report', () => {
+  test('estimates the cost from the tokens and the configured prices, and counts time per message', () => {
+    const rehearsal: Rehearsal = {
+      rehearsalId: 'r',
+      inboxId: 'support@ours.example',
+      from: at(0),
+      to: at(60),
+      limit: 10,
+      sampled: false,
+      configuration: { drafter: 'm' },
+      configurationHash: '0'.repeat(64),
+      listedAt: at(1),
+      listedTotal: 2,
+      truncated: false,
+      finishedAt: at(2),
+      createdAt: at(0),
+      expiresAt: at(90),
+    };
+    const drafted = (tokens: [number, number], elapsedMs: number) => ({
+      ...result('Hello', ['kb:a#1']),
+      usage: { inputTokens: tokens[0], outputTokens: tokens[1], estimated: false },
+      elapsedMs,
+      modelMs: elapsedMs / 2,
+    });
+    const rows = [
+      row('one', 'answered', null, drafted([1_000_000, 100_000], 400)),
+      row('two', 'answered', null, drafted([500_000, 50_000], 200)),
+    ];
+    const report = buildReport(rehearsal, 2, rows, { slowAnswerMs: 1, inputPricePerMTok: 2, outputPricePerMTok: 10 });
+    assert.equal(report.model.calls, 2);
+    assert.equal(report.model.inputTokens, 1_500_000);
+    assert.equal(report.model.costUsd, 1.5 * 2 + 0.15 * 10);
+    assert.equal(report.model.msPerMessage, 300);
+    assert.equal(report.model.modelMsPerCall, 150);
+    assert.equal(buildReport(rehearsal, 2, rows, { slowAnswerMs: 1 }).model.costUsd, null, 'no prices: no estimate');
+    // Answered where the team never did: listed.
+    assert.equal(report.agentWouldAnswer.length, 2);
   });
 });

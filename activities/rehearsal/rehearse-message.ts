@@ -51,6 +51,7 @@ export async function rehearseMessage(
     () => deps.reader.thread(ref.inboxId, read.threadId || threadId),
     `thread ${read.threadId || threadId}`,
   );
+  Context.current().heartbeat();
   // The message as it arrived: the `replied` label our answer put on it later is not the message's.
   const message: AgentMail.Message = { ...read, labels: read.labels.filter((l) => l !== 'replied') };
   // The thread as it stood when the message arrived: the model must not read the team's answer.
@@ -107,6 +108,7 @@ export async function rehearseMessage(
   const sections: RetrievedSection[] = knowledge
     ? await retrieve(deps.db, { ...query, embedder: deps.embedder ?? null }).catch(() => retrieve(deps.db, query))
     : [];
+  Context.current().heartbeat();
   const customer = customerMailboxes(message, deps.config);
   const conversation = conversationOf(message, asOf, customer);
   const articles = sections.map((s) => ({ id: s.id, title: s.title, heading: s.heading, text: s.body }));
