@@ -6,7 +6,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Browser } from 'playwright-core';
 import { buildDesk } from '../desk/app';
-import { rehearsalPages } from '../desk/rehearsals';
+import { rehearsalRoutes } from '../desk/routes/rehearsals';
 import type { Comparison } from '../activities/rehearsal/compare';
 import type { RehearsalReport } from '../activities/rehearsal/report';
 import { readFolder, syncCollection } from '../knowledge';
@@ -402,8 +402,8 @@ describe('the desk page', () => {
       trustProxy: false,
       signInAttemptsPerMinute: 50,
     });
-    // The one line the desk's routes add (desk/rehearsals.ts).
-    void desk.register(rehearsalPages, { db: h.db });
+    // The one line desk/app.ts adds beside its other routes (desk/routes/rehearsals.ts).
+    void desk.register(rehearsalRoutes, { db: h.db });
     await desk.listen({ port: 0, host: '127.0.0.1' });
     const url = `http://127.0.0.1:${(desk.server.address() as AddressInfo).port}`;
     try {

@@ -1,19 +1,20 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { compareRehearsals } from '../activities/rehearsal/compare';
+import { compareRehearsals } from '../../activities/rehearsal/compare';
 import {
   loadRows,
   outcomeBars,
   rehearsalReport,
   type RehearsalReport,
   type RehearsedRow,
-} from '../activities/rehearsal/report';
-import { findRehearsal, listRehearsals, type Rehearsal } from '../activities/rehearsal/store';
-import type { RehearsalOutcomeKind } from '../contract/rehearsal';
-import type { Db } from '../lib/db';
-import { html, type Html } from './html';
-import type { SignedIn } from './sessions';
-import { mayReview } from './sessions';
-import { page, type Frame } from './views';
+} from '../../activities/rehearsal/report';
+import { findRehearsal, listRehearsals, type Rehearsal } from '../../activities/rehearsal/store';
+import type { RehearsalOutcomeKind } from '../../contract/rehearsal';
+import type { Db } from '../../lib/db';
+import { html, type Html } from '../html';
+import { frame, htmlReply } from '../respond';
+import type { SignedIn } from '../sessions';
+import { mayReview } from '../sessions';
+import { page, type Frame } from '../views';
 
 /**
  * The rehearsals in the desk (docs/rehearsal.md): the list, one rehearsal's report with the same
@@ -21,11 +22,11 @@ import { page, type Frame } from './views';
  * what the team sent, and the comparison with another rehearsal. A reviewer sees the rehearsals of
  * the inboxes they review, and nothing of any other (a 404, as for a message).
  *
- * A plugin of its own: register it inside the desk's routes, after the sign-in hook, with
- * `void app.register(rehearsalPages, { db: options.db, slowAnswerMs })`.
+ * A route file of its own: desk/app.ts registers it beside the others with
+ * `void app.register(rehearsalRoutes, { db: options.db })`.
  */
 
-export interface RehearsalPagesOptions {
+export interface RehearsalRoutesOptions {
   db: Db;
   /** REHEARSAL_SLOW_ANSWER: past this a team's answer counts as slow (default 2 days). */
   slowAnswerMs?: number;
@@ -37,18 +38,13 @@ const DEFAULT_SLOW_ANSWER_MS = 2 * 24 * 60 * 60 * 1000;
 /** Messages shown side by side on one page. */
 const PAGE_SIZE = 50;
 
-export async function rehearsalPages(app: FastifyInstance, options: RehearsalPagesOptions): Promise<void> {
+export async function rehearsalRoutes(app: FastifyInstance, options: RehearsalRoutesOptions): Promise<void> {
   const settings = {
     slowAnswerMs: options.slowAnswerMs ?? DEFAULT_SLOW_ANSWER_MS,
     inputPricePerMTok: options.inputPricePerMTok,
     outputPricePerMTok: options.outputPricePerMTok,
   };
-  const frame = (request: FastifyRequest, reply: FastifyReply): Frame => ({
-    reviewer: request.reviewer,
-    csrf: reply.generateCsrf(),
-  });
-  const send = (reply: FastifyReply, code: number, body: string) =>
-    reply.code(code).type('text/html; charset=utf-8').header('cache-control', 'no-store').send(body);
+  const send = htmlReply;
   const notFound = (request: FastifyRequest, reply: FastifyReply) =>
     send(
       reply,
