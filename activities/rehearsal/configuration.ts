@@ -16,6 +16,7 @@ export type RehearsalConfig = Pick<
   | 'DRAFT_ALLOWED_LINK_DOMAINS'
   | 'KNOWLEDGE_INBOX_COLLECTIONS'
   | 'KNOWLEDGE_TOP_K'
+  | 'KNOWLEDGE_RELEVANCE_FLOORS'
   | 'REHEARSAL_ESCALATION_LABELS'
 >;
 
@@ -54,6 +55,7 @@ export async function rehearsalConfiguration(
       content: row?.content ?? null,
       synonyms: row?.synonyms ?? null,
       topK: config.KNOWLEDGE_TOP_K,
+      relevanceFloors: config.KNOWLEDGE_RELEVANCE_FLOORS,
     },
     approvalRequired:
       config.APPROVAL_REQUIRED_INBOXES.includes('*') || config.APPROVAL_REQUIRED_INBOXES.includes(inbox),

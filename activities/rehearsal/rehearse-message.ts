@@ -1,7 +1,15 @@
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import type { AgentMail } from 'agentmail';
 import { RehearsalFailureType, type RehearsedMessage } from '../../contract/rehearsal';
-import { collectionsFor, type Embedder, liveCollections, retrieve, type RetrievedSection } from '../../knowledge';
+import {
+  boundMessageText,
+  collectionsFor,
+  type Embedder,
+  liveCollections,
+  relevanceVerdict,
+  type Retrieval,
+  retrieveWithRelevance,
+} from '../../knowledge';
 import type { Db } from '../../lib/db';
 import { recipientPolicy, replyRecipient, senderOf } from '../agentmail/recipients';
 import { skipReason, type SkipReason } from '../decide/reply-policy';
@@ -104,10 +112,25 @@ export async function rehearseMessage(
     collectionsFor(ref.inboxId, deps.config.KNOWLEDGE_INBOX_COLLECTIONS),
   );
   const knowledge = collections.length > 0;
-  const query = { collections, text: `${message.subject ?? ''}\n${base.text}`, limit: deps.config.KNOWLEDGE_TOP_K };
-  const sections: RetrievedSection[] = knowledge
-    ? await retrieve(deps.db, { ...query, embedder: deps.embedder ?? null }).catch(() => retrieve(deps.db, query))
-    : [];
+  // The same bound on the text, retrieval and relevance floor as the live draft (draft-reply.ts).
+  const { text, cut: textCut } = boundMessageText(message.extractedText ?? message.text ?? '');
+  const context = Context.current();
+  const query = {
+    collections,
+    text: `${message.subject ?? ''}\n${text}`,
+    limit: deps.config.KNOWLEDGE_TOP_K,
+    signal: context.cancellationSignal,
+    heartbeat: () => context.heartbeat(),
+  };
+  const retrieval: Retrieval = knowledge
+    ? await retrieveWithRelevance(deps.db, { ...query, embedder: deps.embedder ?? null }).catch(() =>
+        retrieveWithRelevance(deps.db, query),
+      )
+    : { sections: [], relevance: [] };
+  const sections = retrieval.sections;
+  const relevance = knowledge
+    ? relevanceVerdict(retrieval.relevance, deps.config.KNOWLEDGE_RELEVANCE_FLOORS)
+    : undefined;
   Context.current().heartbeat();
   const customer = customerMailboxes(message, deps.config);
   const conversation = conversationOf(message, asOf, customer);
@@ -116,12 +139,14 @@ export async function rehearseMessage(
     inboxId: ref.inboxId,
     messageId,
     subject: message.subject ?? '',
-    text: message.extractedText ?? message.text ?? '',
+    text,
     timestamp: message.timestamp,
     thread: conversation.thread,
     othersLeftOut: conversation.othersLeftOut,
+    textCut,
     knowledge,
     articles,
+    ...(relevance ? { relevance } : {}),
   };
 
   const claim = await claimResult(deps.db, {
