@@ -9,6 +9,7 @@ import { buildDesk } from '../desk/app';
 import { rehearsalRoutes } from '../desk/routes/rehearsals';
 import type { Comparison } from '../activities/rehearsal/compare';
 import type { RehearsalReport } from '../activities/rehearsal/report';
+import { eraseRehearsedMessages } from '../activities/rehearsal/store';
 import { readFolder, syncCollection } from '../knowledge';
 import { createLogger } from '../lib/logger';
 import { addReviewer } from '../review/reviewers';
@@ -499,5 +500,23 @@ describe('a period bigger than the limit', () => {
     const tooMany = await rehearseProcess([...period(), '--sample', '50000']).output();
     assert.equal(tooMany.code, 1);
     assert.match(tooMany.stderr, /--sample must be a whole number from 1 to 5000/);
+  });
+});
+
+describe('a customer forgotten', () => {
+  test('their rehearsed results go with the erasure (privacy/erase.ts calls this)', async () => {
+    const theirs = [{ inboxId: inbox, messageId: ids[7]! }];
+    const count = async () =>
+      (
+        await h.db.query<{ n: number }>(
+          `SELECT count(*)::int AS n FROM rehearsal_results WHERE message_id = $1 AND result::text LIKE '%[#7]%'`,
+          [ids[7]],
+        )
+      ).rows[0]?.n ?? 0;
+    const before = await count();
+    assert.ok(before >= 1, 'rehearsal-a holds their words');
+    assert.equal(await eraseRehearsedMessages(h.db, theirs), before);
+    assert.equal(await count(), 0);
+    assert.equal(await eraseRehearsedMessages(h.db, theirs), 0, 'a second erasure finds nothing');
   });
 });

@@ -303,3 +303,21 @@ export async function pruneExpiredRehearsals(db: Db, batchSize = 100): Promise<n
     if ((deleted.rowCount ?? 0) < batchSize) return total;
   }
 }
+
+/**
+ * Erasure (privacy/erase.ts): every rehearsal's result for these messages goes, with the customer's
+ * words, the draft and the team's answer beside them. The chosen message's id row stays (ids only).
+ */
+export async function eraseRehearsedMessages(
+  db: Db,
+  messages: ReadonlyArray<{ inboxId: string; messageId: string }>,
+): Promise<number> {
+  if (messages.length === 0) return 0;
+  const deleted = await db.query(
+    `DELETE FROM rehearsal_results r USING rehearsals h
+      WHERE r.rehearsal_id = h.rehearsal_id
+        AND (h.inbox_id, r.message_id) IN (SELECT * FROM unnest($1::text[], $2::text[]))`,
+    [messages.map((m) => m.inboxId), messages.map((m) => m.messageId)],
+  );
+  return deleted.rowCount ?? 0;
+}
