@@ -264,6 +264,40 @@ export default tseslint.config(
     },
   },
   {
+    // The rehearsal (docs/rehearsal.md) diverts every outward effect by construction: of the other
+    // steps it may import only what decides and drafts without an effect — the reply policy, our
+    // own addresses (a read), the drafter, the draft rules and the stored draft's check — never the
+    // send, the labels, AgentMail drafts, tickets, notifications, the budget or the live decision.
+    files: ['activities/rehearsal/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              regex: '^(\\.\\./)+(api|worker|scripts|sandbox|bench|test)(/|$)',
+              message: 'activities/ and intake/ sit below the processes: they never import api/, worker/ or scripts/.',
+            },
+            {
+              regex: '^(\\.\\./)+workflows(/|$)',
+              message: 'The contract is contract/: activities never import workflow code.',
+            },
+            {
+              regex:
+                '^(\\.\\./)+(decide|draft|ticket|send|turns|upkeep|notify|operation-store)/(?!(decide/)?(reply-policy|own-addresses)$|(draft/)?(draft-check|draft-request|draft-store|drafting/answer|drafting/drafter)$)',
+              message:
+                'A rehearsal reaches no outward effect: it imports the reply policy, own-addresses, the drafter and the draft rules only (never send/, ticket/, notify/, the budget or the live decision).',
+            },
+            {
+              regex: '^\\.\\./index$',
+              message: 'A step does not import the activities factory.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
     // Tests read JSON answers and untyped workflow results, then assert on them field by field:
     // an `any` there is checked by the assertion itself.
     files: ['test/**/*.ts'],

@@ -450,6 +450,31 @@ export const knowledgeVars = {
 };
 
 /**
+ * Rehearsals (docs/rehearsal.md): what `npm run rehearse` reads besides the worker's settings, which
+ * are the configuration it rehearses.
+ */
+export const rehearsalVars = {
+  /** How long a rehearsal (its drafts, the team's answers beside them) is kept before it is deleted. */
+  REHEARSAL_RETENTION: duration.default(30 * 24 * 60 * 60 * 1000),
+  /** The model's price in USD per million input tokens, for the report's cost estimate (unset: no estimate). */
+  REHEARSAL_INPUT_PRICE_PER_MTOK: z.coerce.number().min(0).optional(),
+  /** The same per million output tokens. */
+  REHEARSAL_OUTPUT_PRICE_PER_MTOK: z.coerce.number().min(0).optional(),
+  /** The report calls a team's answer slow past this (e.g. 2d, 36h): where the agent would have been quicker. */
+  REHEARSAL_SLOW_ANSWER: duration.default(2 * 24 * 60 * 60 * 1000),
+  /** Labels on our answers at AgentMail that mean the team escalated the conversation (comma-separated). */
+  REHEARSAL_ESCALATION_LABELS: z
+    .string()
+    .default('escalated')
+    .transform((v) =>
+      v
+        .split(',')
+        .map((s) => s.trim().toLowerCase())
+        .filter(Boolean),
+    ),
+};
+
+/**
  * What the activities read of the worker's configuration: one validated slice, its defaults here
  * and nowhere else. Each step's dependencies take the part of it they read (`Pick<ActivityConfig, …>`).
  */
@@ -578,6 +603,7 @@ const activityVars = {
   REVIEW_NOTIFY_INCLUDE_TEXT: offByDefault,
   /** The review desk's address as reviewers reach it: the link in every notification. */
   DESK_PUBLIC_URL: z.url({ error: 'must be an http(s) URL' }).default('http://127.0.0.1:3300'),
+  ...rehearsalVars,
 };
 const activitySchema = z.object(activityVars);
 export type ActivityConfig = z.output<typeof activitySchema>;

@@ -2,6 +2,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { AgentMailClient } from 'agentmail';
 import type { Client } from '@temporalio/client';
 import { mailboxOf } from '../activities/agentmail/mailbox';
+import { eraseRehearsedMessages } from '../activities/rehearsal/store';
 import { emailAddress } from '../activities/agentmail/reads';
 import { threadTicketKey } from '../contract';
 import type { Db } from '../lib/db';
@@ -205,6 +206,11 @@ export async function erase(deps: ErasureDeps, request: EraseRequest): Promise<E
     where: 'postgres:operations',
     what: 'operations made tombstones (drafts, approved texts, edits, reviews, notifications, tickets, decisions): key, kind and status kept, content removed',
     count: operations,
+  });
+  note({
+    where: 'postgres:rehearsal_results',
+    what: 'rehearsed results of their messages deleted (their words, the drafts, our answers beside them)',
+    count: await eraseRehearsedMessages(deps.db, plan.messages),
   });
   if (deps.ticketProvider === 'postgres') {
     const scrubbed = await scrubPostgresTickets(deps.db, plan);

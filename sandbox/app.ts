@@ -67,6 +67,8 @@ export function buildSandbox(options: SandboxOptions): Sandbox {
 
   app.addHook('onRequest', async (request, reply) => {
     if (!request.url.startsWith('/v0/')) return;
+    if (request.method !== 'GET' && request.method !== 'HEAD')
+      state.writes.push({ method: request.method, path: decodedPath(request.url), at: state.clock.iso() });
     if (request.headers.authorization !== expected) {
       return reply.code(authFailure).send(errorBodyFor(authFailure, 'Missing or invalid API key'));
     }

@@ -160,6 +160,12 @@ export class SandboxControl {
     return this.call('GET', '/_sandbox/state');
   }
 
+  /** Every API request but a read (sends, drafts, labels…), in order. */
+  async writes(): Promise<Array<{ method: string; path: string; at: string }>> {
+    return (await this.call<{ writes: Array<{ method: string; path: string; at: string }> }>('GET', '/_sandbox/writes'))
+      .writes;
+  }
+
   private async call<T>(method: string, route: string, body?: unknown): Promise<T> {
     const response = await fetch(new URL(route, this.baseUrl), {
       method,

@@ -15,9 +15,14 @@ export interface Sequenced<T> {
   value: T;
 }
 
+/**
+ * Where a page ended: the last item's place in the order. `at` is its timestamp (ms) for listings
+ * ordered by time (messages, as AgentMail orders them); absent for listings in insertion order.
+ */
 interface Cursor {
   seq: number;
   asc: boolean;
+  at?: number;
 }
 
 export function parseLimit(raw: unknown): number {
@@ -39,6 +44,43 @@ export function pageOf<T>(
 ): Page<T> {
   const token = Array.isArray(query.page_token) ? query.page_token[0] : query.page_token;
   return paginate(ascending ? items : [...items].reverse(), parseLimit(query.limit), token, ascending);
+}
+
+/**
+ * One page of a listing ordered by each item's `timestamp`, as AgentMail lists an inbox's messages
+ * ("ordered by `timestamp` descending", `ascending` for the other way): mail imported or delivered
+ * late sits where its time puts it, not where it was stored. Ties go by insertion order.
+ */
+export function pageByTime<T extends { timestamp: string }>(
+  items: Sequenced<T>[],
+  query: { limit?: unknown; page_token?: string | string[] | undefined },
+  ascending: boolean,
+): Page<T> {
+  const at = (item: Sequenced<T>) => Date.parse(item.value.timestamp);
+  const compare = (a: { at: number; seq: number }, b: { at: number; seq: number }) => a.at - b.at || a.seq - b.seq;
+  const sorted = [...items].sort((a, b) => compare({ at: at(a), seq: a.seq }, { at: at(b), seq: b.seq }));
+  const ordered = ascending ? sorted : sorted.reverse();
+  const limit = parseLimit(query.limit);
+  const token = Array.isArray(query.page_token) ? query.page_token[0] : query.page_token;
+  let rest = ordered;
+  if (token) {
+    const cursor = decodeToken(token);
+    if (cursor.asc !== ascending || cursor.at === undefined) throw ApiError.validation('page_token is not valid here');
+    const last = { at: cursor.at, seq: cursor.seq };
+    rest = ordered.filter((item) => {
+      const order = compare({ at: at(item), seq: item.seq }, last);
+      return ascending ? order > 0 : order < 0;
+    });
+  }
+  const page = rest.slice(0, limit);
+  const last = page[page.length - 1];
+  const more = rest.length > limit && last !== undefined;
+  return {
+    count: page.length,
+    limit,
+    ...(more ? { next_page_token: encodeToken({ seq: last.seq, asc: ascending, at: at(last) }) } : {}),
+    items: page.map((item) => item.value),
+  };
 }
 
 /** `ordered` is already sorted in the requested direction. */
@@ -72,7 +114,8 @@ function encodeToken(cursor: Cursor): string {
 function decodeToken(token: string): Cursor {
   try {
     const parsed = JSON.parse(Buffer.from(token, 'base64url').toString('utf8')) as Partial<Cursor>;
-    if (typeof parsed.seq === 'number' && typeof parsed.asc === 'boolean') return { seq: parsed.seq, asc: parsed.asc };
+    if (typeof parsed.seq === 'number' && typeof parsed.asc === 'boolean')
+      return { seq: parsed.seq, asc: parsed.asc, ...(typeof parsed.at === 'number' ? { at: parsed.at } : {}) };
   } catch {
     // fall through: a token we did not issue
   }

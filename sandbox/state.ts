@@ -20,6 +20,11 @@ export class SandboxState {
    * like AgentMail's, never delivered to. Added by a test through /_sandbox/webhooks/others.
    */
   readonly otherWebhooks: WebhookRaw[] = [];
+  /**
+   * Every API request that could change something at AgentMail (any method but GET/HEAD on /v0):
+   * what a rehearsal must never make, and tests count.
+   */
+  readonly writes: Array<{ method: string; path: string; at: string }> = [];
 
   constructor(readonly webhooks: WebhookDispatcher) {}
 
@@ -33,6 +38,7 @@ export class SandboxState {
     this.faults.clear();
     this.webhooks.reset();
     this.otherWebhooks.length = 0;
+    this.writes.length = 0;
   }
 
   counts() {

@@ -141,6 +141,41 @@ describe('AgentMail sandbox', () => {
       assert.equal(byLabel.count, 0);
     });
 
+    test('messages.list orders by timestamp as AgentMail does, whatever order mail was stored in', async () => {
+      // Past mail stored out of time order (an import, a late delivery): the listing follows the timestamps.
+      const stored = [3, 1, 4, 2, 5].map((day) => ({ day, at: `2026-11-0${day}T10:00:00.000Z` }));
+      const ids = new Map<number, string>();
+      for (const { day, at } of stored) {
+        const { message } = await control.inbound({ inbox_id: INBOX, from: CUSTOMER, timestamp: at, deliver: false });
+        ids.set(day, message.message_id);
+      }
+      const byDays = (days: number[]) => days.map((d) => ids.get(d));
+      const newestFirst = await client.inboxes.messages.list(INBOX, {});
+      assert.deepEqual(
+        newestFirst.messages.map((m) => m.messageId),
+        byDays([5, 4, 3, 2, 1]),
+      );
+      const page1 = await client.inboxes.messages.list(INBOX, { ascending: true, limit: 2 });
+      const page2 = await client.inboxes.messages.list(INBOX, {
+        ascending: true,
+        limit: 2,
+        pageToken: page1.nextPageToken,
+      });
+      assert.deepEqual(
+        [...page1.messages, ...page2.messages].map((m) => m.messageId),
+        byDays([1, 2, 3, 4]),
+      );
+      const period = await client.inboxes.messages.list(INBOX, {
+        ascending: true,
+        after: new Date('2026-11-01T12:00:00Z'),
+        before: new Date('2026-11-04T12:00:00Z'),
+      });
+      assert.deepEqual(
+        period.messages.map((m) => m.messageId),
+        byDays([2, 3, 4]),
+      );
+    });
+
     test('inboxes.list pages like AgentMail: newest first, limit and page_token, ascending on request', async () => {
       const ids = ['a', 'b', 'c', 'd', 'e'].map((n) => `${n}@sandbox.agentmail.local`);
       for (const id of ids) await control.createInbox(id);

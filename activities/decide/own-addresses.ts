@@ -22,6 +22,11 @@ import { mailboxOf } from '../agentmail/mailbox';
 export const OWN_INBOXES_REFRESH_MS = 5 * 60 * 1000;
 const PAGE_SIZE = 100;
 
+/** What the listing needs of the client: a rehearsal hands in a read-only one (activities/rehearsal/reads.ts). */
+export interface InboxLister {
+  inboxes: { list: AgentMailClient['inboxes']['list'] };
+}
+
 export class OwnAddresses {
   private inboxes: ReadonlySet<string> | null = null;
   private loadedAt = 0;
@@ -29,7 +34,7 @@ export class OwnAddresses {
   private readonly configured: ReadonlySet<string>;
 
   constructor(
-    private readonly agentmail: AgentMailClient,
+    private readonly agentmail: InboxLister,
     configured: readonly string[],
     private readonly refreshMs: number = OWN_INBOXES_REFRESH_MS,
     private readonly now: () => number = Date.now,

@@ -24,8 +24,7 @@ import { requestHash } from '../../lib/hashing';
 import { validDraft, type StoredDraft } from './draft-store';
 import { HOLDING_REPLY, judgeAnswer, type HandoffKind } from './drafting/answer';
 import { draftHolds } from './draft-check';
-import { mailboxOf } from '../agentmail/mailbox';
-import { bareAddress, recipientPolicy, replyRecipient, senderOf } from '../agentmail/recipients';
+import { conversationOf, customerMailboxes } from './draft-request';
 import type { Drafter } from './drafting/drafter';
 import { fetchMessage, fetchThread } from '../agentmail/reads';
 import { runOperation } from '../operation-store/run-operation';
@@ -152,26 +151,7 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
     async () => {
       const thread = await fetchThread(deps.agentmail, ref.inboxId, message.threadId);
       const customer = customerMailboxes(message, deps.config);
-      const others = thread.messages.filter(
-        (m) => m.messageId !== message.messageId && !betweenUsAndCustomer(m, customer),
-      );
-      // Everything we sent in the thread (a reply to the message before this one may be newer than
-      // this message: it was written while this one waited for its turn), and the customer's
-      // messages up to this one (later ones get their own turn); only those between us and this
-      // customer (anyone else's are counted, never shown).
-      const earlier = [...thread.messages]
-        .filter(
-          (m) =>
-            m.messageId !== message.messageId &&
-            (m.labels.includes('sent') || m.timestamp.getTime() <= message.timestamp.getTime()),
-        )
-        .filter((m) => betweenUsAndCustomer(m, customer))
-        .sort((a, b) => a.timestamp.getTime() - b.timestamp.getTime())
-        .map((m) => ({
-          direction: m.labels.includes('sent') ? ('outbound' as const) : ('inbound' as const),
-          text: m.extractedText ?? m.text ?? '',
-          timestamp: m.timestamp,
-        }));
+      const { thread: earlier, othersLeftOut } = conversationOf(message, thread.messages, customer);
       const articles = sections.map((s) => ({ id: s.id, title: s.title, heading: s.heading, text: s.body }));
       const signal = context.cancellationSignal;
       const mail = await customerMail.readCustomerMail(deps, ref, message, text, signal);
@@ -202,7 +182,7 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
         text,
         timestamp: message.timestamp,
         thread: earlier,
-        othersLeftOut: others.length,
+        othersLeftOut,
         textCut,
         knowledge,
         articles,
@@ -329,27 +309,4 @@ async function supersedeUnfinished(db: Db, key: string, hash: string): Promise<v
       message: `another attempt is drafting ${key} with other knowledge; retrying once it has finished`,
       nonRetryable: false,
     });
-}
-
-/** This customer's mailboxes: the sender's and, when the rule follows Reply-To, its. */
-function customerMailboxes(
-  message: Parameters<typeof replyRecipient>[0],
-  config: DraftDeps['config'],
-): ReadonlySet<string> {
-  const found = [senderOf(message), replyRecipient(message, recipientPolicy(config))];
-  return new Set(found.flatMap((r) => (r === null ? [] : [r.normalized])));
-}
-
-/** Whether a thread message is between this customer and us: theirs, or our reply to them. */
-function betweenUsAndCustomer(
-  m: { from: string; to?: string[]; labels: string[] },
-  customer: ReadonlySet<string>,
-): boolean {
-  const mailbox = (value: string) => {
-    const bare = bareAddress(value);
-    return bare === null ? null : mailboxOf(bare);
-  };
-  if (m.labels.includes('sent')) return (m.to ?? []).some((to) => customer.has(mailbox(to) ?? ''));
-  const from = mailbox(m.from);
-  return from !== null && customer.has(from);
 }

@@ -129,6 +129,7 @@ export function controlRoutes(app: FastifyInstance, state: SandboxState): void {
   });
 
   app.get('/_sandbox/state', async () => state.counts());
+  app.get('/_sandbox/writes', async () => ({ count: state.writes.length, writes: state.writes }));
   app.get('/_sandbox/idempotency-keys', async () => ({ keys: state.idempotency.list() }));
 
   app.post('/_sandbox/reset', async () => {

@@ -19,6 +19,11 @@ export const SANDBOX_CONTROLS = [
   ],
   ['GET', '/_sandbox/outbox', 'what we sent (?inbox_id=, ?in_reply_to=): count and entries'],
   ['GET', '/_sandbox/state', 'counts of inboxes, messages, drafts, events, deliveries'],
+  [
+    'GET',
+    '/_sandbox/writes',
+    'every API request but a read (method, path): sends, drafts, labels — what a rehearsal never makes',
+  ],
   ['POST', '/_sandbox/reset', 'forgets everything'],
   ['GET', '/_sandbox/webhook', 'the webhook endpoint deliveries go to'],
   ['POST', '/_sandbox/webhook', 'changes it: {url?, enabled?}'],

@@ -1,7 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { ApiError } from '../errors';
 import { toMessageItem } from '../views';
-import { listResponse, pageOf } from '../paging';
+import { listResponse, pageByTime } from '../paging';
 import { parseBody, present, replySchema, sendSchema, updateLabelsSchema } from '../schemas';
 import { bareAddress, idempotentSend, replySubject } from '../sending';
 import type { SandboxState } from '../state';
@@ -18,7 +18,7 @@ export function messageRoutes(app: FastifyInstance, state: SandboxState): void {
   app.get<InboxParams & { Querystring: ListQuery }>('/v0/inboxes/:inbox_id/messages', async (request) => {
     const { filter, ascending } = listFilter(request.query);
     const matching = mailbox.messagesOf(request.params.inbox_id).filter((m) => filter(m.value));
-    const page = pageOf(matching, request.query, ascending);
+    const page = pageByTime(matching, request.query, ascending);
     return listResponse('messages', { ...page, items: page.items.map(toMessageItem) });
   });
 

@@ -67,6 +67,8 @@ export interface DraftAnswer {
   reply: string;
   citations: string[];
   handoff: null | { reason: string };
+  /** The tokens the model reported for this call, when it did (a rehearsal's report counts them). */
+  usage?: { inputTokens: number; outputTokens: number };
 }
 
 export interface DraftOptions {

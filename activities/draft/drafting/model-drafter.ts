@@ -65,7 +65,8 @@ export class ModelDrafter implements Drafter {
     if (result.finishReason === 'content-filter') throw refusal(this.name, result.rawFinishReason);
     if (result.finishReason === 'length') throw truncated(this.name, this.settings.maxOutputTokens);
     try {
-      return result.output;
+      const usage = { inputTokens: result.usage.inputTokens ?? 0, outputTokens: result.usage.outputTokens ?? 0 };
+      return { ...result.output, usage };
     } catch (error) {
       if (NoOutputGeneratedError.isInstance(error)) throw schemaViolation(this.name);
       throw error;

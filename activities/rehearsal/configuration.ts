@@ -1,0 +1,70 @@
+import { createHash } from 'node:crypto';
+import type { ActivityConfig } from '../../lib/config';
+import type { Db } from '../../lib/db';
+import { collectionsFor, liveCollections } from '../../knowledge';
+import type { Drafter } from '../draft/drafting/drafter';
+
+export type RehearsalConfig = Pick<
+  ActivityConfig,
+  | 'OPERATION_LEASE_MS'
+  | 'REPLYONCE_INBOXES'
+  | 'REPLYONCE_OWN_ADDRESSES'
+  | 'REPLYONCE_REPLY_TO_DOMAINS'
+  | 'REPLY_MAX_AGE'
+  | 'REPLY_COALESCE_MS'
+  | 'APPROVAL_REQUIRED_INBOXES'
+  | 'DRAFT_ALLOWED_LINK_DOMAINS'
+  | 'KNOWLEDGE_INBOX_COLLECTIONS'
+  | 'KNOWLEDGE_TOP_K'
+  | 'KNOWLEDGE_RELEVANCE_FLOORS'
+  | 'REHEARSAL_ESCALATION_LABELS'
+>;
+
+const sha = (text: string) => createHash('sha256').update(text).digest('hex').slice(0, 16);
+
+/**
+ * What is rehearsed, as the report and the comparison show it: the drafter and its instructions
+ * (a hash), the knowledge (its collections and a hash of their live sections and synonyms) and the
+ * rules. No secret, no text. A rehearsal's messages are all rehearsed under one configuration: a
+ * worker whose configuration differs refuses to go on (docs/rehearsal.md).
+ */
+export async function rehearsalConfiguration(
+  deps: { db: Db; drafter: Drafter; config: RehearsalConfig },
+  inboxId: string,
+): Promise<Record<string, unknown>> {
+  const { config } = deps;
+  const collections = await liveCollections(deps.db, collectionsFor(inboxId, config.KNOWLEDGE_INBOX_COLLECTIONS));
+  const knowledge = await deps.db.query<{ sections: number; content: string | null; synonyms: string | null }>(
+    `SELECT (SELECT count(*)::int FROM knowledge_sections s JOIN knowledge_articles a USING (collection, source)
+              WHERE s.collection = ANY($1::text[]) AND a.retired_at IS NULL) AS sections,
+            (SELECT md5(string_agg(s.content_hash, ',' ORDER BY s.id)) FROM knowledge_sections s
+               JOIN knowledge_articles a USING (collection, source)
+              WHERE s.collection = ANY($1::text[]) AND a.retired_at IS NULL) AS content,
+            (SELECT md5(string_agg(coalesce(c.synonyms_hash, ''), ',' ORDER BY c.name)) FROM knowledge_collections c
+              WHERE c.name = ANY($1::text[])) AS synonyms`,
+    [collections],
+  );
+  const row = knowledge.rows[0];
+  const inbox = inboxId.toLowerCase();
+  return {
+    drafter: deps.drafter.name,
+    instructions: sha(deps.drafter.instructionsFor?.(inboxId) ?? ''),
+    knowledge: {
+      collections,
+      sections: row?.sections ?? 0,
+      content: row?.content ?? null,
+      synonyms: row?.synonyms ?? null,
+      topK: config.KNOWLEDGE_TOP_K,
+      relevanceFloors: config.KNOWLEDGE_RELEVANCE_FLOORS,
+    },
+    approvalRequired:
+      config.APPROVAL_REQUIRED_INBOXES.includes('*') || config.APPROVAL_REQUIRED_INBOXES.includes(inbox),
+    allowedLinkDomains: [...config.DRAFT_ALLOWED_LINK_DOMAINS].sort(),
+    ownAddresses: sha([...config.REPLYONCE_OWN_ADDRESSES].sort().join(',')),
+    replyToDomains: [...config.REPLYONCE_REPLY_TO_DOMAINS].sort(),
+    inboxServed: config.REPLYONCE_INBOXES.length === 0 || config.REPLYONCE_INBOXES.includes(inbox),
+    replyMaxAgeMs: config.REPLY_MAX_AGE,
+    coalesceMs: config.REPLY_COALESCE_MS,
+    escalationLabels: [...config.REHEARSAL_ESCALATION_LABELS].sort(),
+  };
+}
