@@ -11,6 +11,7 @@ import { NotFound, ReviewClient } from './review-client';
 import { assetRoutes } from './routes/assets';
 import { messageRoutes } from './routes/messages';
 import { queueRoutes } from './routes/queue';
+import { rehearsalRoutes } from './routes/rehearsals';
 import { signInRoutes } from './routes/sign-in';
 import { threadRoutes } from './routes/threads';
 import { problemPage } from './views';
@@ -76,6 +77,7 @@ export function buildDesk(options: DeskOptions): FastifyInstance {
   void app.register(queueRoutes, { temporal: options.temporal, agentmail: options.agentmail, deadlineMs });
   void app.register(messageRoutes, { client, deadlineMs });
   void app.register(threadRoutes, { db: options.db, temporal: options.temporal, deadlineMs });
+  void app.register(rehearsalRoutes, { db: options.db });
 
   app.setNotFoundHandler(async (request, reply) =>
     htmlReply(reply, 404, problemPage(frame(request, reply), 'Not found', 'There is no such page or message for you.')),

@@ -116,7 +116,10 @@ export function queuePage(
     'Waiting',
     frame,
     html`<h1>Waiting for a person</h1>
-      <p><a href="/threads">Threads a person answers</a> (the agent leaves them to the team until handed back)</p>
+      <p>
+        <a href="/threads">Threads a person answers</a> (the agent leaves them to the team until handed back) ·
+        <a href="/rehearsals">Rehearsals</a> (what the agent would have done with past mail)
+      </p>
       <form method="get" action="/" class="inline filter">
         <label for="inbox">Inbox</label>
         <select id="inbox" name="inbox">

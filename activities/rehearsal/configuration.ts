@@ -14,6 +14,7 @@ export type RehearsalConfig = Pick<
   | 'REPLY_COALESCE_MS'
   | 'APPROVAL_REQUIRED_INBOXES'
   | 'DRAFT_ALLOWED_LINK_DOMAINS'
+  | 'DRAFT_PHONE_REGION'
   | 'KNOWLEDGE_INBOX_COLLECTIONS'
   | 'KNOWLEDGE_TOP_K'
   | 'KNOWLEDGE_RELEVANCE_FLOORS'
@@ -60,6 +61,7 @@ export async function rehearsalConfiguration(
     approvalRequired:
       config.APPROVAL_REQUIRED_INBOXES.includes('*') || config.APPROVAL_REQUIRED_INBOXES.includes(inbox),
     allowedLinkDomains: [...config.DRAFT_ALLOWED_LINK_DOMAINS].sort(),
+    phoneRegion: config.DRAFT_PHONE_REGION,
     ownAddresses: sha([...config.REPLYONCE_OWN_ADDRESSES].sort().join(',')),
     replyToDomains: [...config.REPLYONCE_REPLY_TO_DOMAINS].sort(),
     inboxServed: config.REPLYONCE_INBOXES.length === 0 || config.REPLYONCE_INBOXES.includes(inbox),

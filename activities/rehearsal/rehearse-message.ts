@@ -237,6 +237,8 @@ export async function rehearseMessage(
       ownAddresses: deps.config.REPLYONCE_OWN_ADDRESSES,
       customer: [...customer],
       instructions: deps.drafter.instructionsFor?.(ref.inboxId) ?? null,
+      customerText: `${message.subject ?? ''}\n${text}`,
+      phoneRegion: deps.config.DRAFT_PHONE_REGION,
     });
     if (holds.length > 0)
       return await finish('held', holds.join('+'), { ...drafted, draft: draft(valid, null, holds) }, ownerToken);
