@@ -284,9 +284,9 @@ export default tseslint.config(
             },
             {
               regex:
-                '^(\\.\\./)+(decide|draft|ticket|send|turns|upkeep|notify|operation-store)/(?!(decide/)?(reply-policy|own-addresses)$|(draft/)?(draft-check|draft-request|draft-store|drafting/answer|drafting/drafter)$)',
+                '^(\\.\\./)+(decide|draft|ticket|send|turns|upkeep|notify|operation-store)/(?!(decide/)?(reply-policy|own-addresses)$|(draft/)?(draft-check|draft-request|draft-store|drafting/answer|drafting/drafter|customer-mail|attachment-reader)$)',
               message:
-                'A rehearsal reaches no outward effect: it imports the reply policy, own-addresses, the drafter and the draft rules only (never send/, ticket/, notify/, the budget or the live decision).',
+                "A rehearsal reaches no outward effect: it imports the reply policy, own-addresses, the drafter, the draft rules and the reading of the customer's mail only (never send/, ticket/, notify/, the budget or the live decision).",
             },
             {
               regex: '^\\.\\./index$',

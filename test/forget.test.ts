@@ -505,7 +505,13 @@ describe('forget a customer whose tickets are in Zendesk', () => {
     const standIn = buildHelpdeskStandIn({ email: 'agent@team.example', apiToken: 'zd-token' });
     await standIn.app.listen({ port: 0, host: '127.0.0.1' });
     const url = `http://127.0.0.1:${(standIn.app.server.address() as AddressInfo).port}`;
-    const zendesk = new ZendeskTickets({ url, email: 'agent@team.example', apiToken: 'zd-token', timeoutMs: 2_000 });
+    const zendesk = new ZendeskTickets({
+      url,
+      email: 'agent@team.example',
+      apiToken: 'zd-token',
+      timeoutMs: 2_000,
+      markerSecret: 'forget-test-marker-secret-of-32-characters-at-least',
+    });
     const helpdesk = new HelpdeskControl(url);
     const zh = await Harness.start({ tickets: zendesk });
     try {

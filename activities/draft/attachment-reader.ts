@@ -1,4 +1,9 @@
 import { AgentMail, type AgentMailClient } from 'agentmail';
+
+/** All that reading attachments asks of AgentMail: one read (a rehearsal passes a read-only view). */
+export interface AttachmentSource {
+  inboxes: { messages: { getAttachment: AgentMailClient['inboxes']['messages']['getAttachment'] } };
+}
 import { extractText, getDocumentProxy } from 'unpdf';
 import type { MessageRef } from '../../contract';
 import type { ActivityConfig } from '../../lib/config';
@@ -39,7 +44,7 @@ function kindOf(attachment: AgentMail.Attachment): Kind {
 }
 
 export async function readAttachments(
-  deps: { agentmail: AgentMailClient; config: Pick<ActivityConfig, 'ATTACHMENT_READERS' | 'ATTACHMENT_READ_MAX_KB'> },
+  deps: { agentmail: AttachmentSource; config: Pick<ActivityConfig, 'ATTACHMENT_READERS' | 'ATTACHMENT_READ_MAX_KB'> },
   ref: MessageRef,
   listed: readonly AgentMail.Attachment[] | undefined,
   signal?: AbortSignal,
@@ -81,7 +86,7 @@ export async function readAttachments(
 
 /** The first `maxBytes` of the attachment, or null when AgentMail has no such file or the CDN refuses it. */
 async function download(
-  agentmail: AgentMailClient,
+  agentmail: AttachmentSource,
   ref: MessageRef,
   attachmentId: string,
   maxBytes: number,

@@ -1,9 +1,9 @@
-import type { AgentMail, AgentMailClient } from 'agentmail';
+import type { AgentMail } from 'agentmail';
 import type { MessageRef } from '../../contract';
 import type { RetrievedSection } from '../../knowledge';
 import type { ActivityConfig } from '../../lib/config';
 import type { Db } from '../../lib/db';
-import { readAttachments } from './attachment-reader';
+import { type AttachmentSource, readAttachments } from './attachment-reader';
 import { citedArticles, withArticleLinks, type CitedArticle } from './citations';
 import { attachmentHandoff, type DraftAttachment } from './drafting/attachments';
 import { customerLanguage } from './drafting/customer-language';
@@ -41,7 +41,7 @@ export interface MailRecord {
 }
 
 export async function readCustomerMail(
-  deps: { agentmail: AgentMailClient; config: CustomerMailConfig },
+  deps: { agentmail: AttachmentSource; config: CustomerMailConfig },
   ref: MessageRef,
   message: Pick<AgentMail.Message, 'subject' | 'attachments'>,
   text: string,

@@ -15,6 +15,12 @@ export type RehearsalConfig = Pick<
   | 'APPROVAL_REQUIRED_INBOXES'
   | 'DRAFT_ALLOWED_LINK_DOMAINS'
   | 'DRAFT_PHONE_REGION'
+  | 'SUPPORTED_LANGUAGES'
+  | 'ATTACHMENT_READERS'
+  | 'ATTACHMENT_READ_MAX_KB'
+  | 'REPLY_SIGNATURE'
+  | 'REPLY_INBOX_SIGNATURES'
+  | 'KNOWLEDGE_LINK_BASES'
   | 'KNOWLEDGE_INBOX_COLLECTIONS'
   | 'KNOWLEDGE_TOP_K'
   | 'KNOWLEDGE_RELEVANCE_FLOORS'
@@ -62,6 +68,8 @@ export async function rehearsalConfiguration(
       config.APPROVAL_REQUIRED_INBOXES.includes('*') || config.APPROVAL_REQUIRED_INBOXES.includes(inbox),
     allowedLinkDomains: [...config.DRAFT_ALLOWED_LINK_DOMAINS].sort(),
     phoneRegion: config.DRAFT_PHONE_REGION,
+    supportedLanguages: config.SUPPORTED_LANGUAGES,
+    attachmentReaders: [...config.ATTACHMENT_READERS].sort(),
     ownAddresses: sha([...config.REPLYONCE_OWN_ADDRESSES].sort().join(',')),
     replyToDomains: [...config.REPLYONCE_REPLY_TO_DOMAINS].sort(),
     inboxServed: config.REPLYONCE_INBOXES.length === 0 || config.REPLYONCE_INBOXES.includes(inbox),

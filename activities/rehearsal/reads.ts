@@ -4,6 +4,7 @@ import { AgentMail, type AgentMailClient } from 'agentmail';
 import { FailureType } from '../../contract';
 import { providerFailure } from '../agentmail/failures';
 import type { InboxLister } from '../decide/own-addresses';
+import type { AttachmentSource } from '../draft/attachment-reader';
 
 /**
  * What a rehearsal may ask of AgentMail: reads, and nothing else. The rehearsal's activities are
@@ -17,6 +18,8 @@ export interface MailReader extends InboxLister {
   ): Promise<AgentMail.ListMessagesResponse>;
   message(inboxId: string, messageId: string): Promise<AgentMail.Message>;
   thread(inboxId: string, threadId: string): Promise<AgentMail.Thread>;
+  /** The one attachment read the live draft makes (its signed download link), nothing that writes. */
+  attachments: AttachmentSource;
 }
 
 /** The read-only view of a client: closures over its read methods, the client itself out of reach. */
@@ -35,6 +38,14 @@ export function readOnly(client: AgentMailClient): MailReader {
       }),
     message: (inboxId: string, messageId: string) => client.inboxes.messages.get(inboxId, messageId),
     thread: (inboxId: string, threadId: string) => client.inboxes.threads.get(inboxId, threadId),
+    attachments: Object.freeze({
+      inboxes: Object.freeze({
+        messages: Object.freeze({
+          getAttachment: (...args: Parameters<AgentMailClient['inboxes']['messages']['getAttachment']>) =>
+            client.inboxes.messages.getAttachment(...args),
+        }),
+      }),
+    }),
   });
 }
 

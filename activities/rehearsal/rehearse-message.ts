@@ -22,6 +22,7 @@ import type { DraftAnswer, Drafter, DraftRequest } from '../draft/drafting/draft
 import { draftProblem } from '../../contract';
 import { configurationHash, type Rehearsal } from './store';
 import { claimResult, completeResult, messageAt, renewClaim, requireRehearsal, storedOutcome } from './store';
+import { readCustomerMail, handoffBeforeDrafting } from '../draft/customer-mail';
 import { rehearsalConfiguration, type RehearsalConfig } from './configuration';
 import { readOrFail, type MailReader } from './reads';
 import { answerLines, storable, type RehearsalResult } from './result';
@@ -135,6 +136,18 @@ export async function rehearseMessage(
   const customer = customerMailboxes(message, deps.config);
   const conversation = conversationOf(message, asOf, customer);
   const articles = sections.map((s) => ({ id: s.id, title: s.title, heading: s.heading, text: s.body }));
+  // The customer's language and attachments, read as the live draft reads them (customer-mail.ts):
+  // an unsupported language or an unreadable attachment the message points at is a hand-off before
+  // any drafter is asked.
+  const mail = await readCustomerMail(
+    { agentmail: deps.reader.attachments, config: deps.config },
+    ref,
+    message,
+    text,
+    context.cancellationSignal,
+  );
+  const early = handoffBeforeDrafting(mail, text);
+  if (early !== null) return finish('handed-off', early.kind, base, null);
   const request: DraftRequest = {
     inboxId: ref.inboxId,
     messageId,
@@ -146,6 +159,8 @@ export async function rehearseMessage(
     textCut,
     knowledge,
     articles,
+    language: mail.language,
+    attachments: mail.attachments,
     ...(relevance ? { relevance } : {}),
   };
 
