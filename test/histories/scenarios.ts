@@ -13,6 +13,7 @@ import type { FaultSpec } from '../../sandbox/control-client';
 import { AppProcess } from '../support/app-process';
 import type { Harness, HarnessOptions } from '../support/harness';
 import { sendVerdict, waitForStatus } from '../support/review';
+import { erase } from '../../privacy/erase';
 
 /**
  * What the recorded mail says and who sends it: marked, so test/histories.test.ts can prove that
@@ -163,6 +164,32 @@ export const SCENARIOS: Scenario[] = [
     name: 'handed-off-to-ticket',
     harness: { drafter: new HandingOffDrafter(), handoff: 'ticket' },
     run: async ({ h, mail }) => ended(h, await mail()),
+  },
+  {
+    // HANDOFF_ACKNOWLEDGMENT on: the customer gets one word back that a person will answer.
+    name: 'handed-off-acknowledged',
+    harness: {
+      drafter: new HandingOffDrafter(),
+      handoff: 'ticket',
+      activityConfig: { HANDOFF_ACKNOWLEDGMENT: { '*': ['handoff'] } },
+    },
+    run: async ({ h, mail }) => ended(h, await mail()),
+  },
+  {
+    // The customer is forgotten while the reply awaits a verdict: the approval's first effect answers Erased.
+    name: 'erased-awaiting-approval',
+    harness: approval,
+    run: async ({ h, mail }) => {
+      const ref = await mail({ inbox: APPROVAL_INBOX });
+      const handle = await waitForStatus(h, ref, 'awaiting_approval', 60_000);
+      const message = await h.agentmail.inboxes.messages.get(ref.inboxId, ref.messageId);
+      await erase(
+        { db: h.db, agentmail: h.agentmail, temporal: undefined, ticketProvider: 'postgres' },
+        { address: message.from, inboxes: [APPROVAL_INBOX], requestedBy: 'histories-recorder' },
+      );
+      await sendVerdict(handle, 'approve');
+      return ended(h, ref);
+    },
   },
   {
     name: 'handed-off-then-approved',
