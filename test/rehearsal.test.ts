@@ -5,15 +5,13 @@ import type { AddressInfo } from 'node:net';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import type { Browser } from 'playwright-core';
-import { buildDesk } from '../desk/app';
 import type { Comparison } from '../activities/rehearsal/compare';
 import type { RehearsalReport } from '../activities/rehearsal/report';
 import { eraseRehearsedMessages } from '../activities/rehearsal/store';
 import { readFolder, syncCollection } from '../knowledge';
-import { createLogger } from '../lib/logger';
 import { addReviewer } from '../review/reviewers';
 import { buildModelStandIn, type ModelStandIn } from '../sandbox/model/app';
-import { axeViolations, seriousOrWorse, signIn } from './support/desk';
+import { axeViolations, seriousOrWorse, signIn, startDesk } from './support/desk';
 import { testEnv } from './support/env';
 import { Harness } from './support/harness';
 import { eventually } from './support/temporal';
@@ -392,18 +390,7 @@ describe('the desk page', () => {
   after(async () => browser?.close());
 
   test("shows the report and its chart to the inbox's reviewers only, accessibly", { skip }, async () => {
-    const desk = buildDesk({
-      db: h.db,
-      temporal: h.client,
-      agentmail: h.agentmail,
-      logger: createLogger('test-desk', process.env.TEST_LOG_LEVEL ?? 'silent'),
-      sessionTtlMs: 60 * 60 * 1000,
-      publicUrl: 'http://127.0.0.1',
-      trustProxy: false,
-      signInAttemptsPerMinute: 50,
-    });
-    await desk.listen({ port: 0, host: '127.0.0.1' });
-    const url = `http://127.0.0.1:${(desk.server.address() as AddressInfo).port}`;
+    const { app: desk, url } = await startDesk(h);
     try {
       const reviewer = await addReviewer(h.db, { name: 'Rehearsal Reviewer', inboxes: [inbox] });
       const stranger = await addReviewer(h.db, { name: 'Other Inbox', inboxes: ['other@sandbox.agentmail.local'] });

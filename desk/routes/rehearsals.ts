@@ -208,7 +208,15 @@ function reportPage(
   const r = report.rehearsal;
   const o = report.outcomes;
   const shown = rows.slice((pageNumber - 1) * PAGE_SIZE, pageNumber * PAGE_SIZE);
-  const reasons = (counts: Record<string, number>) => Object.entries(counts).map(([k, n]) => html`<li>${k}: ${n}</li>`);
+  /** One figure of the report and its count by reason (or by rule), as a term of the list. */
+  const countedBy = (label: string, total: number, counts: Record<string, number>) =>
+    html`<dt>${label}</dt>
+      <dd>
+        ${total}
+        <ul>
+          ${Object.entries(counts).map(([k, n]) => html`<li>${k}: ${n}</li>`)}
+        </ul>
+      </dd>`;
   const model = report.model;
   return page(
     `Rehearsal ${r.rehearsalId}`,
@@ -229,36 +237,11 @@ function reportPage(
         <dd>
           ${o.answered.total}${o.answered.afterApproval > 0 ? ` (${o.answered.afterApproval} after a reviewer's approval)` : ''}
         </dd>
-        <dt>Handed off</dt>
-        <dd>
-          ${o.handedOff.total}
-          <ul>
-            ${reasons(o.handedOff.byReason)}
-          </ul>
-        </dd>
-        <dt>Held</dt>
-        <dd>
-          ${o.held.total}
-          <ul>
-            ${reasons(o.held.byRule)}
-          </ul>
-        </dd>
-        <dt>Skipped</dt>
-        <dd>
-          ${o.skipped.total}
-          <ul>
-            ${reasons(o.skipped.byReason)}
-          </ul>
-        </dd>
+        ${countedBy('Handed off', o.handedOff.total, o.handedOff.byReason)}
+        ${countedBy('Held', o.held.total, o.held.byRule)} ${countedBy('Skipped', o.skipped.total, o.skipped.byReason)}
         <dt>Answered together</dt>
         <dd>${o.covered}</dd>
-        <dt>Model failed</dt>
-        <dd>
-          ${o.modelFailed.total}
-          <ul>
-            ${reasons(o.modelFailed.byReason)}
-          </ul>
-        </dd>
+        ${countedBy('Model failed', o.modelFailed.total, o.modelFailed.byReason)}
         <dt>Could not be read</dt>
         <dd>${o.unreadable.total}</dd>
         <dt>Model</dt>
