@@ -11,6 +11,8 @@ import { ModelStandInControl } from '../sandbox/model/control-client';
 import { BUNDLED } from '../scripts/eval';
 import type { Failpoint } from '../lib/failpoints';
 import { decisionKey, draftKey, INBOUND_MESSAGE_WORKFLOW, type MessageRef, replyKey, ticketKey } from '../contract';
+import { OperationInProgressError } from '../activities/operation-store/errors';
+import { OperationStore } from '../activities/operation-store/store';
 import { Harness } from './support/harness';
 import { eventually } from './support/temporal';
 import { AppProcess } from './support/app-process';
@@ -141,6 +143,24 @@ describe('a slow attempt that outlives its lease length', () => {
         async () => ((await operation(replyKey(ref)))?.status === 'processing' ? true : undefined),
         'the first send to be in flight',
       );
+      // Past the lease's length, another attempt (a worker that lost track of the first) cannot take
+      // the send over: only the renewal keeps the row's lease alive.
+      await new Promise((resolve) => setTimeout(resolve, 3_000));
+      const row = await h.db.query<{ request_hash: string }>(
+        'SELECT request_hash FROM operations WHERE operation_key = $1',
+        [replyKey(ref)],
+      );
+      await assert.rejects(
+        new OperationStore(h.db).claim({
+          key: replyKey(ref),
+          kind: 'reply',
+          requestHash: row.rows[0]!.request_hash,
+          ownerToken: 'another-attempt',
+          leaseMs: 2_000,
+        }),
+        OperationInProgressError,
+      );
+      // A second run of the same message meanwhile waits for the thread's turn, then replays the send.
       const replay = h.client.workflow.execute(INBOUND_MESSAGE_WORKFLOW, {
         workflowId: `replay-${randomUUID()}`,
         taskQueue: h.taskQueue,
@@ -150,6 +170,7 @@ describe('a slow attempt that outlives its lease length', () => {
       assert.equal(
         first.status === 'sent' && second.status === 'sent' && first.replyMessageId === second.replyMessageId,
         true,
+        JSON.stringify({ first, second }),
       );
       assert.equal((await h.sandbox.outbox({ inbox_id: ref.inboxId })).length, 1);
       assert.equal(

@@ -49,9 +49,13 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
       if (burstLeftMs > 0)
         log.info(`waiting ${Math.ceil(burstLeftMs / 1000)} s for the customer's burst to end (REPLY_COALESCE_MS)`);
     });
-    if (turn.kind === 'covered') return await answeredTogether(run, ticketing, turn.by);
+    // Covered by its own reply: another run of this very message (an operator's replay under another
+    // id) held the turn and sent it. Nothing is owed; the steps below replay that run's stored draft
+    // and send under the same keys, so this run ends `sent` with the same email, not a second one.
+    if (turn.kind === 'covered' && turn.by !== run.ref.messageId)
+      return await answeredTogether(run, ticketing, turn.by);
     if (turn.kind === 'person-answering') return await leaveToPerson(run, ticketing);
-    const covers = turn.covers;
+    const covers = turn.kind === 'go' ? turn.covers : [];
 
     const [drafted, ticketId] = await draft(run, ticketing);
     // The agent did not know: the ticket gets an internal note with the reason and the articles
@@ -61,9 +65,11 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     // (activities/draft/draft-check.ts): then it is held, never sent unless a person approves.
     // The customer may hear that a person answers (once, before the reply or the run's end).
     const needsVerdict = decision.approval.required || handoff !== null || drafted.holds.length > 0;
-    const acknowledged = needsVerdict
-      ? acknowledge(run, handoff !== null ? 'handoff' : drafted.holds.length > 0 ? 'held' : 'approval')
-      : Promise.resolve();
+    const occasion = handoff !== null ? 'handoff' : drafted.holds.length > 0 ? 'held' : 'approval';
+    const acknowledged =
+      needsVerdict && (decision.acknowledgeOn?.includes(occasion) ?? true)
+        ? acknowledge(run, occasion)
+        : Promise.resolve();
     if (handoff !== null) {
       await noteOnTicket(
         run,

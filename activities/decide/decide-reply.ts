@@ -28,6 +28,12 @@ export interface ReplyDecision {
   foldTicket?: boolean;
   /** Whether a person must approve the reply first, and how long to wait before escalating. */
   approval: { required: boolean; timeoutMs: number };
+  /**
+   * When the customer gets a word back that a person will answer (HANDOFF_ACKNOWLEDGMENT for this
+   * inbox): the workflow asks for one only then. Absent on decisions recorded before the setting:
+   * the workflow asks, and the activity answers by the configuration.
+   */
+  acknowledgeOn?: string[];
 }
 
 export interface DecideDeps {
@@ -40,6 +46,7 @@ export interface DecideDeps {
     ActivityConfig,
     | 'APPROVAL_REQUIRED_INBOXES'
     | 'APPROVAL_TIMEOUT_MS'
+    | 'HANDOFF_ACKNOWLEDGMENT'
     | 'OPERATION_LEASE_MS'
     | 'REPLYONCE_INBOXES'
     | 'REPLYONCE_REPLY_TO_DOMAINS'
@@ -110,6 +117,11 @@ export async function decideReply(
         ticket,
         foldTicket: optional,
         approval: { required: approvalRequired, timeoutMs: deps.config.APPROVAL_TIMEOUT_MS },
+        acknowledgeOn: [
+          ...(deps.config.HANDOFF_ACKNOWLEDGMENT[ref.inboxId.toLowerCase()] ??
+            deps.config.HANDOFF_ACKNOWLEDGMENT['*'] ??
+            []),
+        ],
         runId,
       };
     },
