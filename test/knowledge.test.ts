@@ -439,7 +439,9 @@ describe('HANDOFF=review in an inbox that needs no approval (the offline drafter
       "SELECT result FROM operations WHERE operation_key LIKE $1 AND kind = 'draft'",
       [`${noKnowledge}/%`],
     );
-    assert.deepEqual(Object.keys(draft.rows[0]!.result).sort(), ['drafter', 'text']);
+    // No knowledge fields (citations, articles considered): the draft as it is without a knowledge base,
+    // with the customer's language every draft records.
+    assert.deepEqual(Object.keys(draft.rows[0]!.result).sort(), ['drafter', 'language', 'text']);
   });
 });
 
