@@ -155,8 +155,11 @@ export const SearchAttributes = {
   SkipReason: defineSearchAttributeKey('SkipReason', 'KEYWORD'),
   /** The message whose reply answered this one too (ReplyStatus=answered-together): the link in the Web UI. */
   CoveredBy: defineSearchAttributeKey('CoveredBy', 'KEYWORD'),
-  /** The customer's language as the draft detected it (ISO 639-1, e.g. `de`), when it could: a filter for people. */
-  Language: defineSearchAttributeKey('Language', 'KEYWORD'),
+  /**
+   * The customer's language as the draft detected it (ISO 639-1, e.g. `de`), when it could: a filter
+   * for people. Not `Language`: SQL visibility's query parser refuses that name (a SQL keyword).
+   */
+  CustomerLanguage: defineSearchAttributeKey('CustomerLanguage', 'KEYWORD'),
 } as const;
 
 /** The custom search attributes' names, all Keyword: what the namespace set-up registers (scripts/services/). */

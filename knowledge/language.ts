@@ -6,7 +6,7 @@ import type { Db } from '../lib/db';
  * stems it. Detection is tinyld's: it runs offline and in process (no service, nothing of the
  * customer's text leaves the worker), it is small (its "normal" profile is a few hundred kB, pure
  * JS, no dependency), it is maintained, and it answers in ISO 639-1 codes ("de", "nb"/"no"), which
- * is what the ticket, the `Language` search attribute and `SUPPORTED_LANGUAGES` speak.
+ * is what the ticket, the `CustomerLanguage` search attribute and `SUPPORTED_LANGUAGES` speak.
  */
 
 /** An ISO 639-1 code (`en`, `de`, `no`), lower case. */

@@ -329,9 +329,9 @@ describe('mail as customers write it, end to end', () => {
     assert.equal((await h.resultOf(german.ref)).status, 'sent');
     const described = await h.client.workflow.getHandle(inboundWorkflowId(german.ref)).describe();
     assert.deepEqual(
-      described.searchAttributes.Language,
+      described.searchAttributes.CustomerLanguage,
       ['de'],
-      'a person can filter by the Language search attribute',
+      'a person can filter by the CustomerLanguage search attribute',
     );
     const [call] = await model.calls({ contains: german.marker });
     const prompt = call!.messages.map((m) => m.text).join('\n');
@@ -343,7 +343,7 @@ describe('mail as customers write it, end to end', () => {
     assert.match(
       germanHistory.text,
       /"language":"de"/,
-      "the draft's outcome carries the code (for the Language search attribute)",
+      "the draft's outcome carries the code (for the CustomerLanguage search attribute)",
     );
 
     assert.equal((await h.resultOf(short.ref)).status, 'sent', 'a language the detector cannot name is no hand-off');
@@ -494,7 +494,7 @@ describe('mail as customers write it, end to end', () => {
     const handle = h.client.workflow.getHandle(inboundWorkflowId(french.ref));
     const operations = await handle.query(operationsQuery);
     assert.ok(operations.some((o) => o.kind === 'acknowledgment' && o.summary?.startsWith('sent ')));
-    assert.deepEqual((await handle.describe()).searchAttributes.Language, ['fr']);
+    assert.deepEqual((await handle.describe()).searchAttributes.CustomerLanguage, ['fr']);
     // The customer's next message in the thread is the agent's to answer: our acknowledgment is no teammate
     const german = await arrive(inboxes.acknowledged, {
       thread_id: threadId,

@@ -52,7 +52,7 @@ export interface DraftOutcome {
   handoff: null | { kind: HandoffKind; route: 'review' | 'ticket' };
   /**
    * The customer's language as an ISO 639-1 code (`de`), null when it could not be named (or the
-   * draft was stored before languages were): the value of the `Language` search attribute.
+   * draft was stored before languages were): the value of the `CustomerLanguage` search attribute.
    */
   language: string | null;
   operation: OperationReport;

@@ -68,7 +68,8 @@ export function startRun(input: InboundMessageInput) {
     started: workflowInfo().typedSearchAttributes,
     /** The customer's language as the draft detected it: set with the next status (one upsert fewer). */
     setLanguageWithNextStatus(language: string | null) {
-      if (language !== null) threadPending = [...threadPending, { key: SearchAttributes.Language, value: language }];
+      if (language !== null)
+        threadPending = [...threadPending, { key: SearchAttributes.CustomerLanguage, value: language }];
     },
     /** ThreadId, when the decision found another than the run started with: set with the next status. */
     setThreadWithNextStatus(threadId: string) {
