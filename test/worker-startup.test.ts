@@ -12,6 +12,7 @@ import { INBOUND_MESSAGE_WORKFLOW, reviewUpdate, turnKeeperTaskQueue, type Messa
 import { inboundWorkflowId } from '../lib/hashing';
 import { connectTemporalWorker } from '../lib/temporal-connection';
 import { describeDeployment, setCurrentVersion } from '../worker/deployment';
+import { unansweredQuery } from '../worker/unanswered';
 import { testEnv } from './support/env';
 import { AppProcess } from './support/app-process';
 import { Harness } from './support/harness';
@@ -171,7 +172,12 @@ describe('a first production start that answers nothing says so (issue 39)', () 
     // Assess 2: healthy within seconds, the message answered, nothing left unanswered.
     await eventually(async () => ((await fetch(readyzUrl)).status === 200 ? true : undefined), '/readyz 200', 30_000);
     assert.equal((await handle.result()).status, 'sent');
-    await eventually(async () => ((await unanswered()) === 0 ? true : undefined), 'the gauge back to 0');
+    // Back to the ordinary count (runs of any queue waiting past UNANSWERED_AFTER_MS): the suite's
+    // namespace is shared, so other files' leftovers may count there, but this queue's message no longer does.
+    await eventually(async () => {
+      const ordinary = (await h.client.workflow.count(unansweredQuery(new Date()))).count;
+      return (await unanswered()) === ordinary ? true : undefined;
+    }, "the gauge back to the ordinary count, without this queue's message");
   });
 });
 
