@@ -206,7 +206,7 @@ export interface TurnAsk extends RunRef {
   /** REPLY_COALESCE_MS as the asking worker has it. */
   coalesceMs: number;
   /** Runs of the thread that Temporal lists as holding a turn (drafting … sending): a keeper that lost its memory adopts one. */
-  holders?: Array<RunRef & { messageId: string }>;
+  holders?: Array<RunRef & { messageId: string; sender?: string; timestampMs?: number }>;
   /** Newer messages of the same sender that AgentMail has (ids, at most 20): the turn waits a while for them to ask. */
   newer?: string[];
 }
@@ -238,7 +238,8 @@ export type WaitingAsk = Omit<TurnAsk, 'holders' | 'threadKey' | 'inboxId' | 'th
 export interface ThreadTurns {
   inboxId: string;
   threadId: string;
-  holder: (RunRef & { messageId: string; covers: string[] }) | null;
+  /** `sender` and `timestampMs` when the keeper granted it (a holder learnt from an asker's look has neither). */
+  holder: (RunRef & { messageId: string; covers: string[]; sender?: string; timestampMs?: number }) | null;
   waiting: WaitingAsk[];
   /** While someone waits behind the holder: when the keeper next asks Temporal whether the holder's run is open. */
   pollAtMs?: number;
@@ -259,6 +260,9 @@ export interface TurnKeeperInput {
   state?: TurnKeeperState;
   tells?: Array<RunRef & { threadKey: string; grant: TurnGrant }>;
 }
+
+/** How a holder the keeper looked at stands: its run open, closed, or closed with its reply sent (by our store). */
+export type HolderEnd = 'open' | 'closed' | 'sent';
 
 /** One thread's turns at its keeper, or null when nothing of it is kept. */
 export const threadTurnsQuery = defineQuery<ThreadTurns | null, [string]>('threadTurns');

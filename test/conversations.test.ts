@@ -530,6 +530,39 @@ describe('answered-together only once the covering reply is sent (issue #34, poi
   });
 });
 
+describe('an answer AgentMail does not list yet (its reads are eventually consistent)', () => {
+  test("a burst's older message whose webhook comes while the thread does not yet show the reply that read it: covered by it, no second reply", async () => {
+    // Prepare: the older message is at AgentMail, its webhook late; every read of this thread leaves
+    // out our sent messages for a minute (the reply is sent, but not listed)
+    const c = conversation();
+    const older = await c.write('Where is my order?', {
+      timestamp: new Date(Date.now() - 500).toISOString(),
+      deliver: false,
+    });
+    await h.sandbox.setFaults({
+      match: { method: 'GET', path: `/threads/${c.threadId}` },
+      action: 'stale-listing',
+      ms: 60_000,
+    });
+    try {
+      const newer = await c.write('It was order 42.');
+      assert.equal((await h.workflowResult(newer.ref, 60_000)).status, 'sent');
+      assert.equal(drafter.of(newer.ref).length, 1);
+      // Act: the older message's webhook comes now; the thread still shows no reply of ours
+      await h.sandbox.redeliver(older.eventId);
+      // Assess: the store says the newer message's reply went out and its draft read the older one
+      const olderResult = await h.workflowResult(older.ref, 60_000);
+      assert.equal(olderResult.status, 'answered-together');
+      assert.equal(olderResult.status === 'answered-together' ? olderResult.coveredBy : null, newer.ref.messageId);
+      assert.equal(drafter.of(older.ref).length, 0, 'no second model call');
+      assert.equal((await h.sandbox.outbox({ inbox_id: c.inboxId })).length, 1, 'one reply');
+      assert.ok((await h.sandbox.faults())[0]!.hits > 0, 'the reads were stale');
+    } finally {
+      await h.sandbox.clearFaults();
+    }
+  });
+});
+
 describe("a Cc'd colleague never absorbs the customer's message (issue #34, point 3)", () => {
   test('customer and colleague within the window: each gets a reply to their own message, the customer to the customer', async () => {
     const c = conversation();

@@ -65,10 +65,20 @@ describe('the turn rule, by example', () => {
     ask(s, message('b', 300), 300);
     due(s, 1_300);
     assert.deepEqual(holdersToPoll(s, 1_300 + FIRST_POLL_MS), [
-      { threadKey: 't1', workflowId: 'wf-b', runId: 'run-b' },
+      { threadKey: 't1', workflowId: 'wf-b', runId: 'run-b', inboxId: 'inbox', messageId: 'b' },
     ]);
-    polled(s, 't1', 'run-b', false, 2_300);
+    assert.deepEqual(polled(s, 't1', 'run-b', 'closed', 2_300), []);
     assert.deepEqual(grants(due(s, 2_300)), ['a:go[a]']);
+  });
+
+  test('a holder found closed before its release arrives, whose reply the store has sent, covers its burst as the release would', () => {
+    const s = emptyState();
+    ask(s, message('b', 300), 300);
+    due(s, 1_300); // b holds alone; a asks behind it
+    ask(s, message('a', 0), 1_400);
+    assert.deepEqual(grants(polled(s, 't1', 'run-b', 'sent', 2_400)), ['a:covered-by-b']);
+    assert.deepEqual(due(s, 2_400), [], 'a is answered: no turn of its own');
+    assert.deepEqual(release(s, 't1', 'run-b', { messageId: 'b', sender: 'ada', timestampMs: 300, sent: true }), []);
   });
 
   test("bursts coalesce per sender: a Cc'd colleague never covers the customer's message", () => {
@@ -138,6 +148,14 @@ function simulate(seed: number) {
   const runs = new Map<string, RunState>(messages.map((m) => [m.messageId, { kind: 'unasked' }]));
   const byId = new Map(messages.map((m) => [m.messageId, m]));
   const sentReplies: TurnAsk[] = [];
+  /** Which sent replies answered each message: never two. */
+  const answers = new Map<string, Set<string>>();
+  const answeredBy = (id: string, reply: string) => {
+    const replies = answers.get(id) ?? new Set<string>();
+    replies.add(reply);
+    answers.set(id, replies);
+    if (replies.size > 1) fail(`${id} answered by two sent replies: ${[...replies].join(', ')}`);
+  };
   let state: TurnKeeperState = emptyState();
   let now = 0;
   const trace: string[] = [];
@@ -170,11 +188,30 @@ function simulate(seed: number) {
         if (by.sender !== me.sender || by.timestampMs < me.timestampMs || by.threadKey !== me.threadKey)
           fail(`${id} covered by ${by.messageId}, whose draft did not read it`);
         runs.set(id, { kind: 'covered', by: tell.grant.by });
+        answeredBy(id, tell.grant.by);
       }
     }
   };
-  const reask = (m: TurnAsk) =>
-    ask(
+  // An ask (activities/turns/ask-turn.ts) first asks the store whether a sent reply of the same
+  // sender, no older, read this message (every draft reads its sender's older messages here); then
+  // the keeper, naming the holders Temporal lists.
+  const reask = (m: TurnAsk): Tell[] => {
+    const answered = sentReplies
+      .filter((r) => r.threadKey === m.threadKey && r.sender === m.sender && r.messageId !== m.messageId)
+      .filter((r) => r.timestampMs > m.timestampMs || (r.timestampMs === m.timestampMs && r.messageId > m.messageId))
+      .sort((a, b) => a.timestampMs - b.timestampMs);
+    if (answered[0] !== undefined) {
+      trace.push(`  ${m.messageId}: the store has a sent reply that read it (${answered[0].messageId})`);
+      return [
+        {
+          workflowId: m.workflowId,
+          runId: m.runId,
+          threadKey: m.threadKey,
+          grant: { kind: 'covered', by: answered[0].messageId },
+        },
+      ];
+    }
+    return ask(
       state,
       {
         ...m,
@@ -182,27 +219,40 @@ function simulate(seed: number) {
           workflowId: h.workflowId,
           runId: h.runId,
           messageId: h.messageId,
+          sender: h.sender,
+          timestampMs: h.timestampMs,
         })),
       },
       now,
     );
+  };
   const poll = () => {
     for (const h of holdersToPoll(state, now)) {
-      const open = runs.get(h.runId.slice(4))!.kind === 'holding' || runs.get(h.runId.slice(4))!.kind === 'waiting';
-      polled(state, h.threadKey, h.runId, open, now);
+      const kind = runs.get(h.runId.slice(4))!.kind;
+      const end = kind === 'holding' || kind === 'waiting' ? 'open' : kind === 'sent' ? 'sent' : 'closed';
+      deliver(polled(state, h.threadKey, h.runId, end, now));
     }
   };
-  const end = (m: TurnAsk, sent: boolean) => {
+  /** Releases sent but not yet read by the keeper: a look at the holder may come first. */
+  const late: Array<() => void> = [];
+  const end = (m: TurnAsk, sent: boolean, releaseLate = false) => {
+    const covers = (runs.get(m.messageId) as { covers?: string[] }).covers ?? [];
     runs.set(m.messageId, { kind: sent ? 'sent' : 'not-sent' });
-    if (sent) sentReplies.push(m);
-    deliver(
-      release(state, m.threadKey, m.runId, {
-        messageId: m.messageId,
-        sender: m.sender,
-        timestampMs: m.timestampMs,
-        sent,
-      }),
-    );
+    if (sent) {
+      sentReplies.push(m);
+      for (const id of covers) answeredBy(id, m.messageId);
+    }
+    const give = () =>
+      deliver(
+        release(state, m.threadKey, m.runId, {
+          messageId: m.messageId,
+          sender: m.sender,
+          timestampMs: m.timestampMs,
+          sent,
+        }),
+      );
+    if (releaseLate) late.push(give);
+    else give();
   };
 
   for (let step = 0; step < 60; step++) {
@@ -221,8 +271,12 @@ function simulate(seed: number) {
     } else if (choice === 4 && of('holding').length > 0) {
       const m = r.pick(of('holding'));
       const sent = r.next() < 0.7;
-      trace.push(`${now} ${m.messageId} ends, ${sent ? 'sent' : 'not sent'}`);
-      end(m, sent);
+      const releaseLate = r.next() < 0.3;
+      trace.push(`${now} ${m.messageId} ends, ${sent ? 'sent' : 'not sent'}${releaseLate ? ', its release late' : ''}`);
+      end(m, sent, releaseLate);
+    } else if (choice === 7 && late.length > 0) {
+      trace.push(`${now} a late release arrives`);
+      late.shift()!();
     } else if (choice === 5 && r.next() < 0.3) {
       const m = r.pick(messages.filter((x) => ['waiting', 'holding'].includes(runs.get(x.messageId)!.kind)).concat([]));
       if (m) {
@@ -244,6 +298,7 @@ function simulate(seed: number) {
     now += 1_000;
     trace.push(`${now} settle`);
     for (const m of messages) if (runs.get(m.messageId)!.kind === 'waiting') deliver(reask(m));
+    late.splice(0).forEach((give) => give());
     poll();
     deliver(due(state, now));
     for (const m of messages) if (runs.get(m.messageId)!.kind === 'holding') end(m, true);

@@ -48,7 +48,7 @@ const IDLE_MS = 60 * 60 * 1000;
  */
 const KEEPER_RUN_EVENTS = 150;
 
-const { closedRuns } = proxyLocalActivities<Activities>({
+const { holderEnds } = proxyLocalActivities<Activities>({
   startToCloseTimeout: '1 minute',
   localRetryThreshold: LOCAL_RETRY_THRESHOLD_MS,
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
@@ -87,8 +87,8 @@ export async function turnKeeperWorkflow(input: TurnKeeperInput): Promise<void> 
     }
     const toPoll = holdersToPoll(state, now);
     if (toPoll.length > 0) {
-      const closed = await closedRuns({ runs: toPoll });
-      toPoll.forEach((h, i) => polled(state, h.threadKey, h.runId, closed[i] !== true, Date.now()));
+      const ends = await holderEnds({ holders: toPoll });
+      toPoll.forEach((h, i) => outbox.push(...polled(state, h.threadKey, h.runId, ends[i] ?? 'open', Date.now())));
       continue;
     }
     setCurrentDetails(turnKeeperDetails(state));

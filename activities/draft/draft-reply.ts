@@ -151,7 +151,9 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
     async () => {
       const thread = await fetchThread(deps.agentmail, ref.inboxId, message.threadId);
       const customer = customerMailboxes(message, deps.config);
-      const { thread: earlier, othersLeftOut } = conversationOf(message, thread.messages, customer);
+      const { thread: earlier, othersLeftOut, read } = conversationOf(message, thread.messages, customer);
+      // What the reply answers besides this message, kept with the draft (ask-turn.ts reads it).
+      const answers = read.length > 0 ? { read } : {};
       const articles = sections.map((s) => ({ id: s.id, title: s.title, heading: s.heading, text: s.body }));
       const signal = context.cancellationSignal;
       const mail = await customerMail.readCustomerMail(deps, ref, message, text, signal);
@@ -171,6 +173,7 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
           handoff: early,
           ...(textCut ? { textCut } : {}),
           ...customerMail.mailRecord(mail),
+          ...answers,
         };
       }
       // One line per drafter (model) call: operators and the crash tests count calls by it.
@@ -206,6 +209,7 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
           ...knowledgeFields,
           handoff: judged.handoff,
           ...customerMail.mailRecord(mail),
+          ...answers,
           ...(finished.cited.length > 0 ? { cited: finished.cited } : {}),
         };
       }
@@ -227,6 +231,7 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
         ...knowledgeFields,
         ...(holds.length > 0 ? { holds } : {}),
         ...customerMail.mailRecord(mail),
+        ...answers,
         ...(finished.cited.length > 0 ? { cited: finished.cited } : {}),
       };
     },

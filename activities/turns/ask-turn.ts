@@ -3,6 +3,8 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import type { AgentMail, AgentMailClient } from 'agentmail';
 import {
   askTurnSignal,
+  draftKey,
+  type HolderEnd,
   KEEPER_TASK_TIMEOUT_MS,
   type MessageRef,
   OperationKind,
@@ -24,7 +26,8 @@ import { addressHash, threadTurnKeeper } from '../../lib/hashing';
 import { fetchMessage, recentThread } from '../agentmail/reads';
 import { senderOf } from '../agentmail/recipients';
 import type { OperationStore } from '../operation-store/store';
-import { agentSent, personAnswering } from './person-answering';
+import type { StoredDraft } from '../draft/draft-store';
+import { personAnswering } from './person-answering';
 
 export interface TurnDeps {
   agentmail: AgentMailClient;
@@ -85,7 +88,7 @@ export async function askTurn(
     return { kind: 'person-answering' };
   }
   const sender = senderKey(message);
-  const coveredBy = await sentReplyCovering(deps.db, input.inboxId, thread.messages, message, sender);
+  const coveredBy = await sentReplyCovering(deps.store, input.inboxId, thread.messages, message, sender);
   if (coveredBy !== null) return { kind: 'covered', by: coveredBy };
 
   const client = Context.current().client;
@@ -104,7 +107,11 @@ export async function askTurn(
     timestampMs: message.timestamp.getTime(),
     sender,
     coalesceMs: deps.config.REPLY_COALESCE_MS,
-    holders: await holdingRuns(input),
+    // What the thread read says of each holder's message, so a keeper that adopts one covers as its release would.
+    holders: (await holdingRuns(input)).map((h) => {
+      const held = thread.messages.find((m) => m.messageId === h.messageId);
+      return held ? { ...h, sender: senderKey(held), timestampMs: held.timestamp.getTime() } : h;
+    }),
   };
   const newer = deps.config.REPLY_COALESCE_MS > 0 ? newerOfSender(thread.messages, message, sender) : [];
   if (newer.length > 0) request.newer = newer;
@@ -174,14 +181,22 @@ export async function releaseTurn(input: TurnHandBack): Promise<void> {
   }
 }
 
-/** Of these runs, which have closed (true) and which are still open (false), in order. */
-export async function closedRuns(input: { runs: RunRef[] }): Promise<boolean[]> {
+/**
+ * How these holders stand, in order: open, closed, or closed with their reply sent (our store says;
+ * the keeper then covers as the holder's release would have, had it come first).
+ */
+export async function holderEnds(
+  deps: { store: Pick<OperationStore, 'completed'> },
+  input: { holders: Array<RunRef & MessageRef> },
+): Promise<HolderEnd[]> {
   const AT_ONCE = 16; // a handful at a time, so the server is not flooded
-  const results: boolean[] = [];
-  for (let i = 0; i < input.runs.length; i += AT_ONCE) {
-    const slice = input.runs.slice(i, i + AT_ONCE);
-    results.push(...(await Promise.all(slice.map(async (run) => !(await isOpen(run))))));
-  }
+  const end = async (holder: RunRef & MessageRef): Promise<HolderEnd> => {
+    if (await isOpen(holder)) return 'open';
+    return (await replyAlreadySent(deps, holder)) ? 'sent' : 'closed';
+  };
+  const results: HolderEnd[] = [];
+  for (let i = 0; i < input.holders.length; i += AT_ONCE)
+    results.push(...(await Promise.all(input.holders.slice(i, i + AT_ONCE).map(end))));
   return results;
 }
 
@@ -203,29 +218,39 @@ export function senderKey(message: Pick<AgentMail.Message, 'from'>): string {
 
 type ThreadMessage = Pick<AgentMail.Message, 'messageId' | 'timestamp' | 'labels' | 'from' | 'inReplyTo'>;
 
+/** The newer messages of a sender looked at for a reply that answered this one, at most. */
+const COVERING_CANDIDATES = 20;
+
 /**
- * The message a sent reply of the agent answered, when that reply covers `message` too: same sender,
- * the answered message no older than this one (its draft read the sender's messages up to its own).
+ * The newer message of the same sender whose reply was sent and whose draft read this one: that
+ * reply answered it. Asked of our store, which has the reply the moment it went out and what its
+ * draft read, not of AgentMail's listing, which may show the reply seconds later (a message whose
+ * webhook came in that gap was answered a second time).
  */
 async function sentReplyCovering(
-  db: Db,
+  store: Pick<OperationStore, 'completed'>,
   inboxId: string,
   messages: readonly ThreadMessage[],
   message: ThreadMessage,
   sender: string,
 ): Promise<string | null> {
   const at = (m: ThreadMessage) => m.timestamp.getTime();
-  const answered = messages.filter(
-    (m) =>
-      m.messageId !== message.messageId &&
-      !m.labels.includes('sent') &&
-      senderKey(m) === sender &&
-      (at(m) > at(message) || (at(m) === at(message) && m.messageId > message.messageId)) &&
-      messages.some((r) => r.labels.includes('sent') && r.inReplyTo === m.messageId),
-  );
-  for (const candidate of answered.sort((a, b) => at(a) - at(b))) {
-    const replies = messages.filter((r) => r.labels.includes('sent') && r.inReplyTo === candidate.messageId);
-    if (await agentSent(db, inboxId, replies)) return candidate.messageId;
+  const newer = messages
+    .filter(
+      (m) =>
+        m.messageId !== message.messageId &&
+        !m.labels.includes('sent') &&
+        senderKey(m) === sender &&
+        (at(m) > at(message) || (at(m) === at(message) && m.messageId > message.messageId)),
+    )
+    .sort((a, b) => at(a) - at(b))
+    .slice(0, COVERING_CANDIDATES);
+  for (const candidate of newer) {
+    const ref = { inboxId, messageId: candidate.messageId };
+    if (!(await replyAlreadySent({ store }, ref))) continue;
+    // The reviewer's edit (version 2) answers what the first draft read.
+    const draft = await store.completed<StoredDraft>(draftKey(ref), OperationKind.draft);
+    if (draft?.read?.includes(message.messageId)) return candidate.messageId;
   }
   return null;
 }
