@@ -15,7 +15,7 @@ import {
   type ReplyCommentInput,
   type TicketInput,
 } from './ticket/open-ticket';
-import { askTurn, type AskTurnInput, holderEnds, releaseTurn } from './turns/ask-turn';
+import { askTurn, type AskTurnInput, heldTurns, holderEnds, releaseTurn } from './turns/ask-turn';
 import { abortable } from './turns/abortable';
 import { OperationStore } from './operation-store/store';
 import { OwnAddresses } from './decide/own-addresses';
@@ -77,6 +77,7 @@ export function createActivities(
     // The turn activities wait on other workflows: those calls end with the activity or the worker.
     askTurn: stoppable((input: AskTurnInput & { again?: boolean }) => askTurn(common, input)),
     releaseTurn: stoppable((input: TurnHandBack) => releaseTurn(input)),
+    heldTurns: stoppable((input: { index: number }) => heldTurns(common, input)),
     holderEnds: stoppable((input: { holders: Array<RunRef & MessageRef> }) => holderEnds(common, input)),
     /**
      * After a reply went out: the thread's turn back, the message labelled, the reply commented on

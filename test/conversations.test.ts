@@ -10,6 +10,7 @@ import { IntakeStore } from '../intake/intake-store';
 import type { Failpoint } from '../lib/failpoints';
 import { inboundWorkflowId, threadTurnKeeper } from '../lib/hashing';
 import { handBackThread } from '../activities/turns/person-answering';
+import { PostgresTickets } from '../activities/ticket/postgres-tickets';
 import {
   type InboundMessageResult,
   type MessageRef,
@@ -171,13 +172,13 @@ describe('a thread is answered in order', () => {
       `the second draft sees our reply to the first: ${b.thread.map((m) => m.direction).join(', ')}`,
     );
     assert.equal(drafter.of(second.ref).length, 1);
-    // Each turn came by signal, once
+    // Each turn came by signal, once; the second was told first that it waits behind the first
     const signals = async (ref: MessageRef) =>
       ((await h.client.workflow.getHandle(inboundWorkflowId(ref)).fetchHistory()).events ?? []).flatMap(
         (e) => e.workflowExecutionSignaledEventAttributes?.signalName ?? [],
       );
     assert.deepEqual(await signals(first.ref), ['turn']);
-    assert.deepEqual(await signals(second.ref), ['turn']);
+    assert.deepEqual(await signals(second.ref), ['turn', 'turn']);
   });
 
   test('different threads do not wait on each other', async () => {
@@ -354,6 +355,30 @@ describe('a burst is answered once', () => {
 });
 
 describe('one ticket per thread', () => {
+  test("twenty creates of one thread's ticket at once, for 30 threads (the Postgres provider): one ticket each, every create answered with it", async () => {
+    const tickets = new PostgresTickets(h.db);
+    for (let thread = 0; thread < 30; thread++) {
+      // Prepare
+      const request = {
+        externalId: `thread-ticket-${randomUUID()}`,
+        inboxId: 'race@test',
+        messageId: `<${randomUUID()}@test>`,
+        threadId: randomUUID(),
+        subject: 'Racing',
+        note: 'opened by a racing create',
+      };
+      // Act
+      const created = await Promise.all(Array.from({ length: 20 }, () => tickets.create(request)));
+      // Assess
+      assert.equal(new Set(created.map((c) => c.ticketId)).size, 1);
+      const { rows } = await h.db.query(`SELECT ticket_id FROM tickets WHERE operation_key = $1`, [request.externalId]);
+      assert.deepEqual(
+        rows.map((r: { ticket_id: string }) => r.ticket_id),
+        [created[0]!.ticketId],
+      );
+    }
+  });
+
   test('two first messages of a new thread racing make one ticket, each message a comment on it', async () => {
     // Prepare
     const c = conversation();

@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { TurnAsk, TurnGrant, TurnKeeperState } from '../contract';
+import type { TurnAnswer, TurnAsk, TurnKeeperState } from '../contract';
 import {
+  adopt,
   ask,
   due,
   emptyState,
@@ -29,7 +30,8 @@ const message = (id: string, timestampMs: number, sender = 'ada', threadKey = 't
   coalesceMs: WINDOW,
 });
 const grants = (tells: Tell[]) => tells.map((t) => `${t.runId.slice(4)}:${describeGrant(t.grant)}`);
-const describeGrant = (g: TurnGrant) => (g.kind === 'go' ? `go[${g.covers.join(',')}]` : `covered-by-${g.by}`);
+const describeGrant = (g: TurnAnswer) =>
+  g.kind === 'go' ? `go[${g.covers.join(',')}]` : g.kind === 'covered' ? `covered-by-${g.by}` : 'behind';
 
 describe('the turn rule, by example', () => {
   test('a burst: once the newest is a window old it gets the turn for all; the others are covered only when its reply is sent', () => {
@@ -90,9 +92,14 @@ describe('the turn rule, by example', () => {
     assert.deepEqual(grants(due(s, 1_300)), ['colleague:go[colleague]'], "then the colleague's own turn");
   });
 
-  test('a keeper that lost its memory adopts the holder the asker names, and grants nothing beside it', () => {
+  test('a keeper that starts afresh adopts the holders Temporal lists, and grants nothing beside them', () => {
     const s = emptyState();
-    ask(s, { ...message('b', 5_000), holders: [{ workflowId: 'wf-a', runId: 'run-a', messageId: 'a' }] }, 7_000);
+    adopt(
+      s,
+      [{ threadKey: 't1', inboxId: 'inbox', threadId: 't1', workflowId: 'wf-a', runId: 'run-a', messageId: 'a' }],
+      6_000,
+    );
+    assert.deepEqual(grants(ask(s, message('b', 5_000), 7_000)), ['b:behind'], 'told it waits behind the holder');
     assert.deepEqual(due(s, 9_000), []);
     assert.equal(s.threads.t1?.holder?.runId, 'run-a');
     release(s, 't1', 'run-a', { messageId: 'a', sender: 'ada', timestampMs: 0, sent: true });
@@ -168,6 +175,7 @@ function simulate(seed: number) {
       const id = tell.runId.slice(4);
       const run = runs.get(id)!;
       trace.push(`  tell ${id} ${describeGrant(tell.grant)}`);
+      if (tell.grant.kind === 'behind') continue; // it shows that it waits; nothing else changes
       if (run.kind !== 'waiting') {
         // The run has ended (or holds already): a go cannot reach it, which the keeper learns.
         if (tell.grant.kind === 'go' && run.kind !== 'holding') gone(state, tell.threadKey, tell.runId);
@@ -194,7 +202,7 @@ function simulate(seed: number) {
   };
   // An ask (activities/turns/ask-turn.ts) first asks the store whether a sent reply of the same
   // sender, no older, read this message (every draft reads its sender's older messages here); then
-  // the keeper, naming the holders Temporal lists.
+  // the keeper.
   const reask = (m: TurnAsk): Tell[] => {
     const answered = sentReplies
       .filter((r) => r.threadKey === m.threadKey && r.sender === m.sender && r.messageId !== m.messageId)
@@ -211,20 +219,7 @@ function simulate(seed: number) {
         },
       ];
     }
-    return ask(
-      state,
-      {
-        ...m,
-        holders: holding(m.threadKey).map((h) => ({
-          workflowId: h.workflowId,
-          runId: h.runId,
-          messageId: h.messageId,
-          sender: h.sender,
-          timestampMs: h.timestampMs,
-        })),
-      },
-      now,
-    );
+    return ask(state, m, now);
   };
   const poll = () => {
     for (const h of holdersToPoll(state, now)) {
@@ -285,7 +280,24 @@ function simulate(seed: number) {
       }
     } else if (choice === 6 && r.next() < 0.3) {
       trace.push(`${now} keeper restarted`);
+      // A fresh keeper adopts the runs Temporal lists as holding a turn (with their message's sender and time).
       state = emptyState();
+      adopt(
+        state,
+        threads.flatMap((threadKey) =>
+          holding(threadKey).map((h) => ({
+            threadKey,
+            inboxId: h.inboxId,
+            threadId: h.threadId,
+            workflowId: h.workflowId,
+            runId: h.runId,
+            messageId: h.messageId,
+            sender: h.sender,
+            timestampMs: h.timestampMs,
+          })),
+        ),
+        now,
+      );
     } else {
       trace.push(`${now} tick`);
       poll();

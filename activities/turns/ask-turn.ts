@@ -4,7 +4,9 @@ import type { AgentMail, AgentMailClient } from 'agentmail';
 import {
   askTurnSignal,
   draftKey,
+  type HeldTurn,
   type HolderEnd,
+  messageTaskQueueOf,
   KEEPER_TASK_TIMEOUT_MS,
   type MessageRef,
   OperationKind,
@@ -49,7 +51,7 @@ export type AskTurnAnswer =
       timestampMs: number;
       /** How long this message's burst window has still to run (0: ended). */
       burstLeftMs: number;
-      /** Whether the turn will not come at once (a burst window open, a holder, a newer message awaited): the run shows it waits. */
+      /** Whether the turn will not come at once (a burst window open, a newer message awaited): the run shows it waits; behind a holder it shows so from its first re-ask. */
       waits: boolean;
       /** When to ask again if no answer came (TURN_REASK_MS): nothing lives only in a keeper. */
       reaskMs: number;
@@ -70,8 +72,7 @@ const HOLDING = ['drafting', 'awaiting_approval', 'escalated', 'held', 'handed_o
 
 /**
  * Asks the thread's keeper for this message's turn, by signal-with-start (the first ask starts the
- * keeper, or a fresh one after an operator terminated it). The ask names the thread's runs that
- * Temporal lists as holding a turn, so a keeper that lost its memory never grants a second one.
+ * keeper, or a fresh one after an operator terminated it, which first adopts the runs holding turns).
  */
 export async function askTurn(
   deps: TurnDeps & { store: Pick<OperationStore, 'completed'> },
@@ -107,11 +108,6 @@ export async function askTurn(
     timestampMs: message.timestamp.getTime(),
     sender,
     coalesceMs: deps.config.REPLY_COALESCE_MS,
-    // What the thread read says of each holder's message, so a keeper that adopts one covers as its release would.
-    holders: (await holdingRuns(input)).map((h) => {
-      const held = thread.messages.find((m) => m.messageId === h.messageId);
-      return held ? { ...h, sender: senderKey(held), timestampMs: held.timestamp.getTime() } : h;
-    }),
   };
   const newer = deps.config.REPLY_COALESCE_MS > 0 ? newerOfSender(thread.messages, message, sender) : [];
   if (newer.length > 0) request.newer = newer;
@@ -133,7 +129,7 @@ export async function askTurn(
     sender,
     timestampMs: request.timestampMs,
     burstLeftMs,
-    waits: burstLeftMs > 0 || (request.holders ?? []).length > 0 || newer.length > 0,
+    waits: burstLeftMs > 0 || newer.length > 0,
     reaskMs: deps.config.TURN_REASK_MS,
   };
 }
@@ -267,22 +263,44 @@ export function newerOfSender(messages: readonly ThreadMessage[], message: Threa
     .slice(-20);
 }
 
-/** The thread's runs that Temporal lists as holding a turn (visibility may lag a second). */
-async function holdingRuns(input: AskTurnInput): Promise<Array<RunRef & { messageId: string }>> {
+/** The holding runs a keeper that starts afresh looks at, at most (each costs a read of its message). */
+const HELD_TURNS_MAX = 2_000;
+
+/**
+ * The runs Temporal lists as holding a turn in this keeper's threads: what a keeper that starts
+ * afresh adopts before it grants anything (workflows/turns/state.ts `adopt`). Each holder's sender
+ * and time come from AgentMail's copy of its message, so the keeper covers as its release would.
+ * Visibility may lag a run granted a second before its keeper was terminated (docs/conversations.md).
+ */
+export async function heldTurns(deps: Pick<TurnDeps, 'agentmail'>, input: { index: number }): Promise<HeldTurn[]> {
+  const messageQueue = messageTaskQueueOf(Context.current().info.taskQueue);
   const quote = (value: string) => `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
   const query = [
     `WorkflowType = 'inboundMessageWorkflow'`,
     `ExecutionStatus = 'Running'`,
-    `InboxId = ${quote(input.inboxId)}`,
-    `ThreadId = ${quote(input.threadId)}`,
+    `TaskQueue = ${quote(messageQueue)}`,
     `ReplyStatus IN (${HOLDING.map(quote).join(', ')})`,
   ].join(' AND ');
-  const found: Array<RunRef & { messageId: string }> = [];
-  for await (const run of Context.current().client.workflow.list({ query, pageSize: 10 })) {
+  const held: HeldTurn[] = [];
+  let seen = 0;
+  for await (const run of Context.current().client.workflow.list({ query, pageSize: 500 })) {
+    if (++seen > HELD_TURNS_MAX) break;
+    const inboxId = run.typedSearchAttributes.get(SearchAttributes.InboxId);
+    const threadId = run.typedSearchAttributes.get(SearchAttributes.ThreadId);
     const messageId = run.typedSearchAttributes.get(SearchAttributes.MessageId);
-    if (run.workflowId !== input.workflowId && messageId !== undefined)
-      found.push({ workflowId: run.workflowId, runId: run.runId, messageId });
-    if (found.length >= 5) break;
+    if (inboxId === undefined || threadId === undefined || messageId === undefined) continue;
+    const { threadKey, index } = threadTurnKeeper(inboxId, threadId, messageQueue);
+    if (index !== input.index) continue;
+    const message = await fetchMessage(deps.agentmail, { inboxId, messageId }).catch(() => null);
+    held.push({
+      workflowId: run.workflowId,
+      runId: run.runId,
+      threadKey,
+      inboxId,
+      threadId,
+      messageId,
+      ...(message ? { sender: senderKey(message), timestampMs: message.timestamp.getTime() } : {}),
+    });
   }
-  return found;
+  return held;
 }

@@ -1,8 +1,10 @@
 import type {
+  HeldTurn,
   HolderEnd,
   RunRef,
   ThreadTurns,
   TurnAsk,
+  TurnAnswer,
   TurnGrant,
   TurnKeeperState,
   TurnRelease,
@@ -25,7 +27,7 @@ import type {
 /** An answer to tell a message's run. */
 export interface Tell extends RunRef {
   threadKey: string;
-  grant: TurnGrant;
+  grant: TurnAnswer;
 }
 
 /** Answers kept for repeated asks, at most. */
@@ -60,15 +62,9 @@ export function ask(state: TurnKeeperState, request: TurnAsk, now: number): Tell
   // One workflow id has one open run: a new run of a message proves its earlier run has closed.
   if (thread.holder?.workflowId === request.workflowId) thread.holder = null;
   thread.waiting = thread.waiting.filter((w) => w.workflowId !== request.workflowId || w.runId === request.runId);
-  // A keeper that lost its memory (terminated, reset) learns the holder from the asker's look at Temporal.
-  const holder = request.holders?.find(
-    (h) => h.workflowId !== request.workflowId && state.answered[h.runId] === undefined,
-  );
-  if (thread.holder === null && holder !== undefined) {
-    thread.holder = { ...holder, covers: [] };
-  }
-  if (!thread.waiting.some((w) => w.runId === request.runId)) {
-    const { holders: _holders, threadKey: _key, inboxId: _inbox, threadId: _thread, ...waiting } = request;
+  const first = !thread.waiting.some((w) => w.runId === request.runId);
+  if (first) {
+    const { threadKey: _key, inboxId: _inbox, threadId: _thread, ...waiting } = request;
     // The burst window counts from the message's time, or from now for one dated in the future.
     thread.waiting.push({
       ...waiting,
@@ -77,7 +73,22 @@ export function ask(state: TurnKeeperState, request: TurnAsk, now: number): Tell
     });
   }
   schedulePoll(thread, now);
-  return [];
+  // Behind a holder the wait may be long (a reply awaiting approval): the run is told, so it shows it waits.
+  return first && thread.holder !== null ? [{ ...run, grant: { kind: 'behind' } }] : [];
+}
+
+/**
+ * A keeper that starts afresh (terminated, reset) learns its threads' holders from Temporal's list of
+ * runs holding a turn, before it grants anything: it never grants a second turn beside one of them.
+ */
+export function adopt(state: TurnKeeperState, held: readonly HeldTurn[], now: number): void {
+  for (const { threadKey, inboxId, threadId, ...holder } of held) {
+    const thread = (state.threads[threadKey] ??= { inboxId, threadId, holder: null, waiting: [] });
+    if (thread.holder !== null || state.answered[holder.runId] !== undefined) continue;
+    thread.waiting = thread.waiting.filter((w) => w.workflowId !== holder.workflowId);
+    thread.holder = { ...holder, covers: [] };
+    schedulePoll(thread, now);
+  }
 }
 
 /** The holder gave its turn back (`sent` or not), or closed without a word (`release` null: the keeper found it closed). */
