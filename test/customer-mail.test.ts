@@ -113,7 +113,12 @@ describe('the rules, without a server', () => {
         /BUSINESS_HOURS \["\*"\] holidays has "25\/12\/2026"/,
       ],
       ['BUSINESS_HOURS', '{not json', /BUSINESS_HOURS is not valid JSON/],
-      ['HANDOFF_ACKNOWLEDGMENT', '{"*": ["weekends"]}', /HANDOFF_ACKNOWLEDGMENT must be a JSON object/],
+      ['HANDOFF_ACKNOWLEDGMENT', '{"*": ["weekends"]}', /HANDOFF_ACKNOWLEDGMENT must be a JSON object.*"weekends"/],
+      [
+        'HANDOFF_ACKNOWLEDGMENT',
+        '{"*": ["handoff", "ceiling"]}',
+        /HANDOFF_ACKNOWLEDGMENT .*'ceiling', which is no occasion: past the inbox's hourly ceiling nothing more is sent/,
+      ],
     ] as const)
       assert.throws(
         () => loadWorkerConfig({ ...env, [name]: value }),
