@@ -1,5 +1,6 @@
 import type { Db } from '../lib/db';
 import { cosineSimilarity, storedEmbeddings, type Embedder } from './embeddings';
+import { configurationNameFor, detectLanguage } from './language';
 import { boundMessageText, searchableText } from './message-text';
 
 /**
@@ -160,11 +161,14 @@ async function textRetrieve(db: Db, query: RetrievalQuery): Promise<Retrieval> {
   const corrections = await spellingCorrections(db, query.collections, [
     ...new Set(texts.flatMap((text) => searchTerms(text))),
   ]);
+  // The customer's language (issue 37): the synonym phrases are looked for in the customer's words
+  // read in it as well as in the collection's language (configurationNameFor: Postgres's name).
+  const messageLanguage = configurationNameFor(detectLanguage(whole) ?? '') ?? null;
   const rankings: SearchHit[][] = [];
   for (const [index, text] of texts.entries()) {
     beforeQuery(query);
     const limit = index === 0 ? Math.max(query.limit, 10) : 10;
-    rankings.push(await search(db, { collections: query.collections, text, corrections, limit }));
+    rankings.push(await search(db, { collections: query.collections, text, corrections, limit, messageLanguage }));
   }
   const relevance = query.collections.map((collection) => ({
     collection,
@@ -271,7 +275,14 @@ type SearchHit = RetrievedSection & { queryWords: number; matched: number };
 
 async function search(
   db: Db,
-  query: { collections: readonly string[]; text: string; limit: number; corrections: ReadonlyMap<string, string> },
+  query: {
+    collections: readonly string[];
+    text: string;
+    limit: number;
+    corrections: ReadonlyMap<string, string>;
+    /** The text-search configuration of the message's language (`german`), null when not detected. */
+    messageLanguage: string | null;
+  },
 ): Promise<SearchHit[]> {
   const terms = searchTerms(query.text);
   if (terms.length === 0 || query.collections.length === 0 || query.limit <= 0) return [];
@@ -284,22 +295,39 @@ async function search(
     // counts only where a section holds the whole phrase (by the same rule): "send back" scores
     // "send" and "back" where they stand together, not every "back". A word it brought in counts $7
     // of one of the customer's own words for each word of the customer's phrase that brought it
-    // (at most 1): "send back" → "return" counts 0.7, "order" → "bestellung" 0.35.
+    // (at most 1): "send back" → "return" counts 0.7, "order" → "bestellung" 0.35. The phrases are
+    // looked for in the customer's words read in the collection's language and, when the message
+    // is in another one Postgres has a configuration for ($10), in that one too, both sides through
+    // unaccent, there by phraseto_tsquery (words next to each other): "Rücksendungen" and "Ruckgabe"
+    // find the German phrases "rücksendung" and "rückgabe" that an English reading would not.
     // Candidates: the live sections that match the query (the GIN index), one row per query lexeme
     // they hold. Each lexeme's document frequency is counted over the candidates, which are exactly
     // the sections that hold it; a section scores BM25-like: idf × where it stands (title 3,
     // heading 2, text 1) × term frequency, saturated and normalised by the section's length in
     // distinct words (k1 = 1.2, b = $8) × the word's weight. Only an article's best section is kept.
     `WITH said AS (
-       SELECT c.name AS collection, c.language, to_tsvector(c.language, $6) AS words
-         FROM knowledge_collections c WHERE c.name = ANY($1::text[])
+       SELECT c.name AS collection, c.language, to_tsvector(c.language, $6) AS words,
+              cfg.oid::regconfig AS message_language, to_tsvector(cfg.oid::regconfig, unaccent($6)) AS message_words
+         FROM knowledge_collections c LEFT JOIN pg_ts_config cfg ON cfg.cfgname = $10 AND cfg.oid <> c.language
+        WHERE c.name = ANY($1::text[])
+     ),
+     found AS (
+       SELECT hit.collection, hit.line, cardinality(hit.lexemes) AS words
+         FROM said JOIN knowledge_synonyms hit ON hit.collection = said.collection AND said.words @@ hit.match
+       UNION ALL
+       SELECT y.collection, y.line, length(read.words) AS words
+         FROM said JOIN knowledge_synonyms y ON y.collection = said.collection
+         CROSS JOIN LATERAL (
+           SELECT to_tsvector(said.message_language, unaccent(y.phrase)) AS words,
+                  phraseto_tsquery(said.message_language, unaccent(y.phrase)) AS match
+         ) AS read
+        WHERE said.message_language IS NOT NULL AND numnode(read.match) > 0 AND said.message_words @@ read.match
      ),
      synonyms AS (
        SELECT phrase.collection, phrase.lexemes, phrase.match,
-              least(1, $7::float8 * max(cardinality(hit.lexemes))) AS weight
-         FROM said
-         JOIN knowledge_synonyms hit ON hit.collection = said.collection AND said.words @@ hit.match
-         JOIN knowledge_synonyms phrase ON phrase.collection = hit.collection AND phrase.line = hit.line
+              least(1, $7::float8 * max(found.words)) AS weight
+         FROM found
+         JOIN knowledge_synonyms phrase ON phrase.collection = found.collection AND phrase.line = found.line
         GROUP BY phrase.collection, phrase.lexemes, phrase.match
      ),
      query AS (
@@ -363,6 +391,7 @@ async function search(
       SYNONYM_WEIGHT,
       LENGTH_NORMALISATION,
       CORRECTION_WEIGHT,
+      query.messageLanguage,
     ],
   );
   return rows.rows;
