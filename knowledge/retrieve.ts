@@ -335,7 +335,10 @@ async function search(
               websearch_to_tsquery(said.language, $2) || to_tsquery('simple', $3) || coalesce(
                 (SELECT string_agg(format('(%s)', y.match), ' | ') FROM synonyms y WHERE y.collection = said.collection
                 )::tsquery, ''::tsquery) AS q,
-              tsvector_to_array(to_tsvector(said.language, $2)) AS lexemes
+              tsvector_to_array(to_tsvector(said.language, $2)) AS lexemes,
+              -- The words the share is taken of: read in the message's language too, the fewer, so
+              -- a German email's "wie" and "die" (no English stop words) do not count as words to match.
+              least(length(to_tsvector(said.language, $2)), length(to_tsvector(said.message_language, unaccent($2)))) AS words
          FROM said
      ),
      hits AS (
@@ -377,7 +380,7 @@ async function search(
      )
      SELECT s.id, s.collection, s.source, s.title, s.heading, s.body, s.content_hash AS "contentHash",
             best.rank::float8 AS rank, best.matched::float8 AS matched,
-            greatest(1, cardinality(query.lexemes))::int AS "queryWords"
+            greatest(1, query.words)::int AS "queryWords"
        FROM best JOIN knowledge_sections s USING (id) JOIN query ON query.collection = s.collection
       ORDER BY best.rank DESC, s.id
       LIMIT $5`,
