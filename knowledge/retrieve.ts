@@ -273,6 +273,15 @@ export function questionsIn(text: string): string[] {
 /** A section as one search ranked it, with the number of the searched text's words (lexemes) in its collection's language. */
 type SearchHit = RetrievedSection & { queryWords: number; matched: number };
 
+/**
+ * In the message's own language, a one-word synonym phrase of at least this many letters (its
+ * stem) is also found at the start of a longer word: compounds and derivations ("retourner" for
+ * "retour", "Rückgabefrist" for "Rückgabe"), which languages like German and Norwegian make freely.
+ * Shorter stems ("eu", "tent") would start too many unrelated words. Measured 4 to 7 and off on the
+ * bundled and held-out questions (docs/knowledge.md, "Ranking").
+ */
+const MESSAGE_LANGUAGE_PREFIX_MIN = 5;
+
 async function search(
   db: Db,
   query: {
@@ -318,8 +327,13 @@ async function search(
        SELECT y.collection, y.line, length(read.words) AS words
          FROM said JOIN knowledge_synonyms y ON y.collection = said.collection
          CROSS JOIN LATERAL (
-           SELECT to_tsvector(said.message_language, unaccent(y.phrase)) AS words,
-                  phraseto_tsquery(said.message_language, unaccent(y.phrase)) AS match
+           SELECT to_tsvector(said.message_language, unaccent(y.phrase)) AS words
+         ) AS text
+         CROSS JOIN LATERAL (
+           SELECT text.words,
+                  CASE WHEN length(text.words) = 1 AND char_length((tsvector_to_array(text.words))[1]) >= $11::int
+                       THEN (quote_literal((tsvector_to_array(text.words))[1]) || ':*')::tsquery
+                       ELSE phraseto_tsquery(said.message_language, unaccent(y.phrase)) END AS match
          ) AS read
         WHERE said.message_language IS NOT NULL AND numnode(read.match) > 0 AND said.message_words @@ read.match
      ),
@@ -395,6 +409,7 @@ async function search(
       LENGTH_NORMALISATION,
       CORRECTION_WEIGHT,
       query.messageLanguage,
+      MESSAGE_LANGUAGE_PREFIX_MIN,
     ],
   );
   return rows.rows;

@@ -116,6 +116,12 @@ describe('searching in the message language too', () => {
     assert.deepEqual(await best(plain), await best(accented));
   });
 
+  test('a compound in the message language starts with the phrase: "Rückgabefrist" finds the returns article', async () => {
+    const text = 'Wie lang ist eigentlich die Rückgabefrist bei euch?';
+    assert.equal(detectLanguage(text), 'de');
+    assert.deepEqual((await best(text)).slice(0, 1), ['returns.md']);
+  });
+
   test('an English question is read as before: the German phrases do not fire on English words', async () => {
     assert.deepEqual((await best('How do I return an unused tent?')).slice(0, 1), ['returns.md']);
     assert.deepEqual((await best('Can I rent a canoe for the day?')).slice(0, 1), ['rentals.md']);
