@@ -354,8 +354,10 @@ async function search(
                 )::tsquery, ''::tsquery) AS q,
               tsvector_to_array(to_tsvector(said.language, $2)) AS lexemes,
               -- The words the share is taken of: read in the message's language too, the fewer, so
-              -- a German email's "wie" and "die" (no English stop words) do not count as words to match.
-              least(length(to_tsvector(said.language, $2)), length(to_tsvector(said.message_language, unaccent($2)))) AS words
+              -- a German email's "wie" and "die" (no English stop words) do not count as words to match
+              -- (without the " or " between the terms, no stop word in other languages).
+              least(length(to_tsvector(said.language, $2)),
+                    length(to_tsvector(said.message_language, unaccent(replace($2, ' or ', ' '))))) AS words
          FROM said
      ),
      hits AS (

@@ -114,7 +114,9 @@ describe('the relevance floor', () => {
     assert.equal(covered.judged.handoff, null);
     assert.match(covered.retrieval.sections[0]!.source, /^returns\//);
     // An uncovered one in the same language is still below it.
-    const uncovered = await draftFor('Kann ich meinen Hund mit in den Laden bringen?');
+    const uncovered = await draftFor(
+      'Ich möchte mich beim Geschäftsführer über einen unfreundlichen Mitarbeiter beschweren.',
+    );
     assert.ok(
       uncovered.retrieval.relevance[0]!.score < DEFAULT_RELEVANCE_FLOOR,
       String(uncovered.retrieval.relevance[0]!.score),
