@@ -102,6 +102,27 @@ describe('the relevance floor', () => {
       await db.query('DELETE FROM knowledge_collections WHERE name = $1', [tiny]);
     }
   });
+
+  test("a question in another language is measured in its words, not its language's stop words", async () => {
+    // Read as English, "wie", "die", "bei", "euch" are words the articles lack: a covered German
+    // question used to score below the floor and be handed off for its language alone.
+    const covered = await draftFor('Wie funktioniert die Rückgabe bei euch?');
+    assert.ok(
+      covered.retrieval.relevance[0]!.score >= DEFAULT_RELEVANCE_FLOOR,
+      String(covered.retrieval.relevance[0]!.score),
+    );
+    assert.equal(covered.judged.handoff, null);
+    assert.match(covered.retrieval.sections[0]!.source, /^returns\//);
+    // An uncovered one in the same language is still below it.
+    const uncovered = await draftFor(
+      'Ich möchte mich beim Geschäftsführer über einen unfreundlichen Mitarbeiter beschweren.',
+    );
+    assert.ok(
+      uncovered.retrieval.relevance[0]!.score < DEFAULT_RELEVANCE_FLOOR,
+      String(uncovered.retrieval.relevance[0]!.score),
+    );
+    assert.equal(uncovered.judged.handoff?.kind, 'model');
+  });
 });
 
 describe("the eval's hand-off figures", () => {
