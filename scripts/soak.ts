@@ -93,6 +93,14 @@ async function main(): Promise<number> {
   let stack: TemporalStack | undefined;
   let balancer: RoundRobin | undefined;
   let postgres: RoundRobin | undefined;
+  // Ctrl-C or a SIGTERM stops everything the soak started (a killed soak left its Temporal server,
+  // sandbox, API and workers running, still polling), then exits without a report.
+  for (const signal of ['SIGINT', 'SIGTERM'] as const)
+    process.once(signal, () => {
+      say(`${signal}: stopping every process the soak started`);
+      for (const p of procs) p.child.kill('SIGKILL');
+      void Promise.allSettled([stack?.stop(), balancer?.close(), postgres?.close()]).then(() => process.exit(130));
+    });
   try {
     stack = await startTemporalStack({ dataDir: DATA, name: 'soak', fresh: true, uiPort: null, log: say });
     await migrateDatabase(stack.appDatabaseUrl, { log: () => undefined });
