@@ -189,16 +189,20 @@ function folderWithSynonyms(text: string): string {
   return file;
 }
 
-describe('the second held-out set', () => {
-  test('npm run eval -- --held-out-2 is well-formed: every expected article exists, some questions expect a hand-off', async () => {
-    const questions = parseQuestions(readFileSync(BUNDLED.heldOut2, 'utf8'));
-    assert.ok(questions.length >= 40, `${questions.length} questions`);
-    const { documents } = await readFolder(BUNDLED.knowledge);
-    const sources = new Set(documents.map((d) => d.source));
-    assert.deepEqual(
-      questions.flatMap((q) => q.expected_sources).filter((s) => !sources.has(s)),
-      [],
-    );
-    assert.ok(questions.some((q) => q.handoff && q.expected_sources.length === 0));
-  });
+describe('the second and third held-out sets', () => {
+  for (const [flag, file] of [
+    ['--held-out-2', BUNDLED.heldOut2],
+    ['--held-out-3', BUNDLED.heldOut3],
+  ] as const)
+    test(`npm run eval -- ${flag} is well-formed: every expected article exists, some questions expect a hand-off`, async () => {
+      const questions = parseQuestions(readFileSync(file, 'utf8'));
+      assert.ok(questions.length >= 40, `${questions.length} questions`);
+      const { documents } = await readFolder(BUNDLED.knowledge);
+      const sources = new Set(documents.map((d) => d.source));
+      assert.deepEqual(
+        questions.flatMap((q) => q.expected_sources).filter((s) => !sources.has(s)),
+        [],
+      );
+      assert.ok(questions.some((q) => q.handoff && q.expected_sources.length === 0));
+    });
 });
