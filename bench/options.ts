@@ -5,7 +5,7 @@
  *   --repeats N        repeats of the ingress and operation-store scenarios (default 3; quick 1)
  *   --e2e-repeats N    repeats of each end-to-end load (default 2: the 1,000-message drain takes
  *                      over a minute on a 2-core machine; quick 1)
- *   --only a,b         run only these scenarios: ingress, storm, e2e, store, intake, threads
+ *   --only a,b         run only these scenarios: ingress, storm, e2e, store, intake, threads, rehearsal
  *   --profile          also write V8 CPU profiles (node --cpu-prof) of the API, the worker and the
  *                      baseline for one extra run of each, and summarize them in the report
  *   --runtime tsx      run the servers from TypeScript with tsx instead of the compiled JavaScript
@@ -18,9 +18,9 @@
  *                      other scenarios named with --only run on the dev server
  */
 
-export const SCENARIOS = ['ingress', 'storm', 'e2e', 'store', 'intake', 'threads', 'servers'] as const;
+export const SCENARIOS = ['ingress', 'storm', 'e2e', 'store', 'intake', 'threads', 'rehearsal', 'servers'] as const;
 /** What a run without --only does: everything but `servers`, which needs --temporal both (and is all it does by default). */
-const DEFAULT_SCENARIOS: Scenario[] = ['ingress', 'storm', 'e2e', 'store', 'intake', 'threads'];
+const DEFAULT_SCENARIOS: Scenario[] = ['ingress', 'storm', 'e2e', 'store', 'intake', 'threads', 'rehearsal'];
 export type Scenario = (typeof SCENARIOS)[number];
 
 export interface BenchOptions {
@@ -82,6 +82,17 @@ export interface BenchOptions {
     /** REPLY_COALESCE_MS for the run: longer than a burst (4 s) plus the deliveries' delay. */
     coalesceMs: number;
     drainTimeoutMs: number;
+  };
+  /**
+   * A rehearsal beside the live drain (bench/scenarios/rehearsal.ts): this many past messages of one
+   * inbox, drained live and rehearsed in each of --e2e-repeats repeats, the order alternating.
+   */
+  rehearsal: {
+    messages: number;
+    /** `npm run rehearse --concurrency`: its default, what an operator gets. */
+    concurrency: number;
+    /** Each side's run fails past this (longer than the end-to-end drain's: all the messages are one inbox's). */
+    timeoutMs: number;
   };
   intake: {
     /** Messages `npm run replay` hands over in the catch-up scenario (the issue's 2,000). */
@@ -164,6 +175,7 @@ export function parseOptions(argv: string[]): BenchOptions {
       coalesceMs: 5_000,
       drainTimeoutMs: quick ? 90_000 : 240_000,
     },
+    rehearsal: { messages: quick ? 100 : 1_000, concurrency: 4, timeoutMs: quick ? 180_000 : 900_000 },
     intake: { catchUpMessages: quick ? 200 : 2_000, outageRate: 20, outageSeconds: quick ? 10 : 60 },
   };
 }

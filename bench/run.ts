@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [--repeats N] [--e2e-repeats N] [--only ingress,storm,e2e,store,intake] [--profile] [--runtime tsx] [--temporal dev|stack|both]`
+// `npm run bench [-- --quick] [--repeats N] [--e2e-repeats N] [--only ingress,storm,e2e,store,intake,threads,rehearsal] [--profile] [--runtime tsx] [--temporal dev|stack|both]`
 //
 // Starts its own Temporal dev server and a fresh `replyonce_bench` database (as scripts/test.ts
 // does for the suite), compiles the app, runs the sandbox, our API + worker and the Express
@@ -18,6 +18,7 @@ import { runIngressScenarios } from './scenarios/ingress';
 import { runIntakeScenarios } from './scenarios/intake';
 import { runOperationStore } from './scenarios/operation-store';
 import { runTemporalServers } from './scenarios/temporal-servers';
+import { runRehearsal } from './scenarios/rehearsal';
 import { runThreads } from './scenarios/threads';
 import { loadAverage, PROFILE_DIR, progress, type BenchContext } from './support/context';
 import { Signer } from './support/deliveries';
@@ -125,6 +126,8 @@ async function main(): Promise<number> {
       await step('intake', async () => void (results.intake = await runIntakeScenarios(context)));
     if (options.only.has('threads'))
       await step('threads', async () => void (results.threads = await runThreads(context)));
+    if (options.only.has('rehearsal'))
+      await step('rehearsal', async () => void (results.rehearsal = await runRehearsal(context)));
     if (options.only.has('servers') && stackEnv)
       await step(
         'Temporal servers',
@@ -151,6 +154,11 @@ async function main(): Promise<number> {
       results.failures.push(
         `threads: ${threads.uncovered} message(s) uncovered, ${threads.coveredTwice} covered twice${threads.timedOut ? ' (did not drain in time)' : ''}`,
       );
+    for (const run of results.rehearsal?.runs ?? [])
+      if (run.live && (run.live.missingReplies > 0 || run.live.duplicateEmails > 0))
+        results.failures.push(
+          `rehearsal's live drain, repeat ${run.repeat + 1}: ${run.live.missingReplies} message(s) without a reply, ${run.live.duplicateEmails} duplicate email(s)`,
+        );
     const { catchUp, outage } = results.intake ?? {};
     if (catchUp && catchUp.replies < catchUp.messages)
       results.failures.push(`catch-up: ${catchUp.messages - catchUp.replies} message(s) without a reply`);
@@ -172,7 +180,7 @@ async function main(): Promise<number> {
   if (results.machine) results.machine.loadAtEnd = loadAverage();
   const summary = summarizeResults(results);
   const { markdownFile, jsonFile } = writeResults(RESULTS, results, summary);
-  console.log(`\n${consoleTable(summary, results.intake, results.threads)}\n`);
+  console.log(`\n${consoleTable(summary, results.intake, results.threads, results.rehearsal)}\n`);
   console.log(
     `report: ${path.relative(process.cwd(), markdownFile)}\njson:   ${path.relative(process.cwd(), jsonFile)}`,
   );
