@@ -1,5 +1,6 @@
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import type { AgentMail } from 'agentmail';
+import { FailureType } from '../../contract';
 import { RehearsalFailureType, type RehearsedMessage } from '../../contract/rehearsal';
 import type { Embedder } from '../../knowledge';
 import type { Db } from '../../lib/db';
@@ -135,9 +136,13 @@ export async function rehearseMessage(
     try {
       composed = await composeDraft(composing, { ref, message, thread: asOf, found, mail, observer: call.observer });
     } catch (error) {
-      // The worker stops (the next attempt drafts), or it failed before any drafter was asked: retried.
-      if (Context.current().cancellationSignal.aborted || call.startedAt === null) throw error;
-      // The model timed out, refused, answered outside the schema, or its text is no valid reply.
+      // The model timed out, refused or answered outside the schema, or its text is no valid reply:
+      // that message's outcome. Anything else (the worker stopping, a failure before the drafter
+      // was asked or after it answered, such as Postgres away) is retried as the live draft is.
+      const drafterFailed = call.startedAt !== null && call.answered === null;
+      const invalidText = error instanceof ApplicationFailure && error.type === FailureType.InvalidDraft;
+      if (Context.current().cancellationSignal.aborted || call.startedAt === null || !(drafterFailed || invalidText))
+        throw error;
       const failure = failureType(error);
       return await finish(
         'model-failed',
