@@ -70,10 +70,11 @@ async function main(): Promise<number> {
   try {
     const setupAt = Date.now();
     // --temporal both: the dev server is the one every other scenario uses; the stack is beside it.
-    const [temporal, stackTemporal, databaseUrl, workflowBundle, codeRoot] = await Promise.all([
+    // Every part settles before a failure is raised, so each one's clean-up is registered and run.
+    const [temporal, stackTemporal, databaseUrl, workflowBundle, codeRoot] = await settled([
       prepareTemporal(cleanups, options.temporal === 'both' ? 'dev' : options.temporal),
       options.temporal === 'both' ? prepareTemporal(cleanups, 'stack') : Promise.resolve(undefined),
-      prepareDatabase(cleanups),
+      prepareDatabase(cleanups, progress),
       bundleWorkflows(),
       options.runtime === 'dist' ? compileApp() : Promise.resolve(ROOT),
     ]);
@@ -291,3 +292,11 @@ main()
     );
     process.exitCode = 1;
   });
+
+/** Promise.all that waits for every promise to settle before it raises the first failure. */
+async function settled<T extends readonly unknown[]>(promises: { [K in keyof T]: Promise<T[K]> }): Promise<T> {
+  const results = await Promise.allSettled(promises);
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
+  return results.map((r) => (r as PromiseFulfilledResult<unknown>).value) as unknown as T;
+}
