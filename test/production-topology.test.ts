@@ -455,6 +455,9 @@ describe('a rolling deploy under Worker Versioning', () => {
 
     // Build B's workers start beside A's; B is not current yet, so they get nothing.
     await startB();
+    // As an operator does: promote once `deploy status` lists B. The server lists a build at its
+    // first poll, before it can describe it and before its other task queues register; the promote
+    // waits for those itself (worker/deployment.ts, untilItPollsQueuesOf).
     await eventually(
       async () =>
         (await describeDeployment(h.client, h.deploymentName))?.versions.some((v) => v.buildId === buildB)
@@ -463,9 +466,17 @@ describe('a rolling deploy under Worker Versioning', () => {
       'build B to register with the server',
     );
     assert.match(deploy('promote', buildB), new RegExp(`${buildB} is current \\(was ${buildA}\\)`));
-    const status = deploy('status');
+    // The open runs are counted in visibility, which follows the runs' own state a moment later.
+    let status = '';
+    await eventually(
+      async () => {
+        status = deploy('status');
+        return new RegExp(`${buildA} +DRAINING.* 30 open runs`).test(status) ? true : undefined;
+      },
+      `deploy status to list ${buildA} as draining with 30 open runs`,
+      30_000,
+    ).catch((error: unknown) => assert.fail(`${String(error)}; the last status:\n${status}`));
     assert.match(status, new RegExp(`current +${buildB}`));
-    assert.match(status, new RegExp(`${buildA} +DRAINING.* 30 open runs`), status);
 
     // New mail runs on B (and waits there: kept open for the rollback below).
     for (let i = 0; i < 3; i++) pendingOnB.push(await arrive());
