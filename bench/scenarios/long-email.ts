@@ -202,6 +202,9 @@ async function oneRun(
       sleep(left).then(() => 'unfinished'),
     ]);
     if (ended === 'unfinished') timedOut = true;
+    // A sent long email was one of the replies counted above: wait for the ordinary ones it stood in for.
+    while (ended === 'sent' && (await repliesSent(context)) < expected && Date.now() - startedAt < drainTimeoutMs)
+      await sleep(200);
     const closedAt = (await handle.describe()).closeTime?.getTime() ?? Date.now();
     const sentAt = (await outbox(context)).find(
       (e) => e.message.inbox_id === long.inboxId && e.message.in_reply_to === long.messageId,
