@@ -136,10 +136,21 @@ export interface LongEmailSummary {
   p50Ratio: number;
   /** Each repeat's own p99 ratio (with ÷ alone, the two runs of one repeat). */
   p99RatiosByRepeat: number[];
+  /**
+   * The CPU the bench's own processes spent on a whole run (every message), median with ÷ median
+   * alone: what the long email cost, less sensitive than latency to a busy neighbour on shared cores.
+   */
+  cpuRatio: number;
   longEmail: { statuses: string[]; emails: number[]; seconds: number; webhookBytes: number };
   missingReplies: number;
   duplicateEmails: number;
 }
+
+/** CPU seconds of every process of the bench over one long-email run (its per-message figures × its messages). */
+const runCpuSeconds = (run: LongEmailFigures['runs'][number]) =>
+  (Object.values(run.cpuMsPerMessage).reduce((sum, ms) => sum + (Number.isFinite(ms) ? ms : 0), 0) *
+    (run.messages + (run.longEmail ? 1 : 0))) /
+  1000;
 
 function longEmailSummary(figures: LongEmailFigures): LongEmailSummary {
   const alone = figures.runs.filter((r) => !r.withLongEmail);
@@ -167,6 +178,7 @@ function longEmailSummary(figures: LongEmailFigures): LongEmailSummary {
         alone.find((r) => r.repeat === repeat)?.latency.p99 ?? Number.NaN,
       ),
     ),
+    cpuRatio: ratio(median(withIt.map(runCpuSeconds)), median(alone.map(runCpuSeconds))),
     longEmail: {
       statuses: longRuns.map((l) => l.status),
       emails: longRuns.map((l) => l.emails),
@@ -836,7 +848,7 @@ function longEmailSection(l: LongEmailSummary | undefined): string[] {
       `alone and with one ${l.lines.toLocaleString('en-GB')}-line email among them (every line a different question; its webhook ${f1(l.longEmail.webhookBytes / 1024)} KiB), ` +
       `in alternating order, ${l.repeats} repeat(s). The ${l.messages} messages' webhook → reply: alone p50 / p99 **${msText(l.alone.p50)} / ${msText(l.alone.p99)}**, ` +
       `with the long email **${msText(l.withLongEmail.p50)} / ${msText(l.withLongEmail.p99)}**: p99 ratio **${f2(l.p99Ratio)}** ` +
-      `(by repeat ${l.p99RatiosByRepeat.map(f2).join(', ')}), p50 ratio ${f2(l.p50Ratio)}. The long email: ${l.longEmail.statuses.join(', ')} ` +
+      `(by repeat ${l.p99RatiosByRepeat.map(f2).join(', ')}), p50 ratio ${f2(l.p50Ratio)}; the CPU of the bench's processes per run, with ÷ alone, ${f2(l.cpuRatio)}. The long email: ${l.longEmail.statuses.join(', ')} ` +
       `(${l.longEmail.emails.join(', ')} email(s)), ${f1(l.longEmail.seconds)} s from its delivery (median). ` +
       `Missing replies ${l.missingReplies}, duplicate emails ${l.duplicateEmails}.`,
     '',
