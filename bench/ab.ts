@@ -56,7 +56,7 @@ async function main(): Promise<void> {
   try {
     const [temporal, databaseUrl, workflowBundle] = await Promise.all([
       prepareTemporal(cleanups),
-      prepareDatabase(cleanups),
+      prepareDatabase(cleanups, progress),
       bundleWorkflows(),
     ]);
     // One server for the whole comparison: both builds meet the same (growing) history.

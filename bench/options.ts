@@ -6,7 +6,7 @@
  *   --e2e-repeats N    repeats of each end-to-end load (default 2: the 1,000-message drain takes
  *                      over a minute on a 2-core machine; quick 1)
  *   --only a,b         run only these scenarios: ingress, storm, e2e, store, intake, threads,
- *                      long-email
+ *                      rehearsal, long-email
  *   --profile          also write V8 CPU profiles (node --cpu-prof) of the API, the worker and the
  *                      baseline for one extra run of each, and summarize them in the report
  *   --runtime tsx      run the servers from TypeScript with tsx instead of the compiled JavaScript
@@ -19,9 +19,28 @@
  *                      other scenarios named with --only run on the dev server
  */
 
-export const SCENARIOS = ['ingress', 'storm', 'e2e', 'store', 'intake', 'threads', 'long-email', 'servers'] as const;
+export const SCENARIOS = [
+  'ingress',
+  'storm',
+  'e2e',
+  'store',
+  'intake',
+  'threads',
+  'rehearsal',
+  'long-email',
+  'servers',
+] as const;
 /** What a run without --only does: everything but `servers`, which needs --temporal both (and is all it does by default). */
-const DEFAULT_SCENARIOS: Scenario[] = ['ingress', 'storm', 'e2e', 'store', 'intake', 'threads', 'long-email'];
+const DEFAULT_SCENARIOS: Scenario[] = [
+  'ingress',
+  'storm',
+  'e2e',
+  'store',
+  'intake',
+  'threads',
+  'rehearsal',
+  'long-email',
+];
 export type Scenario = (typeof SCENARIOS)[number];
 
 export interface BenchOptions {
@@ -83,6 +102,17 @@ export interface BenchOptions {
     /** REPLY_COALESCE_MS for the run: longer than a burst (4 s) plus the deliveries' delay. */
     coalesceMs: number;
     drainTimeoutMs: number;
+  };
+  /**
+   * A rehearsal beside the live drain (bench/scenarios/rehearsal.ts): this many past messages of one
+   * inbox, drained live and rehearsed in each of --e2e-repeats repeats, the order alternating.
+   */
+  rehearsal: {
+    messages: number;
+    /** `npm run rehearse --concurrency`: its default, what an operator gets. */
+    concurrency: number;
+    /** Each side's run fails past this (longer than the end-to-end drain's: all the messages are one inbox's). */
+    timeoutMs: number;
   };
   /**
    * One long email beside ordinary mail (bench/scenarios/long-email.ts, issue 39): `repeats` pairs
@@ -180,6 +210,7 @@ export function parseOptions(argv: string[]): BenchOptions {
       coalesceMs: 5_000,
       drainTimeoutMs: quick ? 90_000 : 240_000,
     },
+    rehearsal: { messages: quick ? 100 : 1_000, concurrency: 4, timeoutMs: quick ? 180_000 : 900_000 },
     // The same 200 and 5,000 in a quick run: the figure is about one email among the issue's 200. At
     // 5/s: each ordinary message is retrieved and drafted from the help centre, and at 20/s (10 s)
     // this shared 2-core machine fell minutes behind, so the p99 measured the backlog, not the email.

@@ -1,6 +1,7 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { fixedRateSeconds, type BenchOptions } from './options';
+import type { RehearsalFigures, RehearsalRun } from './scenarios/rehearsal';
 import type { ThreadsFigures } from './scenarios/threads';
 import type { EndToEndFigures } from './scenarios/end-to-end';
 import type { IngressResults, RunFigures } from './scenarios/ingress';
@@ -40,6 +41,7 @@ export interface BenchResults {
   store?: StoreFigures[];
   intake?: IntakeFigures;
   threads?: ThreadsFigures;
+  rehearsal?: RehearsalFigures;
   longEmail?: LongEmailFigures;
   servers?: ServerFigures[];
   profiles?: ProfileSummary[];
@@ -697,6 +699,7 @@ export function markdown(results: BenchResults, summary: Summary): string {
   }
   lines.push(...intakeSection(results.intake));
   lines.push(...threadsSection(results.threads));
+  lines.push(...rehearsalSection(results.rehearsal));
   lines.push(...longEmailSection(summary.longEmail));
   lines.push(...serversSection(summary.servers));
   if (results.profiles?.length) {
@@ -838,6 +841,49 @@ function threadsSection(t: ThreadsFigures | undefined): string[] {
   ];
 }
 
+/** A rehearsal beside the live drain (bench/scenarios/rehearsal.ts): each run, and the medians. */
+function rehearsalSection(r: RehearsalFigures | undefined): string[] {
+  if (!r) return [];
+  const live = r.runs.filter((x) => x.side === 'live');
+  const rehearsed = r.runs.filter((x) => x.side === 'rehearsal');
+  const cpu = (x: RehearsalRun) =>
+    Object.entries(x.cpuMsPerMessage)
+      .filter(([, ms]) => Number.isFinite(ms) && ms > 0)
+      .map(([name, ms]) => `${name} ${f1(ms)}`)
+      .join(', ');
+  const cpuRatio = ratio(
+    median(live.map((x) => x.totalCpuMsPerMessage)),
+    median(rehearsed.map((x) => x.totalCpuMsPerMessage)),
+  );
+  return [
+    '## A rehearsal beside the live drain',
+    '',
+    `${r.messages} past messages of one inbox, drained live (each delivered three times) and rehearsed with ` +
+      `\`npm run rehearse --concurrency ${r.concurrency}\` (its whole process, start-up included), the offline drafter on both sides. ` +
+      `Median CPU per message: live **${f1(median(live.map((x) => x.totalCpuMsPerMessage)))} ms**, rehearsal ` +
+      `**${f1(median(rehearsed.map((x) => x.totalCpuMsPerMessage)))} ms** (ratio ${f2(cpuRatio)}, ≥ 1: the rehearsal costs no more); ` +
+      `messages per second: live ${f1(median(live.map((x) => x.messagesPerSecond)))}, rehearsal ${f1(median(rehearsed.map((x) => x.messagesPerSecond)))}.`,
+    '',
+    table(
+      ['run', 'seconds', 'messages/s', 'CPU ms per message', 'by process'],
+      r.runs.map((x) => [
+        `${x.side}, repeat ${x.repeat + 1}`,
+        f1(x.seconds),
+        f1(x.messagesPerSecond),
+        f1(x.totalCpuMsPerMessage),
+        `${cpu(x)}${
+          x.rehearsal
+            ? `; start-up ${x.rehearsal.startupCpuMs} ms CPU; outcomes ${Object.entries(x.rehearsal.outcomes)
+                .map(([k, n]) => `${k} ${n}`)
+                .join(', ')}`
+            : ''
+        }`,
+      ]),
+    ),
+    '',
+  ];
+}
+
 /** One long email beside ordinary mail (bench/scenarios/long-email.ts): no baseline, its own reference run. */
 function longEmailSection(l: LongEmailSummary | undefined): string[] {
   if (!l) return [];
@@ -855,7 +901,12 @@ function longEmailSection(l: LongEmailSummary | undefined): string[] {
   ];
 }
 
-export function consoleTable(summary: Summary, intake?: IntakeFigures, threads?: ThreadsFigures): string {
+export function consoleTable(
+  summary: Summary,
+  intake?: IntakeFigures,
+  threads?: ThreadsFigures,
+  rehearsal?: RehearsalFigures,
+): string {
   const rows: string[][] = [];
   for (const r of summary.ingress)
     rows.push([`ingress ${r.load} ${r.rate}/s p99`, msText(r.ours.p99), msText(r.baseline.p99), f2(r.p99Ratio)]);
@@ -933,6 +984,21 @@ export function consoleTable(summary: Summary, intake?: IntakeFigures, threads?:
       `${msText(threads.lastMessageToReply.p50)} / ${msText(threads.lastMessageToReply.p99)}`,
       `events ${f1(threads.historyEvents.sent)}+${f1(threads.historyEvents.turnKeepersPerMessage)}`,
     ]);
+  if (rehearsal) {
+    const of = (side: RehearsalRun['side'], pick: (x: RehearsalRun) => number) =>
+      median(rehearsal.runs.filter((x) => x.side === side).map(pick));
+    rows.push([
+      `rehearsal of ${rehearsal.messages}: CPU ms per message, messages/s (ours: rehearsal, baseline: live)`,
+      `${f1(of('rehearsal', (x) => x.totalCpuMsPerMessage))}, ${f1(of('rehearsal', (x) => x.messagesPerSecond))}/s`,
+      `${f1(of('live', (x) => x.totalCpuMsPerMessage))}, ${f1(of('live', (x) => x.messagesPerSecond))}/s`,
+      f2(
+        ratio(
+          of('live', (x) => x.totalCpuMsPerMessage),
+          of('rehearsal', (x) => x.totalCpuMsPerMessage),
+        ),
+      ),
+    ]);
+  }
   const l = summary.longEmail;
   if (l)
     rows.push([

@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [--repeats N] [--e2e-repeats N] [--only ingress,storm,e2e,store,intake,threads,long-email] [--profile] [--runtime tsx] [--temporal dev|stack|both]`
+// `npm run bench [-- --quick] [--repeats N] [--e2e-repeats N] [--only ingress,storm,e2e,store,intake,threads,rehearsal,long-email] [--profile] [--runtime tsx] [--temporal dev|stack|both]`
 //
 // Starts its own Temporal dev server and a fresh `replyonce_bench` database (as scripts/test.ts
 // does for the suite), compiles the app, runs the sandbox, our API + worker and the Express
@@ -19,6 +19,7 @@ import { runIntakeScenarios } from './scenarios/intake';
 import { runLongEmail } from './scenarios/long-email';
 import { runOperationStore } from './scenarios/operation-store';
 import { runTemporalServers } from './scenarios/temporal-servers';
+import { runRehearsal } from './scenarios/rehearsal';
 import { runThreads } from './scenarios/threads';
 import { loadAverage, PROFILE_DIR, progress, type BenchContext } from './support/context';
 import { Signer } from './support/deliveries';
@@ -70,10 +71,11 @@ async function main(): Promise<number> {
   try {
     const setupAt = Date.now();
     // --temporal both: the dev server is the one every other scenario uses; the stack is beside it.
-    const [temporal, stackTemporal, databaseUrl, workflowBundle, codeRoot] = await Promise.all([
+    // Every part settles before a failure is raised, so each one's clean-up is registered and run.
+    const [temporal, stackTemporal, databaseUrl, workflowBundle, codeRoot] = await settled([
       prepareTemporal(cleanups, options.temporal === 'both' ? 'dev' : options.temporal),
       options.temporal === 'both' ? prepareTemporal(cleanups, 'stack') : Promise.resolve(undefined),
-      prepareDatabase(cleanups),
+      prepareDatabase(cleanups, progress),
       bundleWorkflows(),
       options.runtime === 'dist' ? compileApp() : Promise.resolve(ROOT),
     ]);
@@ -126,6 +128,8 @@ async function main(): Promise<number> {
       await step('intake', async () => void (results.intake = await runIntakeScenarios(context)));
     if (options.only.has('threads'))
       await step('threads', async () => void (results.threads = await runThreads(context)));
+    if (options.only.has('rehearsal'))
+      await step('rehearsal', async () => void (results.rehearsal = await runRehearsal(context)));
     if (options.only.has('long-email'))
       await step('long email', async () => void (results.longEmail = await runLongEmail(context)));
     if (options.only.has('servers') && stackEnv)
@@ -154,6 +158,11 @@ async function main(): Promise<number> {
       results.failures.push(
         `threads: ${threads.uncovered} message(s) uncovered, ${threads.coveredTwice} covered twice${threads.timedOut ? ' (did not drain in time)' : ''}`,
       );
+    for (const run of results.rehearsal?.runs ?? [])
+      if (run.live && (run.live.missingReplies > 0 || run.live.duplicateEmails > 0))
+        results.failures.push(
+          `rehearsal's live drain, repeat ${run.repeat + 1}: ${run.live.missingReplies} message(s) without a reply, ${run.live.duplicateEmails} duplicate email(s)`,
+        );
     for (const run of results.longEmail?.runs ?? []) {
       const what = `long email repeat ${run.repeat + 1} (${run.withLongEmail ? 'with it' : 'alone'})`;
       if (run.missingReplies > 0 || run.duplicateEmails > 0 || run.timedOut)
@@ -182,7 +191,7 @@ async function main(): Promise<number> {
   if (results.machine) results.machine.loadAtEnd = loadAverage();
   const summary = summarizeResults(results);
   const { markdownFile, jsonFile } = writeResults(RESULTS, results, summary);
-  console.log(`\n${consoleTable(summary, results.intake, results.threads)}\n`);
+  console.log(`\n${consoleTable(summary, results.intake, results.threads, results.rehearsal)}\n`);
   console.log(
     `report: ${path.relative(process.cwd(), markdownFile)}\njson:   ${path.relative(process.cwd(), jsonFile)}`,
   );
@@ -293,3 +302,11 @@ main()
     );
     process.exitCode = 1;
   });
+
+/** Promise.all that waits for every promise to settle before it raises the first failure. */
+async function settled<T extends readonly unknown[]>(promises: { [K in keyof T]: Promise<T[K]> }): Promise<T> {
+  const results = await Promise.allSettled(promises);
+  const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+  if (failed) throw failed.reason;
+  return results.map((r) => (r as PromiseFulfilledResult<unknown>).value) as unknown as T;
+}

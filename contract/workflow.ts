@@ -171,8 +171,9 @@ export const SEARCH_ATTRIBUTE_NAMES = Object.values(SearchAttributes).map((key) 
  * workflows per task queue (`inbound-turns-<task queue>-<n>`, lib/hashing.ts). A message asks by
  * signal (`askTurn`, signal-with-start) and is answered by signal (`turn`); the holder gives the turn
  * back by signal (`releaseTurn`), saying whether its reply was sent. Nothing lives only in a keeper:
- * a waiting run asks again on a bounded timer, so a keeper that was terminated rebuilds its queue
- * from the runs. Ids, times and hashes only, never text or addresses.
+ * a keeper that starts afresh (an operator terminated it) asks Temporal once which runs hold turns
+ * in its threads, and a waiting run asks again on a bounded timer, so the new keeper rebuilds its
+ * queue from the runs. Ids, times and hashes only, never text or addresses.
  */
 export const TURN_KEEPER_WORKFLOW = 'turnKeeperWorkflow';
 /**
@@ -180,6 +181,8 @@ export const TURN_KEEPER_WORKFLOW = 'turnKeeperWorkflow';
  * process (worker/create-worker.ts), so a keeper never waits for a slot that busy message runs hold.
  */
 export const turnKeeperTaskQueue = (taskQueue: string): string => `${taskQueue}-turns`;
+/** The message runs' task queue, from its keepers' (turnKeeperTaskQueue's inverse). */
+export const messageTaskQueueOf = (keeperQueue: string): string => keeperQueue.replace(/-turns$/, '');
 /** Part of every thread's address: changing it re-homes threads, so it is fixed. */
 export const TURN_KEEPERS = 32;
 /** A keeper's workflow tasks are small; short timeouts let another worker take a keeper over quickly. */
@@ -205,14 +208,14 @@ export interface TurnAsk extends RunRef {
   sender: string;
   /** REPLY_COALESCE_MS as the asking worker has it. */
   coalesceMs: number;
-  /** Runs of the thread that Temporal lists as holding a turn (drafting … sending): a keeper that lost its memory adopts one. */
-  holders?: Array<RunRef & { messageId: string }>;
   /** Newer messages of the same sender that AgentMail has (ids, at most 20): the turn waits a while for them to ask. */
   newer?: string[];
 }
 
 /** `go`: draft and send one reply answering `covers` (oldest first, the receiver last). `covered`: a reply that was sent answers it. */
 export type TurnGrant = { kind: 'go'; covers: string[] } | { kind: 'covered'; by: string };
+/** What the `turn` signal says: a grant, or `behind` (the run waits behind the thread's holder: it shows so). */
+export type TurnAnswer = TurnGrant | { kind: 'behind' };
 
 /** The holder gives its turn back; `sent`: its reply went out, so it covers its sender's waiting messages up to its own time. */
 export interface TurnRelease {
@@ -225,11 +228,11 @@ export interface TurnRelease {
 }
 
 export const askTurnSignal = defineSignal<[TurnAsk]>('askTurn');
-export const turnSignal = defineSignal<[TurnGrant]>('turn');
+export const turnSignal = defineSignal<[TurnAnswer]>('turn');
 export const releaseTurnSignal = defineSignal<[TurnRelease]>('releaseTurn');
 
 /** A waiting ask at the keeper: when its burst window ends (its time, or when it first asked if later, plus the window). */
-export type WaitingAsk = Omit<TurnAsk, 'holders' | 'threadKey' | 'inboxId' | 'threadId'> & {
+export type WaitingAsk = Omit<TurnAsk, 'threadKey' | 'inboxId' | 'threadId'> & {
   readyAtMs: number;
   askedAtMs: number;
 };
@@ -238,7 +241,8 @@ export type WaitingAsk = Omit<TurnAsk, 'holders' | 'threadKey' | 'inboxId' | 'th
 export interface ThreadTurns {
   inboxId: string;
   threadId: string;
-  holder: (RunRef & { messageId: string; covers: string[] }) | null;
+  /** `sender` and `timestampMs` when the keeper granted it (a holder learnt from an asker's look has neither). */
+  holder: (RunRef & { messageId: string; covers: string[]; sender?: string; timestampMs?: number }) | null;
   waiting: WaitingAsk[];
   /** While someone waits behind the holder: when the keeper next asks Temporal whether the holder's run is open. */
   pollAtMs?: number;
@@ -257,8 +261,24 @@ export interface TurnKeeperInput {
   index: number;
   /** Carried over by continue-as-new, with the answers decided but not yet sent. */
   state?: TurnKeeperState;
-  tells?: Array<RunRef & { threadKey: string; grant: TurnGrant }>;
+  tells?: Array<RunRef & { threadKey: string; grant: TurnAnswer }>;
 }
+
+/**
+ * A run Temporal lists as holding its thread's turn (drafting … sending): what a keeper that starts
+ * afresh adopts. `sender` and `timestampMs` from AgentMail's copy of its message, when it still has it.
+ */
+export interface HeldTurn extends RunRef {
+  threadKey: string;
+  inboxId: string;
+  threadId: string;
+  messageId: string;
+  sender?: string;
+  timestampMs?: number;
+}
+
+/** How a holder the keeper looked at stands: its run open, closed, or closed with its reply sent (by our store). */
+export type HolderEnd = 'open' | 'closed' | 'sent';
 
 /** One thread's turns at its keeper, or null when nothing of it is kept. */
 export const threadTurnsQuery = defineQuery<ThreadTurns | null, [string]>('threadTurns');

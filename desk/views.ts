@@ -134,30 +134,44 @@ export function queuePage(
         </select>
         <button type="submit">Filter</button>
       </form>
-      ${
-        queue.messages.length === 0
-          ? html`<p class="empty">Nothing is waiting${filtered ? ' that matches' : ''}.</p>`
-          : html`<table>
-              <caption>
-                ${queue.messages.length} ${queue.messages.length === 1 ? 'message' : 'messages'},
-                ${QUEUE_SORTS[queue.sort]}${queue.more ? ' (more are waiting: decide on these first)' : ''}
-              </caption>
-              <thead>
-                <tr>
-                  <th scope="col">Subject</th>
-                  <th scope="col">Customer</th>
-                  <th scope="col">Inbox</th>
-                  <th scope="col">Came</th>
-                  <th scope="col">Conversation</th>
-                  <th scope="col">Status</th>
-                </tr>
-              </thead>
-              <tbody>
-                ${rows}
-              </tbody>
-            </table>`
-      }`,
+      ${listTable({
+        rows,
+        empty: `Nothing is waiting${filtered ? ' that matches' : ''}.`,
+        caption: html`${queue.messages.length} ${queue.messages.length === 1 ? 'message' : 'messages'},
+        ${QUEUE_SORTS[queue.sort]}${queue.more ? ' (more are waiting: decide on these first)' : ''}`,
+        columns: ['Subject', 'Customer', 'Inbox', 'Came', 'Conversation', 'Status'],
+      })}`,
   );
+}
+
+/**
+ * The desk's lists (the queue, held threads, rehearsals, a comparison): a table of rows under
+ * column headings, or one line saying there is nothing to list.
+ */
+export function listTable(list: {
+  rows: readonly Html[];
+  empty: string;
+  caption?: Html | string;
+  columns: readonly string[];
+}): Html {
+  if (list.rows.length === 0) return html`<p class="empty">${list.empty}</p>`;
+  return html`<table>
+    ${
+      list.caption !== undefined
+        ? html`<caption>
+            ${list.caption}
+          </caption>`
+        : ''
+    }
+    <thead>
+      <tr>
+        ${list.columns.map((c) => html`<th scope="col">${c}</th>`)}
+      </tr>
+    </thead>
+    <tbody>
+      ${list.rows}
+    </tbody>
+  </table>`;
 }
 
 export interface ThreadMessage {

@@ -1,5 +1,6 @@
 import type { Db } from '../lib/db';
 import { cosineSimilarity, storedEmbeddings, type Embedder } from './embeddings';
+import { configurationNameFor, detectLanguage } from './language';
 import { boundMessageText, searchableText } from './message-text';
 
 /**
@@ -66,11 +67,12 @@ export interface RetrievalQuery {
 /**
  * At most this many of an email's sentences are searched on their own (besides the whole text),
  * the first distinct ones: an email asks two or three things, not hundreds, and each search is a
- * query. With the spelling look-up (two queries) a retrieval is at most MAX_RETRIEVAL_QUERIES
- * queries, whatever the email (issue 39: a 5,000-line email was ~15,000).
+ * query. With the spelling look-up (two queries) and, for a message in another language than a
+ * collection's, the look-up of the synonym phrases in its language (one), a retrieval is at most
+ * MAX_RETRIEVAL_QUERIES queries, whatever the email (issue 39: a 5,000-line email was ~15,000).
  */
 export const MAX_SENTENCE_SEARCHES = 6;
-export const MAX_RETRIEVAL_QUERIES = 2 + 1 + MAX_SENTENCE_SEARCHES;
+export const MAX_RETRIEVAL_QUERIES = 2 + 1 + 1 + MAX_SENTENCE_SEARCHES;
 
 /**
  * How relevant the best article is, per collection: of each text searched (the whole email, each
@@ -157,14 +159,25 @@ async function textRetrieve(db: Db, query: RetrievalQuery): Promise<Retrieval> {
   const parts = firstQuestionsFirst(questionsIn(whole)).slice(0, MAX_SENTENCE_SEARCHES);
   const texts = [whole, ...(parts.length < 2 ? [] : parts)];
   beforeQuery(query);
-  const corrections = await spellingCorrections(db, query.collections, [
+  const { corrections, languages } = await spellingCorrections(db, query.collections, [
     ...new Set(texts.flatMap((text) => searchTerms(text))),
   ]);
+  // The customer's language (issue 37): where it is not a collection's own, the synonym phrases are
+  // looked for in the customer's words read in it as well (configurationNameFor: Postgres's name).
+  const detected = configurationNameFor(detectLanguage(whole) ?? '');
+  const messageLanguage = detected !== undefined && languages.some((l) => l !== detected) ? detected : null;
+  let messagePhrases: MessagePhrase[] = [];
+  if (messageLanguage !== null) {
+    beforeQuery(query);
+    messagePhrases = await phrasesInMessageLanguage(db, query.collections, messageLanguage, whole);
+  }
   const rankings: SearchHit[][] = [];
   for (const [index, text] of texts.entries()) {
     beforeQuery(query);
     const limit = index === 0 ? Math.max(query.limit, 10) : 10;
-    rankings.push(await search(db, { collections: query.collections, text, corrections, limit }));
+    rankings.push(
+      await search(db, { collections: query.collections, text, corrections, limit, messageLanguage, messagePhrases }),
+    );
   }
   const relevance = query.collections.map((collection) => ({
     collection,
@@ -269,9 +282,27 @@ export function questionsIn(text: string): string[] {
 /** A section as one search ranked it, with the number of the searched text's words (lexemes) in its collection's language. */
 type SearchHit = RetrievedSection & { queryWords: number; matched: number };
 
+/**
+ * In the message's own language, a one-word synonym phrase of at least this many letters (its
+ * stem) is also found at the start of a longer word: compounds and derivations ("retourner" for
+ * "retour", "Rückgabefrist" for "Rückgabe"), which languages like German and Norwegian make freely.
+ * Shorter stems ("eu", "tent") would start too many unrelated words. Measured 4 to 7 and off on the
+ * bundled and held-out questions (docs/knowledge.md, "Ranking").
+ */
+const MESSAGE_LANGUAGE_PREFIX_MIN = 5;
+
 async function search(
   db: Db,
-  query: { collections: readonly string[]; text: string; limit: number; corrections: ReadonlyMap<string, string> },
+  query: {
+    collections: readonly string[];
+    text: string;
+    limit: number;
+    corrections: ReadonlyMap<string, string>;
+    /** The text-search configuration of the message's language (`german`), null: none, or the collections' own. */
+    messageLanguage: string | null;
+    /** The synonym phrases found in the whole message read in that language (phrasesInMessageLanguage). */
+    messagePhrases: readonly MessagePhrase[];
+  },
 ): Promise<SearchHit[]> {
   const terms = searchTerms(query.text);
   if (terms.length === 0 || query.collections.length === 0 || query.limit <= 0) return [];
@@ -284,22 +315,36 @@ async function search(
     // counts only where a section holds the whole phrase (by the same rule): "send back" scores
     // "send" and "back" where they stand together, not every "back". A word it brought in counts $7
     // of one of the customer's own words for each word of the customer's phrase that brought it
-    // (at most 1): "send back" → "return" counts 0.7, "order" → "bestellung" 0.35.
+    // (at most 1): "send back" → "return" counts 0.7, "order" → "bestellung" 0.35. The phrases are
+    // looked for in the customer's words read in the collection's language and, when the message
+    // is in another one Postgres has a configuration for ($10), in that one too, through unaccent,
+    // among those phrasesInMessageLanguage found in the whole message ($11): "Rücksendungen" and
+    // "Ruckgabe" find the German phrases "rücksendung" and "rückgabe" an English reading would not.
     // Candidates: the live sections that match the query (the GIN index), one row per query lexeme
     // they hold. Each lexeme's document frequency is counted over the candidates, which are exactly
     // the sections that hold it; a section scores BM25-like: idf × where it stands (title 3,
     // heading 2, text 1) × term frequency, saturated and normalised by the section's length in
     // distinct words (k1 = 1.2, b = $8) × the word's weight. Only an article's best section is kept.
     `WITH said AS (
-       SELECT c.name AS collection, c.language, to_tsvector(c.language, $6) AS words
-         FROM knowledge_collections c WHERE c.name = ANY($1::text[])
+       SELECT c.name AS collection, c.language, to_tsvector(c.language, $6) AS words,
+              cfg.oid::regconfig AS message_language, to_tsvector(cfg.oid::regconfig, unaccent($6)) AS message_words
+         FROM knowledge_collections c LEFT JOIN pg_ts_config cfg ON cfg.cfgname = $10 AND cfg.oid <> c.language
+        WHERE c.name = ANY($1::text[])
+     ),
+     found AS (
+       SELECT hit.collection, hit.line, cardinality(hit.lexemes) AS words
+         FROM said JOIN knowledge_synonyms hit ON hit.collection = said.collection AND said.words @@ hit.match
+       UNION ALL
+       SELECT p.collection, p.line, p.words
+         FROM said JOIN jsonb_to_recordset($11::jsonb) AS p(collection text, line integer, words integer, match text)
+           ON p.collection = said.collection
+        WHERE said.message_words @@ p.match::tsquery
      ),
      synonyms AS (
        SELECT phrase.collection, phrase.lexemes, phrase.match,
-              least(1, $7::float8 * max(cardinality(hit.lexemes))) AS weight
-         FROM said
-         JOIN knowledge_synonyms hit ON hit.collection = said.collection AND said.words @@ hit.match
-         JOIN knowledge_synonyms phrase ON phrase.collection = hit.collection AND phrase.line = hit.line
+              least(1, $7::float8 * max(found.words)) AS weight
+         FROM found
+         JOIN knowledge_synonyms phrase ON phrase.collection = found.collection AND phrase.line = found.line
         GROUP BY phrase.collection, phrase.lexemes, phrase.match
      ),
      query AS (
@@ -307,7 +352,12 @@ async function search(
               websearch_to_tsquery(said.language, $2) || to_tsquery('simple', $3) || coalesce(
                 (SELECT string_agg(format('(%s)', y.match), ' | ') FROM synonyms y WHERE y.collection = said.collection
                 )::tsquery, ''::tsquery) AS q,
-              tsvector_to_array(to_tsvector(said.language, $2)) AS lexemes
+              tsvector_to_array(to_tsvector(said.language, $2)) AS lexemes,
+              -- The words the share is taken of: read in the message's language too, the fewer, so
+              -- a German email's "wie" and "die" (no English stop words) do not count as words to match
+              -- (without the " or " between the terms, no stop word in other languages).
+              least(length(to_tsvector(said.language, $2)),
+                    length(to_tsvector(said.message_language, unaccent(replace($2, ' or ', ' '))))) AS words
          FROM said
      ),
      hits AS (
@@ -349,7 +399,7 @@ async function search(
      )
      SELECT s.id, s.collection, s.source, s.title, s.heading, s.body, s.content_hash AS "contentHash",
             best.rank::float8 AS rank, best.matched::float8 AS matched,
-            greatest(1, cardinality(query.lexemes))::int AS "queryWords"
+            greatest(1, query.words)::int AS "queryWords"
        FROM best JOIN knowledge_sections s USING (id) JOIN query ON query.collection = s.collection
       ORDER BY best.rank DESC, s.id
       LIMIT $5`,
@@ -363,9 +413,58 @@ async function search(
       SYNONYM_WEIGHT,
       LENGTH_NORMALISATION,
       CORRECTION_WEIGHT,
+      query.messageLanguage,
+      JSON.stringify(query.messagePhrases),
     ],
   );
   return rows.rows;
+}
+
+/** A synonym phrase found in a message read in its own language: how many words it has there, and its tsquery. */
+interface MessagePhrase {
+  collection: string;
+  line: number;
+  words: number;
+  match: string;
+}
+
+/**
+ * The synonym phrases of the collections (those not in `language` already) found in the whole
+ * message read in `language`, through unaccent: one query per retrieval, so each search then only
+ * checks these few against its own text (a sentence's phrases are among the whole text's) instead of
+ * reading every phrase of the collection again. A phrase is found by phraseto_tsquery here (its
+ * words next to each other, a stop word between counting as one), stricter than the stored rule;
+ * a one-word phrase whose stem has MESSAGE_LANGUAGE_PREFIX_MIN letters or more also at the start
+ * of a longer word.
+ */
+async function phrasesInMessageLanguage(
+  db: Db,
+  collections: readonly string[],
+  language: string,
+  text: string,
+): Promise<MessagePhrase[]> {
+  const { rows } = await db.query<MessagePhrase>(
+    // The message is read once (MATERIALIZED: not once per phrase); each phrase once per retrieval.
+    `WITH message AS MATERIALIZED (
+       SELECT c.name AS collection, cfg.oid::regconfig AS language, to_tsvector(cfg.oid::regconfig, unaccent($3)) AS words
+         FROM knowledge_collections c JOIN pg_ts_config cfg ON cfg.cfgname = $2 AND cfg.oid <> c.language
+        WHERE c.name = ANY($1::text[])
+     )
+     SELECT y.collection, y.line, max(length(read.words))::int AS words, read.match::text AS match
+       FROM message
+       JOIN knowledge_synonyms y ON y.collection = message.collection
+       CROSS JOIN LATERAL (SELECT to_tsvector(message.language, unaccent(y.phrase)) AS words) AS phrase
+       CROSS JOIN LATERAL (
+         SELECT phrase.words,
+                CASE WHEN length(phrase.words) = 1 AND char_length((tsvector_to_array(phrase.words))[1]) >= $4::int
+                     THEN (quote_literal((tsvector_to_array(phrase.words))[1]) || ':*')::tsquery
+                     ELSE phraseto_tsquery(message.language, unaccent(y.phrase)) END AS match
+       ) AS read
+      WHERE numnode(read.match) > 0 AND message.words @@ read.match
+      GROUP BY y.collection, y.line, read.match::text`,
+    [collections, language, text, MESSAGE_LANGUAGE_PREFIX_MIN],
+  );
+  return rows;
 }
 
 /**
@@ -374,16 +473,18 @@ async function search(
  * longer ones), from the collections' own vocabulary. The corrections are lexemes already. A word
  * of the collections' synonyms is known too (`hire` is expanded to `rent`, not corrected to `hike`).
  * Asked once per retrieval for the terms of every text it searches (two queries), at most
- * MAX_CORRECTED_TERMS of them: term → its correction.
+ * MAX_CORRECTED_TERMS of them: term → its correction; and the collections' languages.
  */
 async function spellingCorrections(
   db: Db,
   collections: readonly string[],
   allTerms: readonly string[],
-): Promise<Map<string, string>> {
+): Promise<{ corrections: Map<string, string>; languages: string[] }> {
   const terms = allTerms.slice(0, MAX_CORRECTED_TERMS);
-  const rows = await db.query<{ term: string; lexemes: string[] }>(
-    `SELECT t AS term, array_agg(DISTINCT l) FILTER (WHERE l IS NOT NULL) AS lexemes
+  // With the terms' lexemes, the languages the collections are searched in: whether the message's is another.
+  const rows = await db.query<{ term: string; lexemes: string[] | null; languages: string[] }>(
+    `SELECT t AS term, array_agg(DISTINCT l) FILTER (WHERE l IS NOT NULL) AS lexemes,
+            array_agg(DISTINCT c.language::text) AS languages
        FROM unnest($2::text[]) AS t
        CROSS JOIN knowledge_collections c
        LEFT JOIN LATERAL unnest(tsvector_to_array(to_tsvector(c.language, t))) AS l ON true
@@ -422,7 +523,7 @@ async function spellingCorrections(
     }
     if (best && /^[\p{L}\p{N}]+$/u.test(best.word)) corrections.set(row.term, best.word);
   }
-  return corrections;
+  return { corrections, languages: rows.rows[0]?.languages ?? [] };
 }
 
 /** The edit-distance loop is terms × vocabulary: the terms looked at are bounded too. */

@@ -190,7 +190,17 @@ const signatureText = z
       });
   });
 
-export const ACKNOWLEDGMENT_OCCASIONS = ['handoff', 'held', 'approval', 'ceiling'] as const;
+/**
+ * When a customer may hear that a person answers. Not at the inbox's hourly ceiling: past it nothing
+ * more is sent from the inbox (the circuit breaker), an acknowledgment neither.
+ */
+export const ACKNOWLEDGMENT_OCCASIONS = ['handoff', 'held', 'approval'] as const;
+const acknowledgmentOccasion = z.enum(ACKNOWLEDGMENT_OCCASIONS, {
+  error: (issue) =>
+    issue.input === 'ceiling'
+      ? "has 'ceiling', which is no occasion: past the inbox's hourly ceiling nothing more is sent from it, an acknowledgment neither; use handoff, held or approval"
+      : `has ${JSON.stringify(issue.input)}; the occasions are handoff, held and approval`,
+});
 const ISO_639_1 = /^[a-z]{2}$/;
 const languageNames = new Intl.DisplayNames(['en'], { type: 'language', fallback: 'none' });
 /** tinyld names Norwegian `no`; people write `nb` or `nn` as often: one language to the rule. */
@@ -269,11 +279,11 @@ export const mailVars = {
    * A short word back to the customer when a person must answer (lib/business-hours.ts says by
    * when): inbox → the occasions it is sent on, `*` for every other inbox; unset: never.
    * Occasions: `handoff` (the agent did not know), `held` (a draft tripped a rule), `approval` (an
-   * approval inbox), `ceiling` (the inbox's hourly ceiling).
+   * approval inbox).
    */
   HANDOFF_ACKNOWLEDGMENT: jsonSetting(
-    z.record(z.string().min(1), z.array(z.enum(ACKNOWLEDGMENT_OCCASIONS)).min(1)),
-    '{"*": ["handoff", "held"], "sales@example.com": ["handoff", "held", "approval", "ceiling"]}',
+    z.record(z.string().min(1), z.array(acknowledgmentOccasion).min(1)),
+    '{"*": ["handoff", "held"], "sales@example.com": ["handoff", "held", "approval"]}',
   ).transform((map) => Object.fromEntries(Object.entries(map).map(([inbox, list]) => [inbox.toLowerCase(), list]))),
   /** Inbox (or `*`) → business hours: a time zone, opening hours per weekday, holidays (lib/business-hours.ts). */
   BUSINESS_HOURS: z
@@ -359,7 +369,9 @@ function jsonSetting<T extends z.ZodType>(shape: T, example: string) {
       }
       const checked = shape.safeParse(parsed);
       if (!checked.success) {
-        ctx.addIssue({ code: 'custom', message: `must be a JSON object like ${example}` });
+        const [first] = checked.error.issues;
+        const where = first ? ` (${JSON.stringify(first.path.map(String))} ${first.message})` : '';
+        ctx.addIssue({ code: 'custom', message: `must be a JSON object like ${example}${where}` });
         return z.NEVER;
       }
       return checked.data;

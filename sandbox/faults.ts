@@ -11,6 +11,8 @@ import { z } from 'zod';
  *  - drop-before-commit: reset the connection before anything happens.
  *  - drop-after-commit: do the work (email sent, key recorded), then reset the connection
  *    instead of answering: the client cannot know the outcome.
+ *  - stale-listing: a thread read leaves out the messages we sent in the last `ms` (AgentMail's
+ *    reads are eventually consistent: a sent email shows in its thread a little later).
  * Each request takes the first matching rule that has uses left.
  */
 export const faultRuleSchema = z.object({
@@ -25,7 +27,7 @@ export const faultRuleSchema = z.object({
       count: z.number().int().positive().optional(),
     })
     .default({}),
-  action: z.enum(['delay', 'status', 'drop-after-commit', 'drop-before-commit']),
+  action: z.enum(['delay', 'status', 'drop-after-commit', 'drop-before-commit', 'stale-listing']),
   ms: z.number().int().min(0).max(600_000).optional(),
   status: z.number().int().min(100).max(599).optional(),
   message: z.string().max(10_000).optional(),
@@ -83,6 +85,16 @@ export class Faults {
     this.delayed.add(raw);
     await sleep(rule.ms ?? 1000);
   }
+}
+
+/** Whether a stale read leaves this message out: one of ours (`sent`), created less than `ms` ago. */
+export function staleHides(
+  rule: FaultRule | undefined,
+  message: { labels?: string[] | null; created_at: string },
+  nowMs: number,
+): boolean {
+  if (rule?.action !== 'stale-listing' || !(message.labels ?? []).includes('sent')) return false;
+  return nowMs - Date.parse(message.created_at) < (rule.ms ?? 1000);
 }
 
 function matches(rule: FaultRule, method: string, path: string): boolean {

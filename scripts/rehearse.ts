@@ -13,8 +13,6 @@
 // Started again with the same --id (after a crash, a Ctrl-C), it resumes: one rehearsal, each message
 // drafted once. Progress goes to stderr, the report to stdout.
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, WorkflowExecutionAlreadyStartedError, WorkflowFailedError } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, Runtime, Worker } from '@temporalio/worker';
@@ -44,7 +42,7 @@ import { loadWorkerConfig, parseDuration, type WorkerConfig } from '../lib/confi
 import { createDb, type Db } from '../lib/db';
 import { connectTemporalClient, connectTemporalWorker } from '../lib/temporal-connection';
 import { runMain, SetupError, sleep } from './services/main';
-import { DEFAULT_DEV_DATABASE_URL } from './services/postgres';
+import { devStackEnvironment } from './services/dev-environment';
 
 const USAGE = [
   'usage: npm run rehearse -- --inbox <inbox> (--since 14d | --from <ISO> --to <ISO>) [--limit N | --sample N] [--id <id>] [--json] [--dev]',
@@ -58,24 +56,6 @@ const USAGE = [
 const DEFAULT_LIMIT = 500;
 /** The most messages one rehearsal drafts: a bigger period is sampled (--sample), never run without end. */
 export const MAX_REHEARSED = 5_000;
-
-const DEV_SECRETS = path.resolve(__dirname, '..', '.data', 'dev-secrets.json');
-const DEV_SANDBOX_URL = 'http://127.0.0.1:4010';
-
-/** --dev: the `npm run dev` stack's settings for whatever the environment leaves unset (as npm run replay). */
-function devEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  if (!existsSync(DEV_SECRETS))
-    throw new SetupError(`--dev: ${DEV_SECRETS} does not exist; start the dev stack once with \`npm run dev\``);
-  const secrets = JSON.parse(readFileSync(DEV_SECRETS, 'utf8')) as { agentmailApiKey?: string };
-  const usesSandbox = !env.AGENTMAIL_API_KEY;
-  return {
-    ...env,
-    DATABASE_URL: env.DATABASE_URL || DEFAULT_DEV_DATABASE_URL,
-    ...(usesSandbox
-      ? { AGENTMAIL_API_KEY: secrets.agentmailApiKey, AGENTMAIL_BASE_URL: env.AGENTMAIL_BASE_URL || DEV_SANDBOX_URL }
-      : {}),
-  };
-}
 
 async function main(): Promise<number> {
   const { values, positionals } = parseArgs({
@@ -103,7 +83,7 @@ async function main(): Promise<number> {
     console.log(USAGE);
     return 0;
   }
-  const config = loadWorkerConfig(values.dev ? devEnvironment(process.env) : process.env);
+  const config = loadWorkerConfig(values.dev ? devStackEnvironment(process.env) : process.env);
   const db = createDb(config.DATABASE_URL);
   const settings: ReportSettings = {
     slowAnswerMs: config.REHEARSAL_SLOW_ANSWER,

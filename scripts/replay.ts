@@ -23,8 +23,6 @@
 // Reads TEMPORAL_TASK_QUEUE (whose relay starts the rows), DATABASE_URL, AGENTMAIL_API_KEY,
 // AGENTMAIL_BASE_URL and OPERATION_RETENTION_DAYS, like the worker. --dev fills in the dev stack's
 // (the local database, the sandbox and its key from .data/dev-secrets.json) for what is unset.
-import { existsSync, readFileSync } from 'node:fs';
-import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, WorkflowNotFoundError } from '@temporalio/client';
 import { Presets, SingleBar } from 'cli-progress';
@@ -39,32 +37,13 @@ import { createAgentMailClient } from '../lib/agentmail';
 import { ConfigError, loadReplayConfig, type ReplayConfig } from '../lib/config';
 import { createDb } from '../lib/db';
 import { runMain, SetupError } from './services/main';
-import { DEFAULT_DEV_DATABASE_URL } from './services/postgres';
+import { devStackEnvironment } from './services/dev-environment';
 
 const USAGE = [
   'usage: npm run replay -- [--dev] (--inbox <inbox id> [--inbox …] | --all) [--since <ISO time | 36h | 6d>]',
   '       npm run replay -- [--dev] --rerun <inbox id> <message id>',
   '       npm run replay -- [--dev] (--stuck | --retry-stuck) [--all-queues]',
 ].join('\n');
-
-const DEV_SECRETS = path.resolve(__dirname, '..', '.data', 'dev-secrets.json');
-/** scripts/dev.ts's sandbox port. */
-const DEV_SANDBOX_URL = 'http://127.0.0.1:4010';
-
-/** --dev: the `npm run dev` stack's settings, for whichever of them the environment leaves unset. */
-function devEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
-  if (!existsSync(DEV_SECRETS))
-    throw new SetupError(`--dev: ${DEV_SECRETS} does not exist; start the dev stack once with \`npm run dev\``);
-  const secrets = JSON.parse(readFileSync(DEV_SECRETS, 'utf8')) as { agentmailApiKey?: string };
-  const usesSandbox = !env.AGENTMAIL_API_KEY;
-  return {
-    ...env,
-    DATABASE_URL: env.DATABASE_URL || DEFAULT_DEV_DATABASE_URL,
-    ...(usesSandbox
-      ? { AGENTMAIL_API_KEY: secrets.agentmailApiKey, AGENTMAIL_BASE_URL: env.AGENTMAIL_BASE_URL || DEV_SANDBOX_URL }
-      : {}),
-  };
-}
 
 async function main(): Promise<number> {
   const { values, positionals } = parseArgs({
@@ -86,7 +65,7 @@ async function main(): Promise<number> {
     console.log(USAGE);
     return 0;
   }
-  const config = () => loadReplayConfig(values.dev ? devEnvironment(process.env) : process.env);
+  const config = () => loadReplayConfig(values.dev ? devStackEnvironment(process.env) : process.env);
   if (values.rerun) {
     const [inboxId, messageId, ...rest] = positionals;
     if (!inboxId || !messageId || rest.length > 0)

@@ -93,6 +93,14 @@ async function main(): Promise<number> {
   let stack: TemporalStack | undefined;
   let balancer: RoundRobin | undefined;
   let postgres: RoundRobin | undefined;
+  // Ctrl-C or a SIGTERM stops everything the soak started (a killed soak left its Temporal server,
+  // sandbox, API and workers running, still polling), then exits without a report.
+  for (const signal of ['SIGINT', 'SIGTERM'] as const)
+    process.once(signal, () => {
+      say(`${signal}: stopping every process the soak started`);
+      for (const p of procs) p.child.kill('SIGKILL');
+      void Promise.allSettled([stack?.stop(), balancer?.close(), postgres?.close()]).then(() => process.exit(130));
+    });
   try {
     stack = await startTemporalStack({ dataDir: DATA, name: 'soak', fresh: true, uiPort: null, log: say });
     await migrateDatabase(stack.appDatabaseUrl, { log: () => undefined });
@@ -142,12 +150,19 @@ async function main(): Promise<number> {
       LOG_LEVEL: 'info',
     };
     let workerSeq = 0;
-    const startWorker = () => {
+    const startWorker = (): Proc => {
       const worker = spawnApp(`worker-${++workerSeq}`, 'worker/main.ts', {
         ...appEnv,
         WORKER_PROMOTE_ON_START: 'true',
       });
       procs.push(worker);
+      // As a process supervisor would (systemd, Kubernetes): a worker that exits by itself (it could
+      // not reach Postgres or Temporal while they were away) is started again a second later.
+      void worker.exited.then(async () => {
+        if (worker.child.signalCode !== null) return; // killed by the soak: the killer replaces it
+        await sleep(1_000);
+        if (workers.includes(worker)) workers = workers.map((w) => (w === worker ? startWorker() : w));
+      });
       return worker;
     };
     let workers = [startWorker(), startWorker()];
@@ -594,7 +609,19 @@ function spawnProcess(name: string, args: string[], env: Record<string, string>)
   child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
     if (process.env.SOAK_VERBOSE) process.stderr.write(`[${name}] ${chunk}`);
   });
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const exited = new Promise<void>((resolve) =>
+    child.once('exit', (code) => {
+      // A process that ends by itself with an error (not one the soak killed) says why at once.
+      if (code !== null && code !== 0) {
+        const why = lines
+          .filter((line) => typeof line.level === 'number' && line.level >= 50)
+          .slice(-3)
+          .map((line) => `${String(line.msg)}${line.err ? `: ${JSON.stringify(line.err).slice(0, 600)}` : ''}`);
+        console.error(`[soak ${new Date().toISOString().slice(11, 19)}] ${name} exited with code ${code}${why.length > 0 ? `: ${why.join(' | ')}` : ''}`);
+      }
+      resolve();
+    }),
+  );
   return { name, child, lines, exited, spawnedAt: Date.now() };
 }
 

@@ -10,6 +10,7 @@ import { IntakeStore } from '../intake/intake-store';
 import type { Failpoint } from '../lib/failpoints';
 import { inboundWorkflowId, threadTurnKeeper } from '../lib/hashing';
 import { handBackThread } from '../activities/turns/person-answering';
+import { PostgresTickets } from '../activities/ticket/postgres-tickets';
 import {
   type InboundMessageResult,
   type MessageRef,
@@ -171,13 +172,13 @@ describe('a thread is answered in order', () => {
       `the second draft sees our reply to the first: ${b.thread.map((m) => m.direction).join(', ')}`,
     );
     assert.equal(drafter.of(second.ref).length, 1);
-    // Each turn came by signal, once
+    // Each turn came by signal, once; the second was told first that it waits behind the first
     const signals = async (ref: MessageRef) =>
       ((await h.client.workflow.getHandle(inboundWorkflowId(ref)).fetchHistory()).events ?? []).flatMap(
         (e) => e.workflowExecutionSignaledEventAttributes?.signalName ?? [],
       );
     assert.deepEqual(await signals(first.ref), ['turn']);
-    assert.deepEqual(await signals(second.ref), ['turn']);
+    assert.deepEqual(await signals(second.ref), ['turn', 'turn']);
   });
 
   test('different threads do not wait on each other', async () => {
@@ -354,6 +355,30 @@ describe('a burst is answered once', () => {
 });
 
 describe('one ticket per thread', () => {
+  test("twenty creates of one thread's ticket at once, for 30 threads (the Postgres provider): one ticket each, every create answered with it", async () => {
+    const tickets = new PostgresTickets(h.db);
+    for (let thread = 0; thread < 30; thread++) {
+      // Prepare
+      const request = {
+        externalId: `thread-ticket-${randomUUID()}`,
+        inboxId: 'race@test',
+        messageId: `<${randomUUID()}@test>`,
+        threadId: randomUUID(),
+        subject: 'Racing',
+        note: 'opened by a racing create',
+      };
+      // Act
+      const created = await Promise.all(Array.from({ length: 20 }, () => tickets.create(request)));
+      // Assess
+      assert.equal(new Set(created.map((c) => c.ticketId)).size, 1);
+      const { rows } = await h.db.query(`SELECT ticket_id FROM tickets WHERE operation_key = $1`, [request.externalId]);
+      assert.deepEqual(
+        rows.map((r: { ticket_id: string }) => r.ticket_id),
+        [created[0]!.ticketId],
+      );
+    }
+  });
+
   test('two first messages of a new thread racing make one ticket, each message a comment on it', async () => {
     // Prepare
     const c = conversation();
@@ -530,6 +555,39 @@ describe('answered-together only once the covering reply is sent (issue #34, poi
   });
 });
 
+describe('an answer AgentMail does not list yet (its reads are eventually consistent)', () => {
+  test("a burst's older message whose webhook comes while the thread does not yet show the reply that read it: covered by it, no second reply", async () => {
+    // Prepare: the older message is at AgentMail, its webhook late; every read of this thread leaves
+    // out our sent messages for a minute (the reply is sent, but not listed)
+    const c = conversation();
+    const older = await c.write('Where is my order?', {
+      timestamp: new Date(Date.now() - 500).toISOString(),
+      deliver: false,
+    });
+    await h.sandbox.setFaults({
+      match: { method: 'GET', path: `/threads/${c.threadId}` },
+      action: 'stale-listing',
+      ms: 60_000,
+    });
+    try {
+      const newer = await c.write('It was order 42.');
+      assert.equal((await h.workflowResult(newer.ref, 60_000)).status, 'sent');
+      assert.equal(drafter.of(newer.ref).length, 1);
+      // Act: the older message's webhook comes now; the thread still shows no reply of ours
+      await h.sandbox.redeliver(older.eventId);
+      // Assess: the store says the newer message's reply went out and its draft read the older one
+      const olderResult = await h.workflowResult(older.ref, 60_000);
+      assert.equal(olderResult.status, 'answered-together');
+      assert.equal(olderResult.status === 'answered-together' ? olderResult.coveredBy : null, newer.ref.messageId);
+      assert.equal(drafter.of(older.ref).length, 0, 'no second model call');
+      assert.equal((await h.sandbox.outbox({ inbox_id: c.inboxId })).length, 1, 'one reply');
+      assert.ok((await h.sandbox.faults())[0]!.hits > 0, 'the reads were stale');
+    } finally {
+      await h.sandbox.clearFaults();
+    }
+  });
+});
+
 describe("a Cc'd colleague never absorbs the customer's message (issue #34, point 3)", () => {
   test('customer and colleague within the window: each gets a reply to their own message, the customer to the customer', async () => {
     const c = conversation();
@@ -640,6 +698,32 @@ describe('SIGKILLed workers', () => {
     await startWorker();
     return { inboxId, refs, results: await assertCovered(hc, inboxId, refs, 90_000) };
   }
+
+  test("killed between the acknowledgment's send and its record (issue #37): one acknowledgment, the run ends handed off", async () => {
+    // Prepare: the team answers French only and acknowledges hand-offs; the worker dies once AgentMail accepted a send
+    await Promise.all(workers.splice(0).map((worker) => worker.stop()));
+    const env = { SUPPORTED_LANGUAGES: 'fr', HANDOFF_ACKNOWLEDGMENT: JSON.stringify({ '*': ['handoff'] }) };
+    const crashing = await AppProcess.startWorker(hc, { failpoints: ['reply.after-effect'], env });
+    workers.push(crashing);
+    const inboxId = hc.newInbox();
+    // Act: an English message (a language the team does not answer: a hand-off, acknowledged)
+    const inbound = await hc.sandbox.inbound({
+      inbox_id: inboxId,
+      from: `Ada <ada-${randomUUID().slice(0, 8)}@customer.example>`,
+      subject: 'Where is my parcel?',
+      text: 'Hello, I ordered a rain jacket two weeks ago and it has still not arrived. Could you please tell me where it is?',
+    });
+    const ref = { inboxId, messageId: inbound.message.message_id };
+    const died = await within(90_000, crashing.exited, 'the worker to die after AgentMail accepted the acknowledgment');
+    assert.equal(died.signal, 'SIGKILL');
+    workers.push(await AppProcess.startWorker(hc, { env }));
+    // Assess: the next worker sends under the same key; AgentMail answers with the first email
+    const result = await hc.workflowResult(ref, 90_000);
+    assert.equal(result.status, 'handed_off');
+    const outbox = await hc.sandbox.outbox({ inbox_id: inboxId });
+    assert.equal(outbox.length, 1, 'one acknowledgment');
+    assert.equal(outbox[0]?.message.in_reply_to, ref.messageId);
+  });
 
   test('killed in the hand-over (the turn asked for, the answer not yet recorded): every message covered once, one email', async () => {
     const { inboxId, refs, results } = await burstAcrossACrash('turn.after-request');

@@ -9,6 +9,10 @@ import { attachmentHandoff, type DraftAttachment } from '../activities/draft/dra
 import { createDrafter } from '../activities/draft/drafting/create-drafter';
 import { OfflineDrafter } from '../activities/draft/drafting/offline-drafter';
 import { createActivities } from '../activities';
+import { createRehearsalActivities } from '../activities/rehearsal';
+import { rehearsalConfiguration } from '../activities/rehearsal/configuration';
+import { createRehearsal, deleteRehearsal, messageAt } from '../activities/rehearsal/store';
+import type { RehearsedMessage } from '../contract/rehearsal';
 import { PostgresTickets } from '../activities/ticket/postgres-tickets';
 import type { AcknowledgmentInput, AcknowledgmentOutcome } from '../activities/send/send-acknowledgment';
 import { MockActivityEnvironment } from '@temporalio/testing';
@@ -113,7 +117,12 @@ describe('the rules, without a server', () => {
         /BUSINESS_HOURS \["\*"\] holidays has "25\/12\/2026"/,
       ],
       ['BUSINESS_HOURS', '{not json', /BUSINESS_HOURS is not valid JSON/],
-      ['HANDOFF_ACKNOWLEDGMENT', '{"*": ["weekends"]}', /HANDOFF_ACKNOWLEDGMENT must be a JSON object/],
+      ['HANDOFF_ACKNOWLEDGMENT', '{"*": ["weekends"]}', /HANDOFF_ACKNOWLEDGMENT must be a JSON object.*"weekends"/],
+      [
+        'HANDOFF_ACKNOWLEDGMENT',
+        '{"*": ["handoff", "ceiling"]}',
+        /HANDOFF_ACKNOWLEDGMENT .*'ceiling', which is no occasion: past the inbox's hourly ceiling nothing more is sent/,
+      ],
     ] as const)
       assert.throws(
         () => loadWorkerConfig({ ...env, [name]: value }),
@@ -474,6 +483,61 @@ describe('mail as customers write it, end to end', () => {
       (e) => e.message.in_reply_to === refund.ref.messageId,
     );
     assert.match(reply!.message.text!, /: https:\/\/help\.fernhill\.example\/articles\/[a-z-]+\/[a-z-]+\n?$/);
+  });
+
+  test('a rehearsed draft is the text the live draft stored, links and signature included (one draft sequence: compose-draft.ts)', async () => {
+    // Prepare: the live path answers two messages, one whose reply links a cited article, one signed
+    const cases = [
+      await arrive(inboxes.knowledge, { text: 'Hi, do you ship to Switzerland?' }),
+      await arrive(inboxes.signed, { text: 'Do you sell gift cards?' }),
+    ];
+    const config = activityConfig({
+      SUPPORTED_LANGUAGES: ['en', 'de'],
+      ATTACHMENT_READ_MAX_KB: 64,
+      REPLY_INBOX_SIGNATURES: { [inboxes.signed]: SIGNATURE, [inboxes.approval]: SIGNATURE },
+      KNOWLEDGE_LINK_BASES: { [collection]: 'https://help.fernhill.example/articles/' },
+      KNOWLEDGE_INBOX_COLLECTIONS: { [inboxes.knowledge]: [collection] },
+      APPROVAL_REQUIRED_INBOXES: [inboxes.approval],
+      HANDOFF: 'ticket',
+    });
+    const rehearsal = createRehearsalActivities({ db: h.db, agentmail: h.agentmail, drafter: h.drafter, config });
+    for (const { ref } of cases) {
+      assert.equal((await h.resultOf(ref)).status, 'sent');
+      const live = (await stored(ref))?.text as string;
+      // Act: rehearse the message's inbox over the minute around it (the live reply is in its thread by now)
+      const rehearsalId = `compose-${randomUUID().slice(0, 8)}`;
+      await createRehearsal(h.db, {
+        rehearsalId,
+        inboxId: ref.inboxId,
+        from: new Date(Date.now() - 60_000),
+        to: new Date(Date.now() + 60_000),
+        limit: 50,
+        sampled: false,
+        configuration: await rehearsalConfiguration({ db: h.db, drafter: h.drafter, config }, ref.inboxId),
+        retentionMs: 60_000,
+      });
+      const env = new MockActivityEnvironment();
+      const list = (input: { rehearsalId: string }) => rehearsal.listRehearsal(input);
+      const rehearse = (input: { rehearsalId: string; position: number }) => rehearsal.rehearseMessage(input);
+      const { total } = await env.run<[{ rehearsalId: string }], { total: number }, typeof list>(list, { rehearsalId });
+      for (let position = 0; position < total; position++)
+        if ((await messageAt(h.db, rehearsalId, position)).messageId === ref.messageId) {
+          const outcome = await env.run<[{ rehearsalId: string; position: number }], RehearsedMessage, typeof rehearse>(
+            rehearse,
+            { rehearsalId, position },
+          );
+          assert.equal(outcome.outcome, 'answered');
+        }
+      // Assess: the same text, to the character (before: no links, no signature in a rehearsal)
+      const row = await h.db.query<{ result: { draft: { text: string } | null } }>(
+        'SELECT result FROM rehearsal_results WHERE rehearsal_id = $1 AND message_id = $2',
+        [rehearsalId, ref.messageId],
+      );
+      assert.equal(row.rows[0]?.result.draft?.text, live);
+      await deleteRehearsal(h.db, rehearsalId);
+    }
+    assert.match((await stored(cases[0]!.ref))?.text as string, /https:\/\//, 'the first reply links an article');
+    assert.ok(((await stored(cases[1]!.ref))?.text as string).endsWith(SIGNATURE), 'the second is signed');
   });
 
   test('a hand-off through the workflow: one acknowledgment to the customer, in their thread, and it does not count as a person answering', async () => {

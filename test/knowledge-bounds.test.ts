@@ -75,6 +75,21 @@ describe('a 5,000-line email costs what an ordinary one does', () => {
     assert.ok(longFound.length > 0);
   });
 
+  test('in another language too: the look-up of its synonym phrases in that language is one query more, within the cap', async () => {
+    // German sentences, each different, past MAX_SENTENCE_SEARCHES: the German reading adds one query, not one per sentence.
+    const german = Array.from(
+      { length: 400 },
+      (_, i) => `Ich möchte die Jacke Nummer ${i} zurückschicken, wie lange dauert die Rückgabe bei euch?`,
+    ).join('\n');
+    const counted = counting(db);
+    const found = await retrieve(counted.db, { collections: [collection], text: german, limit: 5 });
+    assert.ok(
+      counted.queries() <= MAX_RETRIEVAL_QUERIES,
+      `${counted.queries()} queries for one email (at most ${MAX_RETRIEVAL_QUERIES})`,
+    );
+    assert.ok(found.length > 0);
+  });
+
   test('its text is cut at the documented cap, at a line break, and the cut is said', () => {
     const { text, cut } = boundMessageText(LONG_EMAIL);
     assert.ok(text.length <= MESSAGE_TEXT_MAX_CHARS && text.length > MESSAGE_TEXT_MAX_CHARS / 2);

@@ -1,5 +1,7 @@
 import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
+import { parseSynonyms, retrieve, syncCollection, syncSynonyms } from '../knowledge';
 import {
   configurationNameFor,
   detectLanguage,
@@ -71,5 +73,57 @@ describe('the text-search configuration for a language', () => {
       assert.ok(name);
       assert.equal(await textSearchConfigFor(db, code), known.has(name) ? name : undefined);
     }
+  });
+});
+
+// Retrieval in the message's language (issue 37, point 1): a collection is searched in its own
+// configuration, and its synonym phrases are also looked for in the customer's words read in the
+// message's language, through unaccent — so a German question finds the English article its
+// German phrase points to, inflected ("Rücksendungen") or typed without its accent ("Ruckgabe").
+describe('searching in the message language too', () => {
+  let db: Db;
+  const collection = `lang-${randomUUID().slice(0, 8)}`;
+  before(async () => {
+    db = createDb(testEnv.databaseUrl);
+    const documents = Object.entries({
+      'returns.md': '# Returns\nReturn any unused item within 30 days for a full refund.',
+      'shipping.md': '# Shipping\nWe ship to Norway, Sweden and Denmark within a week.',
+      'rentals.md': '# Rentals\nWe rent out tents and canoes by the day.',
+    }).map(([source, content]) => ({ source, content, format: 'markdown' as const, fallbackTitle: source }));
+    await syncCollection(db, { collection, language: 'english', documents });
+    await syncSynonyms(db, collection, parseSynonyms('return, rückgabe, rücksendung, retoure\n', 'synonyms.txt'));
+  });
+  after(async () => {
+    await db.query('DELETE FROM knowledge_collections WHERE name = $1', [collection]);
+    await db.end();
+  });
+
+  const best = async (text: string) =>
+    (await retrieve(db, { collections: [collection], text, limit: 3 })).map((s) => s.source);
+
+  test('a German question finds the English article its inflected German word names', async () => {
+    const text = 'Wie lange dauern Rücksendungen bei euch normalerweise?';
+    assert.equal(detectLanguage(text), 'de');
+    // Read as English, "rücksendungen" is not the phrase "rücksendung"; read as German, it is.
+    assert.deepEqual((await best(text)).slice(0, 1), ['returns.md']);
+  });
+
+  test('unaccent: "Ruckgabe" finds what "Rückgabe" finds', async () => {
+    const accented = 'Wie funktioniert die Rückgabe bei euch genau?';
+    const plain = 'Wie funktioniert die Ruckgabe bei euch genau?';
+    assert.equal(detectLanguage(plain), 'de');
+    assert.deepEqual((await best(accented)).slice(0, 1), ['returns.md']);
+    assert.deepEqual(await best(plain), await best(accented));
+  });
+
+  test('a compound in the message language starts with the phrase: "Rückgabefrist" finds the returns article', async () => {
+    const text = 'Wie lang ist eigentlich die Rückgabefrist bei euch?';
+    assert.equal(detectLanguage(text), 'de');
+    assert.deepEqual((await best(text)).slice(0, 1), ['returns.md']);
+  });
+
+  test('an English question is read as before: the German phrases do not fire on English words', async () => {
+    assert.deepEqual((await best('How do I return an unused tent?')).slice(0, 1), ['returns.md']);
+    assert.deepEqual((await best('Can I rent a canoe for the day?')).slice(0, 1), ['rentals.md']);
   });
 });

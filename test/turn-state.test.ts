@@ -1,7 +1,8 @@
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { TurnAsk, TurnGrant, TurnKeeperState } from '../contract';
+import type { TurnAnswer, TurnAsk, TurnKeeperState } from '../contract';
 import {
+  adopt,
   ask,
   due,
   emptyState,
@@ -29,7 +30,8 @@ const message = (id: string, timestampMs: number, sender = 'ada', threadKey = 't
   coalesceMs: WINDOW,
 });
 const grants = (tells: Tell[]) => tells.map((t) => `${t.runId.slice(4)}:${describeGrant(t.grant)}`);
-const describeGrant = (g: TurnGrant) => (g.kind === 'go' ? `go[${g.covers.join(',')}]` : `covered-by-${g.by}`);
+const describeGrant = (g: TurnAnswer) =>
+  g.kind === 'go' ? `go[${g.covers.join(',')}]` : g.kind === 'covered' ? `covered-by-${g.by}` : 'behind';
 
 describe('the turn rule, by example', () => {
   test('a burst: once the newest is a window old it gets the turn for all; the others are covered only when its reply is sent', () => {
@@ -65,10 +67,20 @@ describe('the turn rule, by example', () => {
     ask(s, message('b', 300), 300);
     due(s, 1_300);
     assert.deepEqual(holdersToPoll(s, 1_300 + FIRST_POLL_MS), [
-      { threadKey: 't1', workflowId: 'wf-b', runId: 'run-b' },
+      { threadKey: 't1', workflowId: 'wf-b', runId: 'run-b', inboxId: 'inbox', messageId: 'b' },
     ]);
-    polled(s, 't1', 'run-b', false, 2_300);
+    assert.deepEqual(polled(s, 't1', 'run-b', 'closed', 2_300), []);
     assert.deepEqual(grants(due(s, 2_300)), ['a:go[a]']);
+  });
+
+  test('a holder found closed before its release arrives, whose reply the store has sent, covers its burst as the release would', () => {
+    const s = emptyState();
+    ask(s, message('b', 300), 300);
+    due(s, 1_300); // b holds alone; a asks behind it
+    ask(s, message('a', 0), 1_400);
+    assert.deepEqual(grants(polled(s, 't1', 'run-b', 'sent', 2_400)), ['a:covered-by-b']);
+    assert.deepEqual(due(s, 2_400), [], 'a is answered: no turn of its own');
+    assert.deepEqual(release(s, 't1', 'run-b', { messageId: 'b', sender: 'ada', timestampMs: 300, sent: true }), []);
   });
 
   test("bursts coalesce per sender: a Cc'd colleague never covers the customer's message", () => {
@@ -80,9 +92,14 @@ describe('the turn rule, by example', () => {
     assert.deepEqual(grants(due(s, 1_300)), ['colleague:go[colleague]'], "then the colleague's own turn");
   });
 
-  test('a keeper that lost its memory adopts the holder the asker names, and grants nothing beside it', () => {
+  test('a keeper that starts afresh adopts the holders Temporal lists, and grants nothing beside them', () => {
     const s = emptyState();
-    ask(s, { ...message('b', 5_000), holders: [{ workflowId: 'wf-a', runId: 'run-a', messageId: 'a' }] }, 7_000);
+    adopt(
+      s,
+      [{ threadKey: 't1', inboxId: 'inbox', threadId: 't1', workflowId: 'wf-a', runId: 'run-a', messageId: 'a' }],
+      6_000,
+    );
+    assert.deepEqual(grants(ask(s, message('b', 5_000), 7_000)), ['b:behind'], 'told it waits behind the holder');
     assert.deepEqual(due(s, 9_000), []);
     assert.equal(s.threads.t1?.holder?.runId, 'run-a');
     release(s, 't1', 'run-a', { messageId: 'a', sender: 'ada', timestampMs: 0, sent: true });
@@ -138,6 +155,14 @@ function simulate(seed: number) {
   const runs = new Map<string, RunState>(messages.map((m) => [m.messageId, { kind: 'unasked' }]));
   const byId = new Map(messages.map((m) => [m.messageId, m]));
   const sentReplies: TurnAsk[] = [];
+  /** Which sent replies answered each message: never two. */
+  const answers = new Map<string, Set<string>>();
+  const answeredBy = (id: string, reply: string) => {
+    const replies = answers.get(id) ?? new Set<string>();
+    replies.add(reply);
+    answers.set(id, replies);
+    if (replies.size > 1) fail(`${id} answered by two sent replies: ${[...replies].join(', ')}`);
+  };
   let state: TurnKeeperState = emptyState();
   let now = 0;
   const trace: string[] = [];
@@ -150,6 +175,7 @@ function simulate(seed: number) {
       const id = tell.runId.slice(4);
       const run = runs.get(id)!;
       trace.push(`  tell ${id} ${describeGrant(tell.grant)}`);
+      if (tell.grant.kind === 'behind') continue; // it shows that it waits; nothing else changes
       if (run.kind !== 'waiting') {
         // The run has ended (or holds already): a go cannot reach it, which the keeper learns.
         if (tell.grant.kind === 'go' && run.kind !== 'holding') gone(state, tell.threadKey, tell.runId);
@@ -170,39 +196,58 @@ function simulate(seed: number) {
         if (by.sender !== me.sender || by.timestampMs < me.timestampMs || by.threadKey !== me.threadKey)
           fail(`${id} covered by ${by.messageId}, whose draft did not read it`);
         runs.set(id, { kind: 'covered', by: tell.grant.by });
+        answeredBy(id, tell.grant.by);
       }
     }
   };
-  const reask = (m: TurnAsk) =>
-    ask(
-      state,
-      {
-        ...m,
-        holders: holding(m.threadKey).map((h) => ({
-          workflowId: h.workflowId,
-          runId: h.runId,
-          messageId: h.messageId,
-        })),
-      },
-      now,
-    );
+  // An ask (activities/turns/ask-turn.ts) first asks the store whether a sent reply of the same
+  // sender, no older, read this message (every draft reads its sender's older messages here); then
+  // the keeper.
+  const reask = (m: TurnAsk): Tell[] => {
+    const answered = sentReplies
+      .filter((r) => r.threadKey === m.threadKey && r.sender === m.sender && r.messageId !== m.messageId)
+      .filter((r) => r.timestampMs > m.timestampMs || (r.timestampMs === m.timestampMs && r.messageId > m.messageId))
+      .sort((a, b) => a.timestampMs - b.timestampMs);
+    if (answered[0] !== undefined) {
+      trace.push(`  ${m.messageId}: the store has a sent reply that read it (${answered[0].messageId})`);
+      return [
+        {
+          workflowId: m.workflowId,
+          runId: m.runId,
+          threadKey: m.threadKey,
+          grant: { kind: 'covered', by: answered[0].messageId },
+        },
+      ];
+    }
+    return ask(state, m, now);
+  };
   const poll = () => {
     for (const h of holdersToPoll(state, now)) {
-      const open = runs.get(h.runId.slice(4))!.kind === 'holding' || runs.get(h.runId.slice(4))!.kind === 'waiting';
-      polled(state, h.threadKey, h.runId, open, now);
+      const kind = runs.get(h.runId.slice(4))!.kind;
+      const end = kind === 'holding' || kind === 'waiting' ? 'open' : kind === 'sent' ? 'sent' : 'closed';
+      deliver(polled(state, h.threadKey, h.runId, end, now));
     }
   };
-  const end = (m: TurnAsk, sent: boolean) => {
+  /** Releases sent but not yet read by the keeper: a look at the holder may come first. */
+  const late: Array<() => void> = [];
+  const end = (m: TurnAsk, sent: boolean, releaseLate = false) => {
+    const covers = (runs.get(m.messageId) as { covers?: string[] }).covers ?? [];
     runs.set(m.messageId, { kind: sent ? 'sent' : 'not-sent' });
-    if (sent) sentReplies.push(m);
-    deliver(
-      release(state, m.threadKey, m.runId, {
-        messageId: m.messageId,
-        sender: m.sender,
-        timestampMs: m.timestampMs,
-        sent,
-      }),
-    );
+    if (sent) {
+      sentReplies.push(m);
+      for (const id of covers) answeredBy(id, m.messageId);
+    }
+    const give = () =>
+      deliver(
+        release(state, m.threadKey, m.runId, {
+          messageId: m.messageId,
+          sender: m.sender,
+          timestampMs: m.timestampMs,
+          sent,
+        }),
+      );
+    if (releaseLate) late.push(give);
+    else give();
   };
 
   for (let step = 0; step < 60; step++) {
@@ -221,8 +266,12 @@ function simulate(seed: number) {
     } else if (choice === 4 && of('holding').length > 0) {
       const m = r.pick(of('holding'));
       const sent = r.next() < 0.7;
-      trace.push(`${now} ${m.messageId} ends, ${sent ? 'sent' : 'not sent'}`);
-      end(m, sent);
+      const releaseLate = r.next() < 0.3;
+      trace.push(`${now} ${m.messageId} ends, ${sent ? 'sent' : 'not sent'}${releaseLate ? ', its release late' : ''}`);
+      end(m, sent, releaseLate);
+    } else if (choice === 7 && late.length > 0) {
+      trace.push(`${now} a late release arrives`);
+      late.shift()!();
     } else if (choice === 5 && r.next() < 0.3) {
       const m = r.pick(messages.filter((x) => ['waiting', 'holding'].includes(runs.get(x.messageId)!.kind)).concat([]));
       if (m) {
@@ -231,7 +280,24 @@ function simulate(seed: number) {
       }
     } else if (choice === 6 && r.next() < 0.3) {
       trace.push(`${now} keeper restarted`);
+      // A fresh keeper adopts the runs Temporal lists as holding a turn (with their message's sender and time).
       state = emptyState();
+      adopt(
+        state,
+        threads.flatMap((threadKey) =>
+          holding(threadKey).map((h) => ({
+            threadKey,
+            inboxId: h.inboxId,
+            threadId: h.threadId,
+            workflowId: h.workflowId,
+            runId: h.runId,
+            messageId: h.messageId,
+            sender: h.sender,
+            timestampMs: h.timestampMs,
+          })),
+        ),
+        now,
+      );
     } else {
       trace.push(`${now} tick`);
       poll();
@@ -244,6 +310,7 @@ function simulate(seed: number) {
     now += 1_000;
     trace.push(`${now} settle`);
     for (const m of messages) if (runs.get(m.messageId)!.kind === 'waiting') deliver(reask(m));
+    late.splice(0).forEach((give) => give());
     poll();
     deliver(due(state, now));
     for (const m of messages) if (runs.get(m.messageId)!.kind === 'holding') end(m, true);

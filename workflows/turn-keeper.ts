@@ -22,6 +22,7 @@ import {
 } from '../contract';
 import type { Activities } from '../activities';
 import {
+  adopt,
   ask,
   due,
   emptyState,
@@ -48,7 +49,7 @@ const IDLE_MS = 60 * 60 * 1000;
  */
 const KEEPER_RUN_EVENTS = 150;
 
-const { closedRuns } = proxyLocalActivities<Activities>({
+const { heldTurns, holderEnds } = proxyLocalActivities<Activities>({
   startToCloseTimeout: '1 minute',
   localRetryThreshold: LOCAL_RETRY_THRESHOLD_MS,
   retry: { initialInterval: '1 second', maximumInterval: '30 seconds' },
@@ -67,6 +68,9 @@ export async function turnKeeperWorkflow(input: TurnKeeperInput): Promise<void> 
     changes++;
   });
   setHandler(threadTurnsQuery, (threadKey) => state.threads[threadKey] ?? null);
+  // Started afresh (never run, idle for an hour, or terminated by an operator): the runs that hold a
+  // turn in this keeper's threads, from Temporal, before anything is granted. Continued runs carry them.
+  if (input.state === undefined) adopt(state, await heldTurns({ index: input.index }), Date.now());
 
   let idleSince = Date.now();
   for (;;) {
@@ -87,8 +91,8 @@ export async function turnKeeperWorkflow(input: TurnKeeperInput): Promise<void> 
     }
     const toPoll = holdersToPoll(state, now);
     if (toPoll.length > 0) {
-      const closed = await closedRuns({ runs: toPoll });
-      toPoll.forEach((h, i) => polled(state, h.threadKey, h.runId, closed[i] !== true, Date.now()));
+      const ends = await holderEnds({ holders: toPoll });
+      toPoll.forEach((h, i) => outbox.push(...polled(state, h.threadKey, h.runId, ends[i] ?? 'open', Date.now())));
       continue;
     }
     setCurrentDetails(turnKeeperDetails(state));

@@ -1,36 +1,24 @@
-import { ApplicationFailure, Context, log } from '@temporalio/activity';
+import { ApplicationFailure, log } from '@temporalio/activity';
 import type { AgentMailClient } from 'agentmail';
 import {
-  draftProblem,
   type HoldRule,
   type MessageRef,
   OperationKind,
   type OperationReport,
   RetryableFailureType,
 } from '../../contract';
-import {
-  boundMessageText,
-  collectionsFor,
-  type Embedder,
-  liveCollections,
-  relevanceVerdict,
-  retrievalRefs,
-  type Retrieval,
-  retrieveWithRelevance,
-} from '../../knowledge';
+import { type Embedder, retrievalRefs } from '../../knowledge';
 import type { ActivityConfig } from '../../lib/config';
 import type { Db } from '../../lib/db';
 import { requestHash } from '../../lib/hashing';
-import { validDraft, type StoredDraft } from './draft-store';
-import { HOLDING_REPLY, judgeAnswer, type HandoffKind } from './drafting/answer';
-import { draftHolds } from './draft-check';
-import { conversationOf, customerMailboxes } from './draft-request';
+import type { StoredDraft } from './draft-store';
+import type { HandoffKind } from './drafting/answer';
 import type { Drafter } from './drafting/drafter';
+import { composeDraft, readMail, retrieveForDraft } from './compose-draft';
 import { fetchMessage, fetchThread } from '../agentmail/reads';
 import { runOperation } from '../operation-store/run-operation';
 import type { OperationStore } from '../operation-store/store';
 import { anyActiveReviewerFor } from '../../review/reviewers';
-import * as customerMail from './customer-mail';
 import type { CustomerMailConfig } from './customer-mail';
 
 export interface DraftInput extends MessageRef {
@@ -97,37 +85,8 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
     return await outcomeOf(deps, ref, done, { key, kind: OperationKind.draft, state: 'replayed' });
 
   const message = await fetchMessage(deps.agentmail, ref);
-  // What one message may cost is bounded (issue 39): the text searched and shown to the model is
-  // cut at MESSAGE_TEXT_MAX_CHARS, and the cut is said to the model and recorded with the draft.
-  const { text, cut: textCut } = boundMessageText(message.extractedText ?? message.text ?? '');
-  const collections = await liveCollections(
-    deps.db,
-    collectionsFor(ref.inboxId, deps.config.KNOWLEDGE_INBOX_COLLECTIONS),
-  );
-  const knowledge = collections.length > 0;
-  const context = Context.current();
-  const query = {
-    collections,
-    text: `${message.subject ?? ''}\n${text}`,
-    limit: deps.config.KNOWLEDGE_TOP_K,
-    // Retrieval runs before the operation's own heartbeat: it heartbeats and honours cancellation itself.
-    signal: context.cancellationSignal,
-    heartbeat: context.info.isLocal ? undefined : () => context.heartbeat(),
-  };
-  const retrieval: Retrieval = knowledge
-    ? await retrieveWithRelevance(deps.db, { ...query, embedder: deps.embedder ?? null }).catch(
-        async (error: unknown) => {
-          if (!deps.embedder || context.cancellationSignal.aborted) throw error;
-          // The embedding service is down: the text ranking alone (a changed ranking is a changed request).
-          log.warn('embeddings unavailable; retrieving by full-text search alone', { error: String(error) });
-          return retrieveWithRelevance(deps.db, query);
-        },
-      )
-    : { sections: [], relevance: [] };
-  const sections = retrieval.sections;
-  const relevance = knowledge
-    ? relevanceVerdict(retrieval.relevance, deps.config.KNOWLEDGE_RELEVANCE_FLOORS)
-    : undefined;
+  const found = await retrieveForDraft(deps, ref.inboxId, message);
+  const { collections, knowledge, sections, relevance } = found;
   // Without a knowledge base the request is what it always was, so drafts stored before keep their hash.
   const request = {
     inboxId: ref.inboxId,
@@ -150,85 +109,25 @@ export async function draftReply(deps: DraftDeps, input: DraftInput): Promise<Dr
     { key, kind: OperationKind.draft, request, leaseMs: deps.config.OPERATION_LEASE_MS },
     async () => {
       const thread = await fetchThread(deps.agentmail, ref.inboxId, message.threadId);
-      const customer = customerMailboxes(message, deps.config);
-      const { thread: earlier, othersLeftOut } = conversationOf(message, thread.messages, customer);
-      const articles = sections.map((s) => ({ id: s.id, title: s.title, heading: s.heading, text: s.body }));
-      const signal = context.cancellationSignal;
-      const mail = await customerMail.readCustomerMail(deps, ref, message, text, signal);
-      const finish = (reply: string, citations: string[]) =>
-        customerMail.finishedReply(deps, { inboxId: ref.inboxId, reply, sections, citations });
-      const considered = knowledge ? { considered: articles.map((a) => a.id) } : {};
-      const early = customerMail.handoffBeforeDrafting(mail, text);
-      if (early !== null) {
-        // Decided without a drafter: a person answers; the holding text is theirs to replace.
-        const { text: holding } = await finish(HOLDING_REPLY, []);
-        const citations = knowledge ? { citations: [] } : {};
-        return {
-          text: holding,
-          drafter: deps.drafter.name,
-          ...citations,
-          ...considered,
-          handoff: early,
-          ...(textCut ? { textCut } : {}),
-          ...customerMail.mailRecord(mail),
-        };
-      }
-      // One line per drafter (model) call: operators and the crash tests count calls by it.
-      log.info('drafting reply', { operationKey: key, drafter: deps.drafter.name, articles: articles.length });
-      const draftRequest = {
-        inboxId: ref.inboxId,
-        messageId: ref.messageId,
-        subject: message.subject ?? '',
-        text,
-        timestamp: message.timestamp,
-        thread: earlier,
-        othersLeftOut,
-        textCut,
-        knowledge,
-        articles,
-        language: mail.language,
-        attachments: mail.attachments,
-        ...(relevance ? { relevance } : {}),
-      };
-      const answer = await deps.drafter.draft(draftRequest, { signal });
-      const judged = judgeAnswer(answer, draftRequest);
-      const knowledgeFields = {
-        ...(knowledge ? { citations: judged.citations, considered: articles.map((a) => a.id) } : {}),
-        ...(textCut ? { textCut } : {}),
-      };
-      if (judged.handoff !== null) {
-        // Never sent without a person; an unusable reply is replaced by a neutral holding text a reviewer can edit.
-        const usable = draftProblem(judged.reply) === null ? judged.reply.trim() : HOLDING_REPLY;
-        const finished = await finish(usable, judged.handoff.kind === 'bad-citation' ? [] : judged.citations);
-        return {
-          text: finished.text,
-          drafter: deps.drafter.name,
-          ...knowledgeFields,
-          handoff: judged.handoff,
-          ...customerMail.mailRecord(mail),
-          ...(finished.cited.length > 0 ? { cited: finished.cited } : {}),
-        };
-      }
-      const valid = validDraft(judged.reply, deps.drafter.name);
-      const holds = draftHolds(valid, {
-        inboxId: ref.inboxId,
-        allowedLinkDomains: deps.config.DRAFT_ALLOWED_LINK_DOMAINS,
-        ownAddresses: deps.config.REPLYONCE_OWN_ADDRESSES,
-        customer: [...customer],
-        instructions: deps.drafter.instructionsFor?.(ref.inboxId) ?? null,
-        customerText: `${message.subject ?? ''}\n${text}`,
-        phoneRegion: deps.config.DRAFT_PHONE_REGION,
+      const composing = { ...deps, attachments: deps.agentmail };
+      const mail = await readMail(composing, { ref, message, found });
+      return composeDraft(composing, {
+        ref,
+        message,
+        thread: thread.messages,
+        found,
+        mail,
+        observer: {
+          // One line per drafter (model) call: operators and the crash tests count calls by it.
+          asking: (drafting) => {
+            log.info('drafting reply', {
+              operationKey: key,
+              drafter: deps.drafter.name,
+              articles: drafting.articles.length,
+            });
+          },
+        },
       });
-      // Links to the cited articles and the signature come after the check: they are ours, not the model's.
-      const finished = await finish(valid, judged.citations);
-      return {
-        text: finished.text,
-        drafter: deps.drafter.name,
-        ...knowledgeFields,
-        ...(holds.length > 0 ? { holds } : {}),
-        ...customerMail.mailRecord(mail),
-        ...(finished.cited.length > 0 ? { cited: finished.cited } : {}),
-      };
     },
   );
   return await outcomeOf(deps, ref, outcome.result, outcome.operation);

@@ -18,28 +18,30 @@ type ThreadMessage = Pick<
  * Everything we sent in the thread (a reply to the message before this one may be newer than this
  * message: it was written while this one waited for its turn), and the customer's messages up to
  * this one (later ones get their own turn); only those between us and this customer (anyone
- * else's are counted, never shown).
+ * else's are counted, never shown). `read`: the ids of the customer's messages shown, which a sent
+ * reply answers (activities/turns/ask-turn.ts asks the store, not a listing that may lag).
  */
 export function conversationOf(
   message: Pick<AgentMail.Message, 'messageId' | 'timestamp'>,
   threadMessages: readonly ThreadMessage[],
   customer: ReadonlySet<string>,
-): { thread: DraftRequest['thread']; othersLeftOut: number } {
+): { thread: DraftRequest['thread']; othersLeftOut: number; read: string[] } {
   const others = threadMessages.filter((m) => m.messageId !== message.messageId && !betweenUsAndCustomer(m, customer));
-  const thread = [...threadMessages]
+  const shown = [...threadMessages]
     .filter(
       (m) =>
         m.messageId !== message.messageId &&
         (m.labels.includes('sent') || m.timestamp.getTime() <= message.timestamp.getTime()),
     )
     .filter((m) => betweenUsAndCustomer(m, customer))
-    .sort((a, b) => a.timestamp.getTime() - b.timestamp.getTime())
-    .map((m) => ({
-      direction: m.labels.includes('sent') ? ('outbound' as const) : ('inbound' as const),
-      text: m.extractedText ?? m.text ?? '',
-      timestamp: m.timestamp,
-    }));
-  return { thread, othersLeftOut: others.length };
+    .sort((a, b) => a.timestamp.getTime() - b.timestamp.getTime());
+  const thread = shown.map((m) => ({
+    direction: m.labels.includes('sent') ? ('outbound' as const) : ('inbound' as const),
+    text: m.extractedText ?? m.text ?? '',
+    timestamp: m.timestamp,
+  }));
+  const read = shown.filter((m) => !m.labels.includes('sent')).map((m) => m.messageId);
+  return { thread, othersLeftOut: others.length, read };
 }
 
 /** This customer's mailboxes: the sender's and, when the rule follows Reply-To, its. */

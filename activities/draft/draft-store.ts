@@ -49,6 +49,11 @@ export interface StoredDraft {
   cited?: CitedArticle[];
   /** Set when only the start of the message was read (knowledge/message-text.ts): the ticket note says so. */
   textCut?: TextCut;
+  /**
+   * The customer's earlier messages the draft was shown (ids): once its reply is sent, they are
+   * answered, whenever their own webhooks come (activities/turns/ask-turn.ts).
+   */
+  read?: string[];
 }
 
 /** The text as it will be stored and sent, or a final `InvalidDraft` naming what is wrong with it. */

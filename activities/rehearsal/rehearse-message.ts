@@ -1,28 +1,17 @@
 import { ApplicationFailure, Context, log } from '@temporalio/activity';
 import type { AgentMail } from 'agentmail';
+import { FailureType } from '../../contract';
 import { RehearsalFailureType, type RehearsedMessage } from '../../contract/rehearsal';
-import {
-  boundMessageText,
-  collectionsFor,
-  type Embedder,
-  liveCollections,
-  relevanceVerdict,
-  type Retrieval,
-  retrieveWithRelevance,
-} from '../../knowledge';
+import type { Embedder } from '../../knowledge';
 import type { Db } from '../../lib/db';
 import { recipientPolicy, replyRecipient, senderOf } from '../agentmail/recipients';
 import { skipReason, type SkipReason } from '../decide/reply-policy';
 import type { OwnAddresses } from '../decide/own-addresses';
-import { draftHolds } from '../draft/draft-check';
-import { conversationOf, customerMailboxes } from '../draft/draft-request';
-import { validDraft } from '../draft/draft-store';
-import { HOLDING_REPLY, judgeAnswer } from '../draft/drafting/answer';
-import type { DraftAnswer, Drafter, DraftRequest } from '../draft/drafting/drafter';
-import { draftProblem } from '../../contract';
+import { composeDraft, type DrafterCallObserver, readMail, retrieveForDraft } from '../draft/compose-draft';
+import type { StoredDraft } from '../draft/draft-store';
+import type { Drafter, DraftRequest } from '../draft/drafting/drafter';
 import { configurationHash, type Rehearsal } from './store';
 import { claimResult, completeResult, messageAt, renewClaim, requireRehearsal, storedOutcome } from './store';
-import { readCustomerMail, handoffBeforeDrafting } from '../draft/customer-mail';
 import { rehearsalConfiguration, type RehearsalConfig } from './configuration';
 import { readOrFail, type MailReader } from './reads';
 import { answerLines, storable, type RehearsalResult } from './result';
@@ -108,61 +97,12 @@ export async function rehearseMessage(
   const turn = rehearsedTurn(thread.messages, messageId, deps.config.REPLY_COALESCE_MS);
   if (turn.kind === 'covered') return finish('covered', null, { ...base, coveredBy: turn.by }, null);
 
-  const collections = await liveCollections(
-    deps.db,
-    collectionsFor(ref.inboxId, deps.config.KNOWLEDGE_INBOX_COLLECTIONS),
-  );
-  const knowledge = collections.length > 0;
-  // The same bound on the text, retrieval and relevance floor as the live draft (draft-reply.ts).
-  const { text, cut: textCut } = boundMessageText(message.extractedText ?? message.text ?? '');
-  const context = Context.current();
-  const query = {
-    collections,
-    text: `${message.subject ?? ''}\n${text}`,
-    limit: deps.config.KNOWLEDGE_TOP_K,
-    signal: context.cancellationSignal,
-    heartbeat: () => context.heartbeat(),
-  };
-  const retrieval: Retrieval = knowledge
-    ? await retrieveWithRelevance(deps.db, { ...query, embedder: deps.embedder ?? null }).catch(() =>
-        retrieveWithRelevance(deps.db, query),
-      )
-    : { sections: [], relevance: [] };
-  const sections = retrieval.sections;
-  const relevance = knowledge
-    ? relevanceVerdict(retrieval.relevance, deps.config.KNOWLEDGE_RELEVANCE_FLOORS)
-    : undefined;
+  const found = await retrieveForDraft(deps, ref.inboxId, message);
   Context.current().heartbeat();
-  const customer = customerMailboxes(message, deps.config);
-  const conversation = conversationOf(message, asOf, customer);
-  const articles = sections.map((s) => ({ id: s.id, title: s.title, heading: s.heading, text: s.body }));
-  // The customer's language and attachments, read as the live draft reads them (customer-mail.ts):
-  // an unsupported language or an unreadable attachment the message points at is a hand-off before
-  // any drafter is asked.
-  const mail = await readCustomerMail(
-    { agentmail: deps.reader.attachments, config: deps.config },
-    ref,
-    message,
-    text,
-    context.cancellationSignal,
-  );
-  const early = handoffBeforeDrafting(mail, text);
-  if (early !== null) return finish('handed-off', early.kind, base, null);
-  const request: DraftRequest = {
-    inboxId: ref.inboxId,
-    messageId,
-    subject: message.subject ?? '',
-    text,
-    timestamp: message.timestamp,
-    thread: conversation.thread,
-    othersLeftOut: conversation.othersLeftOut,
-    textCut,
-    knowledge,
-    articles,
-    language: mail.language,
-    attachments: mail.attachments,
-    ...(relevance ? { relevance } : {}),
-  };
+  // The customer's language and attachments, read as the live draft reads them (before the claim:
+  // an attachment read that fails is retried at once, not after a lease).
+  const composing = { ...deps, attachments: deps.reader.attachments };
+  const mail = await readMail(composing, { ref, message, found });
 
   const claim = await claimResult(deps.db, {
     rehearsalId: input.rehearsalId,
@@ -190,82 +130,93 @@ export async function rehearseMessage(
     Math.max(500, Math.floor(deps.config.OPERATION_LEASE_MS / 3)),
   );
   try {
-    // One line per drafter call, as the live draft logs it: ids only.
-    log.info('rehearsal drafting', {
-      rehearsalId: input.rehearsalId,
-      position: input.position,
-      drafter: deps.drafter.name,
-    });
-    const modelStarted = Date.now();
-    let answer: DraftAnswer;
+    const call = drafterCall(deps, input);
+    const drafted = () => ({ ...base, covers: turn.covers, ...(call.answered ?? { usage: null, modelMs: null }) });
+    let composed: StoredDraft;
     try {
-      answer = await deps.drafter.draft(request, { signal: Context.current().cancellationSignal });
+      composed = await composeDraft(composing, { ref, message, thread: asOf, found, mail, observer: call.observer });
     } catch (error) {
-      if (Context.current().cancellationSignal.aborted) throw error; // the worker stops: the next attempt drafts
+      // The model timed out, refused or answered outside the schema, or its text is no valid reply:
+      // that message's outcome. Anything else (the worker stopping, a failure before the drafter
+      // was asked or after it answered, such as Postgres away) is retried as the live draft is.
+      const drafterFailed = call.startedAt !== null && call.answered === null;
+      const invalidText = error instanceof ApplicationFailure && error.type === FailureType.InvalidDraft;
+      if (Context.current().cancellationSignal.aborted || call.startedAt === null || !(drafterFailed || invalidText))
+        throw error;
+      const failure = failureType(error);
       return await finish(
         'model-failed',
-        failureType(error),
-        { ...base, failure: failureType(error), modelMs: Date.now() - modelStarted },
+        failure,
+        call.answered === null ? { ...base, failure, modelMs: Date.now() - call.startedAt } : { ...drafted(), failure },
         ownerToken,
       );
     }
-    const modelMs = Date.now() - modelStarted;
-    const usage = answer.usage
-      ? { ...answer.usage, estimated: false }
-      : {
-          inputTokens: estimateTokens(JSON.stringify(request)),
-          outputTokens: estimateTokens(answer.reply),
-          estimated: true,
-        };
-    const judged = judgeAnswer(answer, request);
+    // Handed off before any drafter was asked (language, attachment): no draft of the agent's to show.
+    if (call.startedAt === null) return await finish('handed-off', composed.handoff?.kind ?? null, base, ownerToken);
     const approval =
       deps.config.APPROVAL_REQUIRED_INBOXES.includes('*') ||
       deps.config.APPROVAL_REQUIRED_INBOXES.includes(ref.inboxId.toLowerCase());
-    const draft = (text: string, handoffReason: string | null, holds: string[]) => ({
-      text: storable(text),
-      drafter: deps.drafter.name,
-      citations: judged.citations,
-      considered: articles.map((a) => a.id),
-      handoffReason: handoffReason === null ? null : storable(handoffReason, 1_000),
-      holds,
-      approval,
-    });
-    const drafted = { ...base, covers: turn.covers, usage, modelMs };
-    if (judged.handoff !== null) {
-      const usable = draftProblem(judged.reply) === null ? judged.reply.trim() : HOLDING_REPLY;
-      return await finish(
-        'handed-off',
-        judged.handoff.kind,
-        { ...drafted, draft: draft(usable, judged.handoff.reason, []) },
-        ownerToken,
-      );
-    }
-    let valid: string;
-    try {
-      valid = validDraft(judged.reply, deps.drafter.name);
-    } catch (error) {
-      return await finish('model-failed', failureType(error), { ...drafted, failure: failureType(error) }, ownerToken);
-    }
-    const holds = draftHolds(valid, {
-      inboxId: ref.inboxId,
-      allowedLinkDomains: deps.config.DRAFT_ALLOWED_LINK_DOMAINS,
-      ownAddresses: deps.config.REPLYONCE_OWN_ADDRESSES,
-      customer: [...customer],
-      instructions: deps.drafter.instructionsFor?.(ref.inboxId) ?? null,
-      customerText: `${message.subject ?? ''}\n${text}`,
-      phoneRegion: deps.config.DRAFT_PHONE_REGION,
-    });
-    if (holds.length > 0)
-      return await finish('held', holds.join('+'), { ...drafted, draft: draft(valid, null, holds) }, ownerToken);
-    return await finish(
-      'answered',
-      approval ? 'approval' : null,
-      { ...drafted, draft: draft(valid, null, []) },
-      ownerToken,
-    );
+    const holds = composed.holds ?? [];
+    const result = {
+      ...drafted(),
+      draft: {
+        text: storable(composed.text),
+        drafter: composed.drafter,
+        citations: composed.citations ?? [],
+        considered: composed.considered ?? [],
+        handoffReason: composed.handoff ? storable(composed.handoff.reason, 1_000) : null,
+        holds,
+        approval,
+      },
+    };
+    if (composed.handoff) return await finish('handed-off', composed.handoff.kind, result, ownerToken);
+    if (holds.length > 0) return await finish('held', holds.join('+'), result, ownerToken);
+    return await finish('answered', approval ? 'approval' : null, result, ownerToken);
   } finally {
     clearInterval(keepAlive);
   }
+}
+
+/**
+ * The drafter's call as it happens, through the draft sequence's observer: its time and tokens are
+ * the report's (the draft itself is the live path's, compose-draft.ts).
+ */
+function drafterCall(deps: RehearseDeps, input: { rehearsalId: string; position: number }) {
+  const call: {
+    startedAt: number | null;
+    request: DraftRequest | null;
+    answered: null | { modelMs: number; usage: NonNullable<RehearsalResult['usage']> };
+    observer: DrafterCallObserver;
+  } = {
+    startedAt: null,
+    request: null,
+    answered: null,
+    observer: {
+      asking: (request) => {
+        // One line per drafter call, as the live draft logs it: ids only.
+        log.info('rehearsal drafting', {
+          rehearsalId: input.rehearsalId,
+          position: input.position,
+          drafter: deps.drafter.name,
+        });
+        call.startedAt = Date.now();
+        call.request = request;
+      },
+      answered: (answer) => {
+        call.answered = {
+          modelMs: Date.now() - (call.startedAt ?? Date.now()),
+          usage: answer.usage
+            ? { ...answer.usage, estimated: false }
+            : {
+                inputTokens: estimateTokens(JSON.stringify(call.request)),
+                outputTokens: estimateTokens(answer.reply),
+                estimated: true,
+              },
+        };
+      },
+    },
+  };
+  return call;
 }
 
 /**

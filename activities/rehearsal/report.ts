@@ -98,6 +98,11 @@ export async function rehearsalReport(
 const bump = (counts: Record<string, number>, key: string) => {
   counts[key] = (counts[key] ?? 0) + 1;
 };
+/** One more message of an outcome counted by its reason (a reason-less one counts as `unknown`). */
+const countByReason = (figure: { total: number; byReason: Record<string, number> }, reason: string | null) => {
+  figure.total += 1;
+  bump(figure.byReason, reason ?? 'unknown');
+};
 const firstLine = (text: string) =>
   text
     .split(/\r?\n/)
@@ -189,8 +194,7 @@ export function buildReport(
         break;
       }
       case 'handed-off':
-        outcomes.handedOff.total += 1;
-        bump(outcomes.handedOff.byReason, row.reason ?? 'unknown');
+        countByReason(outcomes.handedOff, row.reason);
         if (result.team !== null && result.team.lines <= 1)
           report.handedOffOneLiners.push({
             messageId: row.messageId,
@@ -199,8 +203,7 @@ export function buildReport(
           });
         break;
       case 'skipped':
-        outcomes.skipped.total += 1;
-        bump(outcomes.skipped.byReason, row.reason ?? 'unknown');
+        countByReason(outcomes.skipped, row.reason);
         break;
       case 'held':
         outcomes.held.total += 1;
@@ -210,8 +213,7 @@ export function buildReport(
         outcomes.covered += 1;
         break;
       case 'model-failed':
-        outcomes.modelFailed.total += 1;
-        bump(outcomes.modelFailed.byReason, row.reason ?? 'unknown');
+        countByReason(outcomes.modelFailed, row.reason);
         break;
       case 'unreadable':
         outcomes.unreadable.total += 1;
@@ -260,7 +262,8 @@ export function outcomeBars(
   return bars;
 }
 
-const duration = (ms: number): string => {
+/** A wait as a lead reads it: minutes, hours, or days past two of them (the report and the desk alike). */
+export const readableDuration = (ms: number): string => {
   const hours = ms / 3_600_000;
   return hours >= 48
     ? `${Math.round(hours / 24)} days`
@@ -268,6 +271,12 @@ const duration = (ms: number): string => {
       ? `${Math.round(hours)} h`
       : `${Math.round(ms / 60_000)} min`;
 };
+
+/** What the team did with a message the agent would answer: no answer, or after how long (escalated or not). */
+export const whatTheTeamDid = (a: RehearsalReport['agentWouldAnswer'][number]): string =>
+  a.unanswered
+    ? 'no answer'
+    : `${a.escalated ? 'escalated, ' : ''}answered after ${readableDuration(a.teamAfterMs ?? 0)}`;
 const cell = (text: string) => text.replace(/[|\r\n]+/g, ' ').slice(0, 120);
 
 export function reportMarkdown(report: RehearsalReport): string {
@@ -306,10 +315,7 @@ export function reportMarkdown(report: RehearsalReport): string {
     `## Where the agent would answer although the team took days, escalated or did not answer (${report.agentWouldAnswer.length})`,
     '',
     ...(report.agentWouldAnswer.length === 0 ? ['None.'] : ['| message | subject | the team |', '|---|---|---|']),
-    ...report.agentWouldAnswer.map(
-      (a) =>
-        `| \`${cell(a.messageId)}\` | ${cell(a.subject)} | ${a.unanswered ? 'no answer' : `${a.escalated ? 'escalated, ' : ''}answered after ${duration(a.teamAfterMs ?? 0)}`} |`,
-    ),
+    ...report.agentWouldAnswer.map((a) => `| \`${cell(a.messageId)}\` | ${cell(a.subject)} | ${whatTheTeamDid(a)} |`),
     '',
     `## Where the agent hands off what the team answered in one line (${report.handedOffOneLiners.length})`,
     '',

@@ -10,14 +10,17 @@ export class PostgresTickets implements TicketProvider {
 
   constructor(private readonly db: Db) {}
 
-  /** Idempotent by itself (one upsert on the operation key), so a resumed attempt needs no look-up. */
+  /** Idempotent by itself (one insert on the operation key, or the row a racing create made): a resumed attempt needs no look-up. */
   async create(request: TicketRequest): Promise<{ ticketId: string }> {
     // Derived from the external id, so a repeated create names the same ticket.
     const ticketId = `T-${sha256Hex(request.externalId).slice(0, 12)}`;
-    const created = await this.db.query<{ ticket_id: string }>(
+    // No conflict target: the key and the id are both unique, and two first messages of a thread
+    // racing can meet on either index first (a target names one; the other then raised 23505). The
+    // look-up is a statement of its own, so it sees the row the other one committed.
+    const inserted = await this.db.query<{ ticket_id: string }>(
       `INSERT INTO tickets (ticket_id, operation_key, inbox_id, message_id, thread_id, subject, note)
        VALUES ($1, $2, $3, $4, $5, $6, $7)
-       ON CONFLICT (operation_key) DO UPDATE SET operation_key = EXCLUDED.operation_key
+       ON CONFLICT DO NOTHING
        RETURNING ticket_id`,
       [
         ticketId,
@@ -29,6 +32,12 @@ export class PostgresTickets implements TicketProvider {
         request.note,
       ],
     );
+    const created =
+      inserted.rows.length > 0
+        ? inserted
+        : await this.db.query<{ ticket_id: string }>(`SELECT ticket_id FROM tickets WHERE operation_key = $1`, [
+            request.externalId,
+          ]);
     return { ticketId: created.rows[0]!.ticket_id };
   }
 

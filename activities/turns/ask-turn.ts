@@ -3,6 +3,10 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import type { AgentMail, AgentMailClient } from 'agentmail';
 import {
   askTurnSignal,
+  draftKey,
+  type HeldTurn,
+  type HolderEnd,
+  messageTaskQueueOf,
   KEEPER_TASK_TIMEOUT_MS,
   type MessageRef,
   OperationKind,
@@ -24,7 +28,8 @@ import { addressHash, threadTurnKeeper } from '../../lib/hashing';
 import { fetchMessage, recentThread } from '../agentmail/reads';
 import { senderOf } from '../agentmail/recipients';
 import type { OperationStore } from '../operation-store/store';
-import { agentSent, personAnswering } from './person-answering';
+import type { StoredDraft } from '../draft/draft-store';
+import { personAnswering } from './person-answering';
 
 export interface TurnDeps {
   agentmail: AgentMailClient;
@@ -46,7 +51,7 @@ export type AskTurnAnswer =
       timestampMs: number;
       /** How long this message's burst window has still to run (0: ended). */
       burstLeftMs: number;
-      /** Whether the turn will not come at once (a burst window open, a holder, a newer message awaited): the run shows it waits. */
+      /** Whether the turn will not come at once (a burst window open, a newer message awaited): the run shows it waits; behind a holder it shows so from its first re-ask. */
       waits: boolean;
       /** When to ask again if no answer came (TURN_REASK_MS): nothing lives only in a keeper. */
       reaskMs: number;
@@ -67,8 +72,7 @@ const HOLDING = ['drafting', 'awaiting_approval', 'escalated', 'held', 'handed_o
 
 /**
  * Asks the thread's keeper for this message's turn, by signal-with-start (the first ask starts the
- * keeper, or a fresh one after an operator terminated it). The ask names the thread's runs that
- * Temporal lists as holding a turn, so a keeper that lost its memory never grants a second one.
+ * keeper, or a fresh one after an operator terminated it, which first adopts the runs holding turns).
  */
 export async function askTurn(
   deps: TurnDeps & { store: Pick<OperationStore, 'completed'> },
@@ -85,7 +89,7 @@ export async function askTurn(
     return { kind: 'person-answering' };
   }
   const sender = senderKey(message);
-  const coveredBy = await sentReplyCovering(deps.db, input.inboxId, thread.messages, message, sender);
+  const coveredBy = await sentReplyCovering(deps.store, input.inboxId, thread.messages, message, sender);
   if (coveredBy !== null) return { kind: 'covered', by: coveredBy };
 
   const client = Context.current().client;
@@ -104,7 +108,6 @@ export async function askTurn(
     timestampMs: message.timestamp.getTime(),
     sender,
     coalesceMs: deps.config.REPLY_COALESCE_MS,
-    holders: await holdingRuns(input),
   };
   const newer = deps.config.REPLY_COALESCE_MS > 0 ? newerOfSender(thread.messages, message, sender) : [];
   if (newer.length > 0) request.newer = newer;
@@ -126,7 +129,7 @@ export async function askTurn(
     sender,
     timestampMs: request.timestampMs,
     burstLeftMs,
-    waits: burstLeftMs > 0 || (request.holders ?? []).length > 0 || newer.length > 0,
+    waits: burstLeftMs > 0 || newer.length > 0,
     reaskMs: deps.config.TURN_REASK_MS,
   };
 }
@@ -174,14 +177,22 @@ export async function releaseTurn(input: TurnHandBack): Promise<void> {
   }
 }
 
-/** Of these runs, which have closed (true) and which are still open (false), in order. */
-export async function closedRuns(input: { runs: RunRef[] }): Promise<boolean[]> {
+/**
+ * How these holders stand, in order: open, closed, or closed with their reply sent (our store says;
+ * the keeper then covers as the holder's release would have, had it come first).
+ */
+export async function holderEnds(
+  deps: { store: Pick<OperationStore, 'completed'> },
+  input: { holders: Array<RunRef & MessageRef> },
+): Promise<HolderEnd[]> {
   const AT_ONCE = 16; // a handful at a time, so the server is not flooded
-  const results: boolean[] = [];
-  for (let i = 0; i < input.runs.length; i += AT_ONCE) {
-    const slice = input.runs.slice(i, i + AT_ONCE);
-    results.push(...(await Promise.all(slice.map(async (run) => !(await isOpen(run))))));
-  }
+  const end = async (holder: RunRef & MessageRef): Promise<HolderEnd> => {
+    if (await isOpen(holder)) return 'open';
+    return (await replyAlreadySent(deps, holder)) ? 'sent' : 'closed';
+  };
+  const results: HolderEnd[] = [];
+  for (let i = 0; i < input.holders.length; i += AT_ONCE)
+    results.push(...(await Promise.all(input.holders.slice(i, i + AT_ONCE).map(end))));
   return results;
 }
 
@@ -203,29 +214,39 @@ export function senderKey(message: Pick<AgentMail.Message, 'from'>): string {
 
 type ThreadMessage = Pick<AgentMail.Message, 'messageId' | 'timestamp' | 'labels' | 'from' | 'inReplyTo'>;
 
+/** The newer messages of a sender looked at for a reply that answered this one, at most. */
+const COVERING_CANDIDATES = 20;
+
 /**
- * The message a sent reply of the agent answered, when that reply covers `message` too: same sender,
- * the answered message no older than this one (its draft read the sender's messages up to its own).
+ * The newer message of the same sender whose reply was sent and whose draft read this one: that
+ * reply answered it. Asked of our store, which has the reply the moment it went out and what its
+ * draft read, not of AgentMail's listing, which may show the reply seconds later (a message whose
+ * webhook came in that gap was answered a second time).
  */
 async function sentReplyCovering(
-  db: Db,
+  store: Pick<OperationStore, 'completed'>,
   inboxId: string,
   messages: readonly ThreadMessage[],
   message: ThreadMessage,
   sender: string,
 ): Promise<string | null> {
   const at = (m: ThreadMessage) => m.timestamp.getTime();
-  const answered = messages.filter(
-    (m) =>
-      m.messageId !== message.messageId &&
-      !m.labels.includes('sent') &&
-      senderKey(m) === sender &&
-      (at(m) > at(message) || (at(m) === at(message) && m.messageId > message.messageId)) &&
-      messages.some((r) => r.labels.includes('sent') && r.inReplyTo === m.messageId),
-  );
-  for (const candidate of answered.sort((a, b) => at(a) - at(b))) {
-    const replies = messages.filter((r) => r.labels.includes('sent') && r.inReplyTo === candidate.messageId);
-    if (await agentSent(db, inboxId, replies)) return candidate.messageId;
+  const newer = messages
+    .filter(
+      (m) =>
+        m.messageId !== message.messageId &&
+        !m.labels.includes('sent') &&
+        senderKey(m) === sender &&
+        (at(m) > at(message) || (at(m) === at(message) && m.messageId > message.messageId)),
+    )
+    .sort((a, b) => at(a) - at(b))
+    .slice(0, COVERING_CANDIDATES);
+  for (const candidate of newer) {
+    const ref = { inboxId, messageId: candidate.messageId };
+    if (!(await replyAlreadySent({ store }, ref))) continue;
+    // The reviewer's edit (version 2) answers what the first draft read.
+    const draft = await store.completed<StoredDraft>(draftKey(ref), OperationKind.draft);
+    if (draft?.read?.includes(message.messageId)) return candidate.messageId;
   }
   return null;
 }
@@ -242,22 +263,44 @@ export function newerOfSender(messages: readonly ThreadMessage[], message: Threa
     .slice(-20);
 }
 
-/** The thread's runs that Temporal lists as holding a turn (visibility may lag a second). */
-async function holdingRuns(input: AskTurnInput): Promise<Array<RunRef & { messageId: string }>> {
+/** The holding runs a keeper that starts afresh looks at, at most (each costs a read of its message). */
+const HELD_TURNS_MAX = 2_000;
+
+/**
+ * The runs Temporal lists as holding a turn in this keeper's threads: what a keeper that starts
+ * afresh adopts before it grants anything (workflows/turns/state.ts `adopt`). Each holder's sender
+ * and time come from AgentMail's copy of its message, so the keeper covers as its release would.
+ * Visibility may lag a run granted a second before its keeper was terminated (docs/conversations.md).
+ */
+export async function heldTurns(deps: Pick<TurnDeps, 'agentmail'>, input: { index: number }): Promise<HeldTurn[]> {
+  const messageQueue = messageTaskQueueOf(Context.current().info.taskQueue);
   const quote = (value: string) => `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
   const query = [
     `WorkflowType = 'inboundMessageWorkflow'`,
     `ExecutionStatus = 'Running'`,
-    `InboxId = ${quote(input.inboxId)}`,
-    `ThreadId = ${quote(input.threadId)}`,
+    `TaskQueue = ${quote(messageQueue)}`,
     `ReplyStatus IN (${HOLDING.map(quote).join(', ')})`,
   ].join(' AND ');
-  const found: Array<RunRef & { messageId: string }> = [];
-  for await (const run of Context.current().client.workflow.list({ query, pageSize: 10 })) {
+  const held: HeldTurn[] = [];
+  let seen = 0;
+  for await (const run of Context.current().client.workflow.list({ query, pageSize: 500 })) {
+    if (++seen > HELD_TURNS_MAX) break;
+    const inboxId = run.typedSearchAttributes.get(SearchAttributes.InboxId);
+    const threadId = run.typedSearchAttributes.get(SearchAttributes.ThreadId);
     const messageId = run.typedSearchAttributes.get(SearchAttributes.MessageId);
-    if (run.workflowId !== input.workflowId && messageId !== undefined)
-      found.push({ workflowId: run.workflowId, runId: run.runId, messageId });
-    if (found.length >= 5) break;
+    if (inboxId === undefined || threadId === undefined || messageId === undefined) continue;
+    const { threadKey, index } = threadTurnKeeper(inboxId, threadId, messageQueue);
+    if (index !== input.index) continue;
+    const message = await fetchMessage(deps.agentmail, { inboxId, messageId }).catch(() => null);
+    held.push({
+      workflowId: run.workflowId,
+      runId: run.runId,
+      threadKey,
+      inboxId,
+      threadId,
+      messageId,
+      ...(message ? { sender: senderKey(message), timestampMs: message.timestamp.getTime() } : {}),
+    });
   }
-  return found;
+  return held;
 }

@@ -94,12 +94,14 @@ export async function oneLoad(
   load: string,
   count: number,
   client: Client,
+  /** Messages already in the sandbox to drain (the rehearsal scenario's); else the sandbox is reset and `count` seeded. */
+  seeded?: SeededMessage[],
 ): Promise<EndToEndFigures> {
   const { drainTimeoutMs, windowSeconds, maxDelayMs } = context.options.e2e;
-  await resetSandbox(context);
-  const messages = await seedMessages(context.sandbox.url, count, (done) =>
-    context.log(`    seeded ${done}/${count} messages`),
-  );
+  if (seeded === undefined) await resetSandbox(context);
+  const messages =
+    seeded ??
+    (await seedMessages(context.sandbox.url, count, (done) => context.log(`    seeded ${done}/${count} messages`)));
   const { deliveries, scheduleMs, messageOf } = plan(context, messages, repeat * 1_000 + count);
   const keeperEventsBefore = await turnKeeperEvents(client, side.stack.taskQueue);
   const meter = CpuMeter.forRun(context, side.servers);

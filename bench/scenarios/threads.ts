@@ -1,4 +1,6 @@
 import { randomUUID } from 'node:crypto';
+import { writeFileSync } from 'node:fs';
+import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import type { InboundMessageResult } from '../../contract';
 import { inboundWorkflowId } from '../../lib/hashing';
@@ -160,6 +162,30 @@ export async function runThreads(context: BenchContext): Promise<ThreadsFigures>
       if (result?.status === 'skipped') coverings.set(key, (coverings.get(key) ?? 0) + 1);
       if (result?.status === 'answered-together') answeredTogether += 1;
     }
+    // Name what broke the invariant, so a failing run can be looked into (`temporal workflow show`).
+    for (const [key, n] of coverings)
+      if (n !== 1) {
+        const [inboxId, messageId] = key.split('\n') as [string, string];
+        const m = messages.find((x) => x.inboxId === inboxId && x.messageId === messageId);
+        const thread = messages.filter((x) => x.threadId === m?.threadId);
+        context.log(
+          `  threads: ${messageId} covered ${n} times; its thread: ` +
+            thread
+              .map((x) => {
+                const r = results.get(`${x.inboxId}\n${x.messageId}`);
+                return `${inboundWorkflowId(x)} ${r?.status}${r && 'covers' in r ? ` covers ${r.covers.join(',')}` : ''}${r?.status === 'answered-together' ? ` by ${r.coveredBy}` : ''}`;
+              })
+              .join('; '),
+        );
+        if (process.env.BENCH_DUMP_DIR)
+          for (const x of thread) {
+            const history = await client.workflow.getHandle(inboundWorkflowId(x)).fetchHistory();
+            writeFileSync(
+              path.join(process.env.BENCH_DUMP_DIR, `${x.messageId.replace(/[^\w.-]/g, '_')}.json`),
+              JSON.stringify(history, null, 1),
+            );
+          }
+      }
     const uncovered = [...coverings.values()].filter((n) => n === 0).length;
     const coveredTwice = [...coverings.values()].filter((n) => n > 1).length;
     const latencies: number[] = [];

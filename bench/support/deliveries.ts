@@ -23,12 +23,13 @@ export const INBOXES = Array.from({ length: 8 }, (_, i) => `support-${i}@sandbox
 
 /**
  * Creates `count` messages in the sandbox (no webhook: the bench delivers them itself), each
- * from its own sender, as customers write. Returns them in creation order.
+ * from its own sender, as customers write, spread over `inboxes`. Returns them in creation order.
  */
 export async function seedMessages(
   sandboxUrl: string,
   count: number,
   onProgress?: (done: number) => void,
+  inboxes: readonly string[] = INBOXES,
 ): Promise<SeededMessage[]> {
   const tag = randomUUID().slice(0, 8);
   const pool = new Pool(sandboxUrl, { connections: 8 });
@@ -38,7 +39,7 @@ export async function seedMessages(
   const lane = async () => {
     while (next < count) {
       const index = next++;
-      const inboxId = INBOXES[index % INBOXES.length] as string;
+      const inboxId = inboxes[index % inboxes.length] as string;
       const response = await pool.request({
         path: '/_sandbox/inbound',
         method: 'POST',

@@ -139,16 +139,18 @@ export function environmentOn(
   return env;
 }
 
-export async function prepareDatabase(cleanups: Cleanup[]): Promise<string> {
+export async function prepareDatabase(cleanups: Cleanup[], log: (line: string) => void): Promise<string> {
   const adminUrl = process.env.DATABASE_URL || (await ensureLocalPostgres()).adminUrl;
   const lock = new Client({ connectionString: adminUrl, connectionTimeoutMillis: 5_000 });
   await lock.connect();
+  cleanups.push(() => lock.end());
   const { rows } = await lock.query<{ locked: boolean }>('SELECT pg_try_advisory_lock($1) AS locked', [BENCH_LOCK_KEY]);
   if (!rows[0]?.locked) {
-    await lock.end();
-    throw new Error(`another bench holds the ${DATABASE} database on this server; wait for it to finish`);
+    // Two benches on one machine would measure each other: this one waits its turn (Ctrl-C stops it).
+    log(`another bench holds the ${DATABASE} database on this server; waiting for it to finish`);
+    await lock.query('SELECT pg_advisory_lock($1)', [BENCH_LOCK_KEY]);
+    log('the other bench has finished; going on');
   }
-  cleanups.push(() => lock.end());
   await recreateDatabase(adminUrl, DATABASE);
   const url = databaseUrlFor(adminUrl, DATABASE);
   await migrateDatabase(url, { log: () => undefined });

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, fstatSync, mkdirSync, openSync, readSync, writeSync } from 'node:fs';
+import { closeSync, fstatSync, mkdirSync, openSync, readdirSync, readFileSync, readSync, writeSync } from 'node:fs';
 import path from 'node:path';
 import { cpuSecondsMatching, machineCpuSeconds, processCpuSeconds } from '../../scripts/services/cpu';
 import { tail } from '../../scripts/services/log-tail';
@@ -170,5 +170,58 @@ export function cpuBetween(before: CpuSnapshot, after: CpuSnapshot): CpuUsage {
     seconds,
     machineBusy: total > 0 ? (after.machine.busy - before.machine.busy) / total : Number.NaN,
     wallSeconds: (after.at - before.at) / 1000,
+  };
+}
+
+/**
+ * CPU seconds (user + system) of this process's children that have exited and been waited for
+ * (/proc/self/stat's cutime and cstime). A command the bench runs to its end (`npm run rehearse`)
+ * can no longer be read at /proc/<pid> once it has exited; its whole CPU lands here instead.
+ */
+export function exitedChildrenCpuSeconds(): number {
+  const stat = readFileSync('/proc/self/stat', 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[13]) + Number(fields[14])) / 100; // USER_HZ
+}
+
+/**
+ * CPU seconds, from now until `stop()`, of every process whose command line holds `fragment`,
+ * those that end meanwhile included (up to their last sample, every `everyMs`): the Postgres
+ * backends of a command that exits before the run is read (`npm run rehearse`'s connections close
+ * with it, and a snapshot at the end finds them gone). Processes seen at the start count from
+ * their reading then; later ones from their start.
+ */
+export function sampleCpuMatching(fragment: string, everyMs = 250): { stop(): number } {
+  const ignored = new Set<string>();
+  const readings = new Map<string, { first: number; last: number }>();
+  let initial = true;
+  const sample = () => {
+    for (const entry of readdirSync('/proc')) {
+      if (!/^\d+$/.test(entry) || ignored.has(entry)) continue;
+      try {
+        if (!readings.has(entry) && !readFileSync(`/proc/${entry}/cmdline`, 'utf8').includes(fragment)) {
+          ignored.add(entry);
+          continue;
+        }
+        const seconds = processCpuSeconds(Number(entry));
+        if (!Number.isFinite(seconds)) continue;
+        const seen = readings.get(entry);
+        if (seen) seen.last = seconds;
+        else readings.set(entry, { first: initial ? seconds : 0, last: seconds });
+      } catch {
+        // gone meanwhile
+      }
+    }
+    initial = false;
+  };
+  sample();
+  const timer = setInterval(sample, everyMs);
+  timer.unref();
+  return {
+    stop() {
+      clearInterval(timer);
+      sample();
+      return [...readings.values()].reduce((sum, r) => sum + (r.last - r.first), 0);
+    },
   };
 }

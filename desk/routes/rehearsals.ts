@@ -3,9 +3,11 @@ import { compareRehearsals } from '../../activities/rehearsal/compare';
 import {
   loadRows,
   outcomeBars,
+  readableDuration,
   rehearsalReport,
   type RehearsalReport,
   type RehearsedRow,
+  whatTheTeamDid,
 } from '../../activities/rehearsal/report';
 import { findRehearsal, listRehearsals, type Rehearsal } from '../../activities/rehearsal/store';
 import type { RehearsalOutcomeKind } from '../../contract/rehearsal';
@@ -14,7 +16,7 @@ import { html, type Html } from '../html';
 import { frame, htmlReply } from '../respond';
 import type { SignedIn } from '../sessions';
 import { mayReview } from '../sessions';
-import { page, type Frame } from '../views';
+import { listTable, page, type Frame } from '../views';
 
 /**
  * The rehearsals in the desk (docs/rehearsal.md): the list, one rehearsal's report with the same
@@ -117,27 +119,12 @@ function listPage(frame: Frame, rehearsals: Rehearsal[]): string {
         What the agent would have done with past mail, beside what the team did. Start one with
         <code>npm run rehearse -- --inbox &lt;inbox&gt; --since 14d</code>.
       </p>
-      ${
-        rehearsals.length === 0
-          ? html`<p class="empty">No rehearsal of your inboxes.</p>`
-          : html`<table>
-              <caption>
-                Rehearsals of the inboxes you review, newest first
-              </caption>
-              <thead>
-                <tr>
-                  <th scope="col">Rehearsal</th>
-                  <th scope="col">Inbox</th>
-                  <th scope="col">Period</th>
-                  <th scope="col">Drafter</th>
-                  <th scope="col">State</th>
-                </tr>
-              </thead>
-              <tbody>
-                ${rows}
-              </tbody>
-            </table>`
-      }`,
+      ${listTable({
+        rows,
+        empty: 'No rehearsal of your inboxes.',
+        caption: 'Rehearsals of the inboxes you review, newest first',
+        columns: ['Rehearsal', 'Inbox', 'Period', 'Drafter', 'State'],
+      })}`,
   );
 }
 
@@ -256,7 +243,7 @@ function reportPage(
         Where the agent would answer although the team took days, escalated or did not answer
         (${report.agentWouldAnswer.length})
       </h2>
-      ${list(report.agentWouldAnswer.map((a) => html`${a.subject} — ${a.unanswered ? 'no answer' : `${a.escalated ? 'escalated, ' : ''}answered after ${duration(a.teamAfterMs ?? 0)}`}`))}
+      ${list(report.agentWouldAnswer.map((a) => html`${a.subject} — ${whatTheTeamDid(a)}`))}
       <h2>Where the agent hands off what the team answered in one line (${report.handedOffOneLiners.length})</h2>
       ${list(report.handedOffOneLiners.map((h) => html`${h.subject} — the team: “${h.teamAnswer}”`))}
       <h2>Questions no article covered (${report.contentGaps.length})</h2>
@@ -290,7 +277,7 @@ function messageBlock(row: RehearsedRow): Html {
       <h3>The customer <time>${result.receivedAt ? result.receivedAt.slice(0, 16).replace('T', ' ') : ''}</time></h3>
       <p class="subject">${result.subject || '(no subject)'}</p>
       <pre>${result.text || '(not read)'}</pre>
-      <h3>Our real answer${result.team ? html` <time>after ${duration(result.team.afterMs)}</time>` : ''}</h3>
+      <h3>Our real answer${result.team ? html` <time>after ${readableDuration(result.team.afterMs)}</time>` : ''}</h3>
       ${result.team ? html`<pre>${result.team.text}</pre>` : html`<p class="empty">None in the thread.</p>`}
     </article>
     <article class="mail">
@@ -325,26 +312,12 @@ function comparePage(frame: Frame, comparison: ReturnType<typeof compareRehearsa
     frame,
     html`<h1>${comparison.a} → ${comparison.b}</h1>
       <p>${comparison.compared} messages rehearsed by both; ${comparison.changed.length} changed.</p>
-      ${
-        comparison.changed.length === 0
-          ? html`<p class="empty">Nothing changed.</p>`
-          : html`<table>
-              <caption>
-                The messages whose outcome changed
-              </caption>
-              <thead>
-                <tr>
-                  <th scope="col">Subject</th>
-                  <th scope="col">${comparison.a}</th>
-                  <th scope="col">${comparison.b}</th>
-                  <th scope="col">What changed</th>
-                </tr>
-              </thead>
-              <tbody>
-                ${rows}
-              </tbody>
-            </table>`
-      }
+      ${listTable({
+        rows,
+        empty: 'Nothing changed.',
+        caption: 'The messages whose outcome changed',
+        columns: ['Subject', comparison.a, comparison.b, 'What changed'],
+      })}
       <p><a href="/rehearsals/${encodeURIComponent(comparison.a)}">Back to ${comparison.a}</a></p>`,
   );
 }
@@ -358,11 +331,3 @@ const list = (items: Html[]): Html =>
 const label = (x: { outcome: string; reason: string | null }) => (x.reason ? `${x.outcome} (${x.reason})` : x.outcome);
 const outcomeLabel = (row: RehearsedRow) => label(row);
 const day = (at: Date) => at.toISOString().slice(0, 10);
-const duration = (ms: number): string => {
-  const hours = ms / 3_600_000;
-  return hours >= 48
-    ? `${Math.round(hours / 24)} days`
-    : hours >= 1
-      ? `${Math.round(hours)} h`
-      : `${Math.round(ms / 60_000)} min`;
-};

@@ -7,7 +7,7 @@ import type { Db } from '../../lib/db';
 import { html } from '../html';
 import { frame, htmlReply } from '../respond';
 import { mayReview, type SignedIn } from '../sessions';
-import { page } from '../views';
+import { listTable, page } from '../views';
 import { literal } from '../waiting';
 
 /**
@@ -145,24 +145,11 @@ export async function threadRoutes(app: FastifyInstance, options: ThreadsOptions
         </p>
         ${done ? html`<p class="notice ok" role="status">Handed back: the agent answers the customer's next message.</p>` : ''}
         ${problem ? html`<p class="notice error" role="alert">${problem}</p>` : ''}
-        ${
-          threads.length === 0
-            ? html`<p>No thread is held by a person.</p>`
-            : html`<table>
-                <thead>
-                  <tr>
-                    <th scope="col">Inbox</th>
-                    <th scope="col">Thread</th>
-                    <th scope="col">Last left to a person</th>
-                    <th scope="col">Messages left</th>
-                    <th scope="col">Action</th>
-                  </tr>
-                </thead>
-                <tbody>
-                  ${rows}
-                </tbody>
-              </table>`
-        }`,
+        ${listTable({
+          rows,
+          empty: 'No thread is held by a person.',
+          columns: ['Inbox', 'Thread', 'Last left to a person', 'Messages left', 'Action'],
+        })}`,
     );
   }
 }

@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { summarizeThread } from '../views';
+import { staleHides } from '../faults';
 import { listResponse, pageOf } from '../paging';
 import type { SandboxState } from '../state';
 import { listFilter, type ListQuery } from './list-query';
@@ -37,7 +38,10 @@ export function threadRoutes(app: FastifyInstance, state: SandboxState): void {
    * page": pages walk back from the newest message; inside a page messages run oldest first.
    */
   app.get<ThreadParams & { Querystring: PageQuery }>('/v0/inboxes/:inbox_id/threads/:thread_id', async (request) => {
-    const all = mailbox.threadMessages(request.params.inbox_id, request.params.thread_id);
+    const stale = state.faults.drawn(request.raw);
+    const all = mailbox
+      .threadMessages(request.params.inbox_id, request.params.thread_id)
+      .filter((m) => !staleHides(stale, m.value, state.clock.nowMs()));
     const page = pageOf(all, request.query, false);
     return {
       ...summarizeThread(all.map((m) => m.value)),

@@ -15,9 +15,11 @@ export type TurnOutcome = TurnGrant | { kind: 'person-answering' };
  */
 export function threadTurn() {
   let grant: TurnGrant | undefined;
+  let behind = false;
   let held: Omit<TurnHandBack, 'sent'> | null = null;
   setHandler(turnSignal, (answer) => {
-    grant ??= answer; // the first answer counts; a repeat changes nothing
+    if (answer.kind === 'behind') behind = true;
+    else grant ??= answer; // the first answer counts; a repeat changes nothing
   });
   return {
     /** `onWait` runs when the run starts to wait visibly: when the ask says so, or past its first re-ask. */
@@ -25,17 +27,24 @@ export function threadTurn() {
       const { workflowId, runId } = workflowInfo();
       const asked = await localSteps.askTurn({ ...input, workflowId, runId });
       if (asked.kind !== 'asked') return asked;
-      if (asked.waits) onWait(asked.burstLeftMs);
+      let shown = asked.waits;
+      if (shown) onWait(asked.burstLeftMs);
       let waitMs = asked.reaskMs;
-      while (!(await condition(() => grant !== undefined, waitMs))) {
-        if (waitMs === asked.reaskMs && !asked.waits) onWait(0);
+      for (;;) {
+        const woken = await condition(() => grant !== undefined || (behind && !shown), waitMs);
+        if (grant !== undefined) break;
+        if (!shown) {
+          shown = true; // told it waits behind the holder, or past its first re-ask
+          onWait(0);
+        }
+        if (woken) continue;
         log.info('no turn yet: asking the keeper again', { waitedMs: waitMs });
         const again = await localSteps.askTurn({ ...input, workflowId, runId, again: true });
         // Covered by a reply sent meanwhile, or a person took the thread: no turn is needed any more.
         if (again.kind !== 'asked' && grant === undefined) return again;
         waitMs = Math.min(2 * waitMs, MAX_REASK_MS);
       }
-      if (grant!.kind === 'go') {
+      if (grant.kind === 'go') {
         held = {
           keeperWorkflowId: asked.keeperWorkflowId,
           threadKey: asked.threadKey,
@@ -45,7 +54,7 @@ export function threadTurn() {
           timestampMs: asked.timestampMs,
         };
       }
-      return grant!;
+      return grant;
     },
     /** What the activity that gives the turn back needs (`sent`: the reply went out); the turn counts as given back from here on. */
     handBack(sent: boolean): TurnHandBack {

@@ -1,4 +1,15 @@
-import type { RunRef, ThreadTurns, TurnAsk, TurnGrant, TurnKeeperState, TurnRelease, WaitingAsk } from '../../contract';
+import type {
+  HeldTurn,
+  HolderEnd,
+  RunRef,
+  ThreadTurns,
+  TurnAsk,
+  TurnAnswer,
+  TurnGrant,
+  TurnKeeperState,
+  TurnRelease,
+  WaitingAsk,
+} from '../../contract';
 
 /**
  * The turn rule, as pure state changes (no Temporal, no clock but `now`): each function changes the
@@ -16,7 +27,7 @@ import type { RunRef, ThreadTurns, TurnAsk, TurnGrant, TurnKeeperState, TurnRele
 /** An answer to tell a message's run. */
 export interface Tell extends RunRef {
   threadKey: string;
-  grant: TurnGrant;
+  grant: TurnAnswer;
 }
 
 /** Answers kept for repeated asks, at most. */
@@ -51,15 +62,9 @@ export function ask(state: TurnKeeperState, request: TurnAsk, now: number): Tell
   // One workflow id has one open run: a new run of a message proves its earlier run has closed.
   if (thread.holder?.workflowId === request.workflowId) thread.holder = null;
   thread.waiting = thread.waiting.filter((w) => w.workflowId !== request.workflowId || w.runId === request.runId);
-  // A keeper that lost its memory (terminated, reset) learns the holder from the asker's look at Temporal.
-  const holder = request.holders?.find(
-    (h) => h.workflowId !== request.workflowId && state.answered[h.runId] === undefined,
-  );
-  if (thread.holder === null && holder !== undefined) {
-    thread.holder = { workflowId: holder.workflowId, runId: holder.runId, messageId: holder.messageId, covers: [] };
-  }
-  if (!thread.waiting.some((w) => w.runId === request.runId)) {
-    const { holders: _holders, threadKey: _key, inboxId: _inbox, threadId: _thread, ...waiting } = request;
+  const first = !thread.waiting.some((w) => w.runId === request.runId);
+  if (first) {
+    const { threadKey: _key, inboxId: _inbox, threadId: _thread, ...waiting } = request;
     // The burst window counts from the message's time, or from now for one dated in the future.
     thread.waiting.push({
       ...waiting,
@@ -68,7 +73,22 @@ export function ask(state: TurnKeeperState, request: TurnAsk, now: number): Tell
     });
   }
   schedulePoll(thread, now);
-  return [];
+  // Behind a holder the wait may be long (a reply awaiting approval): the run is told, so it shows it waits.
+  return first && thread.holder !== null ? [{ ...run, grant: { kind: 'behind' } }] : [];
+}
+
+/**
+ * A keeper that starts afresh (terminated, reset) learns its threads' holders from Temporal's list of
+ * runs holding a turn, before it grants anything: it never grants a second turn beside one of them.
+ */
+export function adopt(state: TurnKeeperState, held: readonly HeldTurn[], now: number): void {
+  for (const { threadKey, inboxId, threadId, ...holder } of held) {
+    const thread = (state.threads[threadKey] ??= { inboxId, threadId, holder: null, waiting: [] });
+    if (thread.holder !== null || state.answered[holder.runId] !== undefined) continue;
+    thread.waiting = thread.waiting.filter((w) => w.workflowId !== holder.workflowId);
+    thread.holder = { ...holder, covers: [] };
+    schedulePoll(thread, now);
+  }
 }
 
 /** The holder gave its turn back (`sent` or not), or closed without a word (`release` null: the keeper found it closed). */
@@ -118,6 +138,8 @@ export function due(state: TurnKeeperState, now: number): Tell[] {
       runId: holder.runId,
       messageId: holder.messageId,
       covers: grant.covers,
+      sender: holder.sender,
+      timestampMs: holder.timestampMs,
     };
     thread.waiting = thread.waiting.filter((w) => w !== holder);
     schedulePoll(thread, now);
@@ -131,22 +153,47 @@ export function gone(state: TurnKeeperState, threadKey: string, runId: string): 
   release(state, threadKey, runId, null);
 }
 
-/** Holders someone waits behind whose look is due. */
-export function holdersToPoll(state: TurnKeeperState, now: number): Array<RunRef & { threadKey: string }> {
+/** Holders someone waits behind whose look is due (with their message, whose reply the look asks after). */
+export function holdersToPoll(
+  state: TurnKeeperState,
+  now: number,
+): Array<RunRef & { threadKey: string; inboxId: string; messageId: string }> {
   return Object.entries(state.threads).flatMap(([threadKey, t]) =>
     t.holder !== null && t.pollAtMs !== undefined && t.pollAtMs <= now
-      ? [{ threadKey, workflowId: t.holder.workflowId, runId: t.holder.runId }]
+      ? [
+          {
+            threadKey,
+            workflowId: t.holder.workflowId,
+            runId: t.holder.runId,
+            inboxId: t.inboxId,
+            messageId: t.holder.messageId,
+          },
+        ]
       : [],
   );
 }
 
-/** The look at a holder: still open → look again later (twice as long); closed → its turn goes on. */
-export function polled(state: TurnKeeperState, threadKey: string, runId: string, open: boolean, now: number): void {
+/**
+ * The look at a holder: still open → look again later (twice as long); closed → its turn goes on,
+ * as its release would have said. A holder's release can come after the look that found it closed
+ * (the look's answer is read first), so a closed holder whose reply our store has sent covers its
+ * sender's waiting messages as a release with `sent` does: they are never answered a second time.
+ */
+export function polled(state: TurnKeeperState, threadKey: string, runId: string, end: HolderEnd, now: number): Tell[] {
   const thread = state.threads[threadKey];
-  if (thread?.holder?.runId !== runId) return;
-  if (!open) return void release(state, threadKey, runId, null);
+  const holder = thread?.holder;
+  if (thread === undefined || holder?.runId !== runId) return [];
+  if (end === 'sent' && holder.sender !== undefined && holder.timestampMs !== undefined)
+    return release(state, threadKey, runId, {
+      messageId: holder.messageId,
+      sender: holder.sender,
+      timestampMs: holder.timestampMs,
+      sent: true,
+    });
+  if (end !== 'open') return release(state, threadKey, runId, null);
   thread.pollEveryMs = Math.min(2 * (thread.pollEveryMs ?? FIRST_POLL_MS), MAX_POLL_MS);
   thread.pollAtMs = now + thread.pollEveryMs;
+  return [];
 }
 
 /** Every holder is looked at now (an idle keeper forgets the holders that closed without a word). */
