@@ -197,10 +197,12 @@ async function oneRun(
   if (long) {
     const handle = client.workflow.getHandle(inboundWorkflowId(long));
     const left = Math.max(1_000, startedAt + drainTimeoutMs - Date.now());
+    // The deadline's timer is cleared once the run ends: a pending one would keep the bench alive after its report.
+    let deadline: NodeJS.Timeout | undefined;
     const ended = await Promise.race([
       (handle.result() as Promise<InboundMessageResult>).then((r) => r.status as string),
-      sleep(left).then(() => 'unfinished'),
-    ]);
+      new Promise<string>((resolve) => (deadline = setTimeout(() => resolve('unfinished'), left))),
+    ]).finally(() => clearTimeout(deadline));
     if (ended === 'unfinished') timedOut = true;
     // A sent long email was one of the replies counted above: wait for the ordinary ones it stood in for.
     while (ended === 'sent' && (await repliesSent(context)) < expected && Date.now() - startedAt < drainTimeoutMs)
