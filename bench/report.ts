@@ -6,6 +6,7 @@ import type { ThreadsFigures } from './scenarios/threads';
 import type { EndToEndFigures } from './scenarios/end-to-end';
 import type { IngressResults, RunFigures } from './scenarios/ingress';
 import type { IntakeFigures } from './scenarios/intake';
+import type { LongEmailFigures } from './scenarios/long-email';
 import type { StoreFigures } from './scenarios/operation-store';
 import type { ServerFigures, ServerKind } from './scenarios/temporal-servers';
 import type { ProfileSummary } from './support/profile';
@@ -41,6 +42,7 @@ export interface BenchResults {
   intake?: IntakeFigures;
   threads?: ThreadsFigures;
   rehearsal?: RehearsalFigures;
+  longEmail?: LongEmailFigures;
   servers?: ServerFigures[];
   profiles?: ProfileSummary[];
   failures: string[];
@@ -119,7 +121,75 @@ export interface Summary {
   /** `--temporal both`: the dev server and Temporal on Postgres, side by side (medians over repeats). */
   servers?: Record<ServerKind, ServerSummary>;
   storeOverhead?: { p50Ratio: number; throughputRatio: number; extraMsP50: number };
+  longEmail?: LongEmailSummary;
   targets: Target[];
+}
+
+/** The long-email scenario: the ordinary messages' latency alone and beside the long email (medians over repeats). */
+export interface LongEmailSummary {
+  messages: number;
+  lines: number;
+  windowSeconds: number;
+  repeats: number;
+  alone: { p50: number; p99: number };
+  withLongEmail: { p50: number; p99: number };
+  /** Median p99 with the long email ÷ median p99 alone (< 1.1: the issue's target). */
+  p99Ratio: number;
+  p50Ratio: number;
+  /** Each repeat's own p99 ratio (with ÷ alone, the two runs of one repeat). */
+  p99RatiosByRepeat: number[];
+  /**
+   * The CPU the bench's own processes spent on a whole run (every message), median with ÷ median
+   * alone: what the long email cost, less sensitive than latency to a busy neighbour on shared cores.
+   */
+  cpuRatio: number;
+  longEmail: { statuses: string[]; emails: number[]; seconds: number; webhookBytes: number };
+  missingReplies: number;
+  duplicateEmails: number;
+}
+
+/** CPU seconds of every process of the bench over one long-email run (its per-message figures × its messages). */
+const runCpuSeconds = (run: LongEmailFigures['runs'][number]) =>
+  (Object.values(run.cpuMsPerMessage).reduce((sum, ms) => sum + (Number.isFinite(ms) ? ms : 0), 0) *
+    (run.messages + (run.longEmail ? 1 : 0))) /
+  1000;
+
+function longEmailSummary(figures: LongEmailFigures): LongEmailSummary {
+  const alone = figures.runs.filter((r) => !r.withLongEmail);
+  const withIt = figures.runs.filter((r) => r.withLongEmail);
+  const medianOf = (runs: typeof alone, pick: (r: (typeof alone)[number]) => number) => median(runs.map(pick));
+  const repeats = [...new Set(figures.runs.map((r) => r.repeat))];
+  const longRuns = withIt.flatMap((r) => (r.longEmail ? [r.longEmail] : []));
+  const aloneP99 = medianOf(alone, (r) => r.latency.p99);
+  const withP99 = medianOf(withIt, (r) => r.latency.p99);
+  return {
+    messages: figures.messages,
+    lines: figures.lines,
+    windowSeconds: figures.windowSeconds,
+    repeats: repeats.length,
+    alone: { p50: medianOf(alone, (r) => r.latency.p50), p99: aloneP99 },
+    withLongEmail: { p50: medianOf(withIt, (r) => r.latency.p50), p99: withP99 },
+    p99Ratio: ratio(withP99, aloneP99),
+    p50Ratio: ratio(
+      medianOf(withIt, (r) => r.latency.p50),
+      medianOf(alone, (r) => r.latency.p50),
+    ),
+    p99RatiosByRepeat: repeats.map((repeat) =>
+      ratio(
+        withIt.find((r) => r.repeat === repeat)?.latency.p99 ?? Number.NaN,
+        alone.find((r) => r.repeat === repeat)?.latency.p99 ?? Number.NaN,
+      ),
+    ),
+    cpuRatio: ratio(median(withIt.map(runCpuSeconds)), median(alone.map(runCpuSeconds))),
+    longEmail: {
+      statuses: longRuns.map((l) => l.status),
+      emails: longRuns.map((l) => l.emails),
+      seconds: median(longRuns.map((l) => l.seconds)),
+      webhookBytes: longRuns[0]?.webhookBytes ?? Number.NaN,
+    },
+    missingReplies: figures.runs.reduce((n, r) => n + r.missingReplies, 0),
+    duplicateEmails: figures.runs.reduce((n, r) => n + r.duplicateEmails, 0),
+  };
 }
 
 export interface ServerSummary {
@@ -322,6 +392,15 @@ export function summarizeResults(results: BenchResults): Summary {
       : 'not run',
     met: at200 ? at200.ours.p99 < 100 && at200.ours.failed.length === 0 : null,
   });
+  if (results.longEmail?.runs.length) {
+    const l = (summary.longEmail = longEmailSummary(results.longEmail));
+    summary.targets.push({
+      name: `a ${l.lines.toLocaleString('en-GB')}-line email beside ${l.messages} ordinary ones changes their p99 time-to-reply by less than 10 %`,
+      goal: 'median p99 with it ÷ median p99 alone < 1.10; every message answered once',
+      measured: `${f2(l.p99Ratio)} (p99 ${msText(l.withLongEmail.p99)} with it, ${msText(l.alone.p99)} alone; by repeat ${l.p99RatiosByRepeat.map(f2).join(', ')}), missing ${l.missingReplies}, duplicates ${l.duplicateEmails}`,
+      met: l.p99Ratio < 1.1 && l.missingReplies === 0 && l.duplicateEmails === 0,
+    });
+  }
   for (const e2e of summary.endToEnd) {
     summary.targets.push({
       name: `end to end at ${e2e.load} (${e2e.messages} messages): p50 under 500 ms, zero duplicates`,
@@ -621,6 +700,7 @@ export function markdown(results: BenchResults, summary: Summary): string {
   lines.push(...intakeSection(results.intake));
   lines.push(...threadsSection(results.threads));
   lines.push(...rehearsalSection(results.rehearsal));
+  lines.push(...longEmailSection(summary.longEmail));
   lines.push(...serversSection(summary.servers));
   if (results.profiles?.length) {
     lines.push('## Where the time goes (CPU profiles)', '');
@@ -804,6 +884,23 @@ function rehearsalSection(r: RehearsalFigures | undefined): string[] {
   ];
 }
 
+/** One long email beside ordinary mail (bench/scenarios/long-email.ts): no baseline, its own reference run. */
+function longEmailSection(l: LongEmailSummary | undefined): string[] {
+  if (!l) return [];
+  return [
+    '## One long email beside ordinary mail',
+    '',
+    `${l.messages} ordinary questions (the bundled help centre answers them; retrieval and drafting run for each) delivered over ${l.windowSeconds} s, ` +
+      `alone and with one ${l.lines.toLocaleString('en-GB')}-line email among them (every line a different question; its webhook ${f1(l.longEmail.webhookBytes / 1024)} KiB), ` +
+      `in alternating order, ${l.repeats} repeat(s). The ${l.messages} messages' webhook → reply: alone p50 / p99 **${msText(l.alone.p50)} / ${msText(l.alone.p99)}**, ` +
+      `with the long email **${msText(l.withLongEmail.p50)} / ${msText(l.withLongEmail.p99)}**: p99 ratio **${f2(l.p99Ratio)}** ` +
+      `(by repeat ${l.p99RatiosByRepeat.map(f2).join(', ')}), p50 ratio ${f2(l.p50Ratio)}; the CPU of the bench's processes per run, with ÷ alone, ${f2(l.cpuRatio)}. The long email: ${l.longEmail.statuses.join(', ')} ` +
+      `(${l.longEmail.emails.join(', ')} email(s)), ${f1(l.longEmail.seconds)} s from its delivery (median). ` +
+      `Missing replies ${l.missingReplies}, duplicate emails ${l.duplicateEmails}.`,
+    '',
+  ];
+}
+
 export function consoleTable(
   summary: Summary,
   intake?: IntakeFigures,
@@ -902,6 +999,14 @@ export function consoleTable(
       ),
     ]);
   }
+  const l = summary.longEmail;
+  if (l)
+    rows.push([
+      `long email: the ${l.messages} messages' p99 alone / with it`,
+      `${msText(l.alone.p99)} / ${msText(l.withLongEmail.p99)}`,
+      `ratio ${f2(l.p99Ratio)}`,
+      `long: ${l.longEmail.statuses.join(',')} ${f1(l.longEmail.seconds)} s`,
+    ]);
   const tables = [];
   if (rows.length) tables.push(textTable(['figure (median)', 'ours', 'baseline', 'ratio (≥1: ours as fast)'], rows));
   if (summary.servers)

@@ -1,4 +1,4 @@
-// `npm run bench [-- --quick] [--repeats N] [--e2e-repeats N] [--only ingress,storm,e2e,store,intake,threads,rehearsal] [--profile] [--runtime tsx] [--temporal dev|stack|both]`
+// `npm run bench [-- --quick] [--repeats N] [--e2e-repeats N] [--only ingress,storm,e2e,store,intake,threads,rehearsal,long-email] [--profile] [--runtime tsx] [--temporal dev|stack|both]`
 //
 // Starts its own Temporal dev server and a fresh `replyonce_bench` database (as scripts/test.ts
 // does for the suite), compiles the app, runs the sandbox, our API + worker and the Express
@@ -16,6 +16,7 @@ import { consoleTable, summarizeResults, writeResults, type BenchResults, type M
 import { runEndToEnd } from './scenarios/end-to-end';
 import { runIngressScenarios } from './scenarios/ingress';
 import { runIntakeScenarios } from './scenarios/intake';
+import { runLongEmail } from './scenarios/long-email';
 import { runOperationStore } from './scenarios/operation-store';
 import { runTemporalServers } from './scenarios/temporal-servers';
 import { runRehearsal } from './scenarios/rehearsal';
@@ -129,6 +130,8 @@ async function main(): Promise<number> {
       await step('threads', async () => void (results.threads = await runThreads(context)));
     if (options.only.has('rehearsal'))
       await step('rehearsal', async () => void (results.rehearsal = await runRehearsal(context)));
+    if (options.only.has('long-email'))
+      await step('long email', async () => void (results.longEmail = await runLongEmail(context)));
     if (options.only.has('servers') && stackEnv)
       await step(
         'Temporal servers',
@@ -160,6 +163,13 @@ async function main(): Promise<number> {
         results.failures.push(
           `rehearsal's live drain, repeat ${run.repeat + 1}: ${run.live.missingReplies} message(s) without a reply, ${run.live.duplicateEmails} duplicate email(s)`,
         );
+    for (const run of results.longEmail?.runs ?? []) {
+      const what = `long email repeat ${run.repeat + 1} (${run.withLongEmail ? 'with it' : 'alone'})`;
+      if (run.missingReplies > 0 || run.duplicateEmails > 0 || run.timedOut)
+        results.failures.push(
+          `${what}: ${run.missingReplies} message(s) without a reply, ${run.duplicateEmails} duplicate email(s)${run.timedOut ? ' (did not drain in time)' : ''}`,
+        );
+    }
     const { catchUp, outage } = results.intake ?? {};
     if (catchUp && catchUp.replies < catchUp.messages)
       results.failures.push(`catch-up: ${catchUp.messages - catchUp.replies} message(s) without a reply`);

@@ -18,6 +18,8 @@ import {
   onceItsQueuesPoll,
   setCurrentVersion,
   setRampingVersion,
+  TASK_QUEUES_REGISTER_MS,
+  untilItPollsQueuesOf,
   type DeploymentStatus,
 } from '../worker/deployment';
 import { runMain, SetupError } from './services/main';
@@ -46,14 +48,31 @@ async function main(): Promise<number> {
         );
       return build;
     };
-    // A build whose workers have just started may not poll all its task queues yet: wait for them.
-    const whenPolling = <T>(buildId: string, change: () => Promise<T>) =>
-      onceItsQueuesPoll(change, {
-        onWait: () =>
+    // A build whose workers have just started is listed in the deployment at its first poll, a moment
+    // before the server can describe it, and polls its task queues one by one: a routing change asked
+    // in between fails (the version "not found", or FAILED_PRECONDITION "missing active task
+    // queues"). Wait for what the change needs: the build polls every queue the current build polls.
+    const whenPolling = async <T>(buildId: string, change: () => Promise<T>) => {
+      const deadline = Date.now() + TASK_QUEUES_REGISTER_MS;
+      const missing = await untilItPollsQueuesOf(client, { deploymentName, buildId }, status.current, {
+        onWait: (queues) =>
           console.log(
-            `waiting for ${buildId}'s workers to poll every task queue (a worker just started registers each in turn)…`,
+            `waiting for ${buildId}'s workers to poll every task queue (a worker just started registers each in turn): ${queues.join(', ')}…`,
           ),
       });
+      try {
+        return await onceItsQueuesPoll(change, {
+          timeoutMs: Math.max(0, deadline - Date.now()),
+          onWait: () => console.log(`waiting for the server to see ${buildId} poll every task queue…`),
+        });
+      } catch (error) {
+        if (missing.length === 0) throw error;
+        throw new SetupError(
+          `${buildId}'s workers do not poll ${missing.join(', ')} after ${TASK_QUEUES_REGISTER_MS / 1000} s (the current build ${status.current ?? ''} does): ` +
+            `are they running, on the same TEMPORAL_TASK_QUEUE and WORKER_DEPLOYMENT_NAME? The server answered: ${error instanceof Error ? error.message : String(error)}`,
+        );
+      }
+    };
     switch (command) {
       case 'status':
         await printStatus(client, status);

@@ -29,7 +29,7 @@ import { signedHeaders } from './support/signing';
 import { eventually } from './support/temporal';
 import { CHROMIUM, findInWorkflowList, keepScreenshot, launchChromium } from './support/web-ui';
 import { EXTRA_STEP_INTERCEPTOR } from './support/extra-step';
-import { sendVerdict, waitForStatus } from './support/review';
+import { replyStatusOf, sendVerdict, waitForStatus } from './support/review';
 import { WORKFLOW_INTERCEPTOR_MODULES } from '../worker/create-worker';
 import { describeDeployment, workerBuildId } from '../worker/deployment';
 
@@ -422,6 +422,27 @@ describe('a rolling deploy under Worker Versioning', () => {
         (e) =>
           `${e.workflowTaskFailedEventAttributes?.cause}: ${e.workflowTaskFailedEventAttributes?.failure?.message}`,
       );
+  /**
+   * Waits until every run shows `status` for as long as they get there: fails once none has for
+   * `stallMs`, saying how many did. Thirty runs on two workers took 15 s here unloaded and over 90 s
+   * with the machine's two cores shared with a soak and other suites: a deadline for all thirty
+   * measured the machine, a stall is what would be wrong.
+   */
+  const allReach = async (refs: MessageRef[], status: 'awaiting_approval', stallMs = 60_000) => {
+    const reached = new Set<MessageRef>();
+    for (let lastProgress = Date.now(); reached.size < refs.length;) {
+      for (const ref of refs)
+        if (!reached.has(ref) && (await replyStatusOf(h, ref)) === status) {
+          reached.add(ref);
+          lastProgress = Date.now();
+        }
+      if (reached.size < refs.length && Date.now() - lastProgress > stallMs)
+        assert.fail(
+          `${reached.size} of ${refs.length} runs reached ${status}; none more in the last ${stallMs / 1000} s`,
+        );
+      await new Promise((resolve) => setTimeout(resolve, 250));
+    }
+  };
   const arrive = async (): Promise<MessageRef> => {
     const inbound = await h.sandbox.inbound(customerMail(approvalInbox));
     return { inboxId: approvalInbox, messageId: inbound.message.message_id };
@@ -444,17 +465,23 @@ describe('a rolling deploy under Worker Versioning', () => {
     rmSync(bundleB, { force: true });
   });
 
-  test('30 runs wait for approval on A; B becomes current; new runs start on B; the 30 complete on A with one reply each; A drains and stops; no workflow task fails', async () => {
+  // Its waits are on progress, not on the suite's 3-minute default: on a loaded machine it takes longer.
+  const rollingDeploy =
+    '30 runs wait for approval on A; B becomes current; new runs start on B; the 30 complete on A with one reply each; A drains and stops; no workflow task fails';
+  test(rollingDeploy, { timeout: 10 * 60_000 }, async () => {
     // The workers so far are build A too; these two also know the approval inbox.
     await Promise.all(workers.map((w) => w.stop()));
     workers = [];
     await Promise.all([startA(), startA()]);
     const onA: MessageRef[] = [];
     for (let i = 0; i < 30; i++) onA.push(await arrive());
-    await Promise.all(onA.map((ref) => waitForStatus(h, ref, 'awaiting_approval', 90_000)));
+    await allReach(onA, 'awaiting_approval');
 
     // Build B's workers start beside A's; B is not current yet, so they get nothing.
     await startB();
+    // As an operator does: promote once `deploy status` lists B. The server lists a build at its
+    // first poll, before it can describe it and before its other task queues register; the promote
+    // waits for those itself (worker/deployment.ts, untilItPollsQueuesOf).
     await eventually(
       async () =>
         (await describeDeployment(h.client, h.deploymentName))?.versions.some((v) => v.buildId === buildB)
@@ -463,9 +490,17 @@ describe('a rolling deploy under Worker Versioning', () => {
       'build B to register with the server',
     );
     assert.match(deploy('promote', buildB), new RegExp(`${buildB} is current \\(was ${buildA}\\)`));
-    const status = deploy('status');
+    // The open runs are counted in visibility, which follows the runs' own state a moment later.
+    let status = '';
+    await eventually(
+      async () => {
+        status = deploy('status');
+        return new RegExp(`${buildA} +DRAINING.* 30 open runs`).test(status) ? true : undefined;
+      },
+      `deploy status to list ${buildA} as draining with 30 open runs`,
+      30_000,
+    ).catch((error: unknown) => assert.fail(`${String(error)}; the last status:\n${status}`));
     assert.match(status, new RegExp(`current +${buildB}`));
-    assert.match(status, new RegExp(`${buildA} +DRAINING.* 30 open runs`), status);
 
     // New mail runs on B (and waits there: kept open for the rollback below).
     for (let i = 0; i < 3; i++) pendingOnB.push(await arrive());

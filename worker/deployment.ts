@@ -158,10 +158,66 @@ export async function setRampingVersion(
  */
 export const TASK_QUEUES_REGISTER_MS = 120_000;
 
+const { TaskQueueType } = temporal.api.enums.v1;
+
+/**
+ * The task queues a build's workers poll, as the server lists them (`<queue> (workflow)`, one per
+ * queue and type); null while the server cannot describe the version yet. A build appears in its
+ * deployment's list (describeDeployment) at its first poll, a moment before the version itself
+ * answers: the routing change asked in that moment fails on the server's side ("Worker Deployment
+ * Version not found", after its own few retries), not with the refusal onceItsQueuesPoll waits out.
+ */
+export async function pollingTaskQueues(client: Client, version: WorkerDeploymentVersion): Promise<string[] | null> {
+  try {
+    const response = await client.workflowService.describeWorkerDeploymentVersion({
+      namespace: client.options.namespace,
+      deploymentVersion: version,
+    });
+    return (response.workerDeploymentVersionInfo?.taskQueueInfos ?? [])
+      .map((q) => `${q.name ?? ''} (${enumName(TaskQueueType, q.type, 'TASK_QUEUE_TYPE_')?.toLowerCase() ?? 'any'})`)
+      .sort();
+  } catch (error) {
+    if (isNotFound(error)) return null;
+    throw error;
+  }
+}
+
+/**
+ * Waits until `version` is known to the server and polls every task queue that `current` (the
+ * build now current, if any) polls: the condition a routing change needs. Returns what is still
+ * missing after `timeoutMs` (empty once it polls them all); `onWait` is told what it waits for, once.
+ */
+export async function untilItPollsQueuesOf(
+  client: Client,
+  version: WorkerDeploymentVersion,
+  current: string | null,
+  options: { timeoutMs?: number; onWait?: (missing: string[]) => void } = {},
+): Promise<string[]> {
+  const deadline = Date.now() + (options.timeoutMs ?? TASK_QUEUES_REGISTER_MS);
+  const expected =
+    current === null || current === version.buildId
+      ? []
+      : ((await pollingTaskQueues(client, { deploymentName: version.deploymentName, buildId: current })) ?? []);
+  let told = false;
+  for (let delay = 100; ; delay = Math.min(delay * 2, 1_000)) {
+    const polled = await pollingTaskQueues(client, version);
+    const missing =
+      polled === null
+        ? ['any task queue (the server does not know the build yet)']
+        : expected.filter((q) => !polled.includes(q));
+    if (missing.length === 0 || Date.now() + delay > deadline) return missing;
+    if (!told) options.onWait?.(missing);
+    told = true;
+    await new Promise((resolve) => setTimeout(resolve, delay));
+  }
+}
+
 /**
  * Runs a routing change (set current, ramp) once the build polls all its task queues: while the
  * server answers that the build is missing a task queue the current build has, waits and asks
  * again (`onWait` is told once), up to `timeoutMs`. Any other answer is the caller's.
+ * (`npm run deploy` first waits with untilItPollsQueuesOf; this covers the server's own view
+ * catching up with what it described.)
  */
 export async function onceItsQueuesPoll<T>(
   change: () => Promise<T>,
