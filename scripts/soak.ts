@@ -617,7 +617,9 @@ function spawnProcess(name: string, args: string[], env: Record<string, string>)
           .filter((line) => typeof line.level === 'number' && line.level >= 50)
           .slice(-3)
           .map((line) => `${String(line.msg)}${line.err ? `: ${JSON.stringify(line.err).slice(0, 600)}` : ''}`);
-        console.error(`[soak ${new Date().toISOString().slice(11, 19)}] ${name} exited with code ${code}${why.length > 0 ? `: ${why.join(' | ')}` : ''}`);
+        console.error(
+          `[soak ${new Date().toISOString().slice(11, 19)}] ${name} exited with code ${code}${why.length > 0 ? `: ${why.join(' | ')}` : ''}`,
+        );
       }
       resolve();
     }),
