@@ -132,7 +132,8 @@ export async function runThreads(context: BenchContext): Promise<ThreadsFigures>
       const handle = client.workflow.getHandle(inboundWorkflowId(m));
       const result = await Promise.race([
         handle.result() as Promise<InboundMessageResult>,
-        sleep(left).then(() => null),
+        // Unref'd: one timer per message until the deadline would keep the bench alive after its report.
+        new Promise<null>((resolve) => setTimeout(resolve, left, null).unref()),
       ]);
       if (result === null) {
         timedOut = true;
