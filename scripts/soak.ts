@@ -25,6 +25,7 @@ import { Webhook } from 'svix';
 import { Client } from '@temporalio/client';
 import { draftKey, type InboundMessageResult, TURN_KEEPER_WORKFLOW, turnKeeperTaskQueue } from '../contract';
 import { inboundWorkflowId } from '../lib/hashing';
+import { workerBuildId } from '../worker/deployment';
 import { connectTemporalClient, loadTemporalConnection } from '../lib/temporal-connection';
 import { messageReceivedBody, SandboxControl, type InboundResult } from '../sandbox/control-client';
 import { migrateDatabase } from './db-migrate';
@@ -148,6 +149,9 @@ async function main(): Promise<number> {
       // Conversations: a burst window short enough for the soak's pace, long enough to coalesce follow-ups.
       REPLY_COALESCE_MS: '2000',
       LOG_LEVEL: 'info',
+      // One build for the whole soak: a worker started after a commit landed would otherwise be a new
+      // build, and the runs pinned to the first would wait for a worker that never comes.
+      WORKER_BUILD_ID: workerBuildId(),
     };
     let workerSeq = 0;
     const startWorker = (): Proc => {

@@ -10,6 +10,7 @@ import path from 'node:path';
 import { Client } from 'pg';
 import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import { WORKFLOW_INTERCEPTOR_MODULES } from '../worker/create-worker';
+import { workerBuildId } from '../worker/deployment';
 import { loadTemporalConfig } from '../lib/config';
 import { migrateDatabase } from './db-migrate';
 import { setupTemporal } from './services/temporal-setup';
@@ -32,6 +33,9 @@ type Cleanup = () => Promise<void>;
 
 async function main(): Promise<number> {
   const { nodeOptions, files } = parseArgs(process.argv.slice(2));
+  // One build id for the whole run (the commit when it started): a worker a test starts later is of
+  // the same build as the runs it must serve, even if a commit lands meanwhile.
+  process.env.WORKER_BUILD_ID ||= workerBuildId();
   mkdirSync(DATA, { recursive: true });
   const cleanups: Cleanup[] = [];
   let interrupted = false;

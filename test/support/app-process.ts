@@ -1,5 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import path from 'node:path';
+import { workerBuildId } from '../../worker/deployment';
 import type { Failpoint } from '../../lib/failpoints';
 import { testEnv } from './env';
 import type { Harness } from './harness';
@@ -71,6 +72,8 @@ export class AppProcess {
       PUBLIC_WEBHOOK_URL: `${h.apiUrl}/webhooks/agentmail`,
       WORKER_DEPLOYMENT_NAME: h.deploymentName,
       WORKER_PROMOTE_ON_START: 'true',
+      // The harness's build (scripts/test.ts fixes it for the run), never a commit made since.
+      WORKER_BUILD_ID: workerBuildId(),
       ...options.env,
     });
   }
