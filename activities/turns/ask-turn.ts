@@ -51,7 +51,7 @@ export type AskTurnAnswer =
       timestampMs: number;
       /** How long this message's burst window has still to run (0: ended). */
       burstLeftMs: number;
-      /** Whether the turn will not come at once (a burst window open, a newer message awaited): the run shows it waits; behind a holder it shows so from its first re-ask. */
+      /** Whether the turn will not come at once (a burst window open, a newer message awaited): the run shows it waits (behind a holder, the keeper says so). */
       waits: boolean;
       /** When to ask again if no answer came (TURN_REASK_MS): nothing lives only in a keeper. */
       reaskMs: number;
