@@ -241,7 +241,7 @@ export type WaitingAsk = Omit<TurnAsk, 'threadKey' | 'inboxId' | 'threadId'> & {
 export interface ThreadTurns {
   inboxId: string;
   threadId: string;
-  /** `sender` and `timestampMs` when the keeper granted it (a holder learnt from an asker's look has neither). */
+  /** `sender` and `timestampMs` as granted, or as AgentMail had them for a holder a fresh keeper adopted (absent when it no longer had the message). */
   holder: (RunRef & { messageId: string; covers: string[]; sender?: string; timestampMs?: number }) | null;
   waiting: WaitingAsk[];
   /** While someone waits behind the holder: when the keeper next asks Temporal whether the holder's run is open. */
