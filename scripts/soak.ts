@@ -476,6 +476,28 @@ async function main(): Promise<number> {
       for (const messageId of covered)
         coverings.set(key(inboxId, messageId), (coverings.get(key(inboxId, messageId)) ?? 0) + 1);
     }
+    // A message that asked after its covering reply's turn began is answered by that reply, though
+    // not in its `covers` (the messages waiting when the turn was granted): it counts as covered by
+    // that reply when the reply was sent and its draft read the message (what the store recorded).
+    const answeredLate = [...results].flatMap(([k, result]) =>
+      result.status === 'answered-together' && !coverings.has(k)
+        ? [{ k, inboxId: k.split(' ')[0]!, by: result.coveredBy }]
+        : [],
+    );
+    const readBy = await withClient(stack.appDatabaseUrl, async (client) => {
+      const keys = answeredLate.map((m) => draftKey({ inboxId: m.inboxId, messageId: m.by }));
+      const { rows } = await client.query<{ operation_key: string; read: string[] | null }>(
+        `SELECT operation_key, result->'read' AS read FROM operations WHERE operation_key = ANY($1) AND status = 'completed'`,
+        [keys],
+      );
+      return new Map(rows.map((row) => [row.operation_key, row.read ?? []]));
+    });
+    for (const m of answeredLate) {
+      const messageId = m.k.slice(m.inboxId.length + 1);
+      const sent = results.get(key(m.inboxId, m.by))?.status === 'sent';
+      if (sent && readBy.get(draftKey({ inboxId: m.inboxId, messageId: m.by }))?.includes(messageId))
+        coverings.set(m.k, 1);
+    }
     // Model calls, one log line each ('drafting reply'). A second call for one message is what the
     // design accepts when the first call's draft never reached Postgres: its worker was SIGKILLed
     // between the call and the store, or Postgres was away when the draft was to be stored. Those
