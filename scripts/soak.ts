@@ -487,7 +487,7 @@ async function main(): Promise<number> {
     const readBy = await withClient(stack.appDatabaseUrl, async (client) => {
       const keys = answeredLate.map((m) => draftKey({ inboxId: m.inboxId, messageId: m.by }));
       const { rows } = await client.query<{ operation_key: string; read: string[] | null }>(
-        `SELECT operation_key, result->'read' AS read FROM operations WHERE operation_key = ANY($1) AND status = 'completed'`,
+        `SELECT operation_key, result->'read' AS read FROM operations WHERE operation_key = ANY($1) AND status = 'complete'`,
         [keys],
       );
       return new Map(rows.map((row) => [row.operation_key, row.read ?? []]));
