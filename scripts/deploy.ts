@@ -26,6 +26,8 @@ import { runMain, SetupError } from './services/main';
 import { INBOUND_MESSAGE_WORKFLOW } from '../contract';
 
 const USAGE = 'usage: npm run deploy -- status | promote <build> | ramp <build> <percent> | rollback [<build>]';
+/** How long a deployment the server does not describe yet is looked for again before the command gives up. */
+const DESCRIBE_RETRY_MS = 15_000;
 
 async function main(): Promise<number> {
   const [command, ...args] = process.argv.slice(2);
@@ -35,7 +37,13 @@ async function main(): Promise<number> {
   const connection = await connectTemporalClient(config.temporal, { connectTimeoutMs: 10_000 });
   try {
     const client = new Client({ connection, namespace: config.TEMPORAL_NAMESPACE });
-    const status = await describeDeployment(client, deploymentName);
+    // The server can answer NOT_FOUND for a deployment a moment after its workers first polled (its
+    // description lags the listing, as a new version's does): a few looks before saying it has none.
+    let status = await describeDeployment(client, deploymentName);
+    for (const deadline = Date.now() + DESCRIBE_RETRY_MS; status === null && Date.now() < deadline;) {
+      await new Promise((resolve) => setTimeout(resolve, 1_000));
+      status = await describeDeployment(client, deploymentName);
+    }
     if (status === null)
       throw new SetupError(
         `no worker of deployment "${deploymentName}" has polled namespace ${config.TEMPORAL_NAMESPACE} yet: start the workers first (WORKER_DEPLOYMENT_NAME names the deployment)`,
