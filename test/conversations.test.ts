@@ -699,6 +699,39 @@ describe('SIGKILLed workers', () => {
     return { inboxId, refs, results: await assertCovered(hc, inboxId, refs, 90_000) };
   }
 
+  test("killed between the acknowledgment's send and its record (issue #37): one acknowledgment, the run ends handed off", async () => {
+    // Prepare: the team answers French only and acknowledges hand-offs; the worker dies once AgentMail accepted a send
+    await Promise.all(workers.splice(0).map((worker) => worker.stop()));
+    // HANDOFF=ticket: reviewers of every inbox that earlier test files left in the run's shared
+    // database would otherwise send the hand-off to review, and the run would wait for a verdict
+    // (how this test hung in the whole suite while it passed alone).
+    const env = {
+      SUPPORTED_LANGUAGES: 'fr',
+      HANDOFF: 'ticket',
+      HANDOFF_ACKNOWLEDGMENT: JSON.stringify({ '*': ['handoff'] }),
+    };
+    const crashing = await AppProcess.startWorker(hc, { failpoints: ['reply.after-effect'], env });
+    workers.push(crashing);
+    const inboxId = hc.newInbox();
+    // Act: an English message (a language the team does not answer: a hand-off, acknowledged)
+    const inbound = await hc.sandbox.inbound({
+      inbox_id: inboxId,
+      from: `Ada <ada-${randomUUID().slice(0, 8)}@customer.example>`,
+      subject: 'Where is my parcel?',
+      text: 'Hello, I ordered a rain jacket two weeks ago and it has still not arrived. Could you please tell me where it is?',
+    });
+    const ref = { inboxId, messageId: inbound.message.message_id };
+    const died = await within(90_000, crashing.exited, 'the worker to die after AgentMail accepted the acknowledgment');
+    assert.equal(died.signal, 'SIGKILL');
+    workers.push(await AppProcess.startWorker(hc, { env }));
+    // Assess: the next worker sends under the same key; AgentMail answers with the first email
+    const result = await hc.workflowResult(ref, 90_000);
+    assert.equal(result.status, 'handed_off');
+    const outbox = await hc.sandbox.outbox({ inbox_id: inboxId });
+    assert.equal(outbox.length, 1, 'one acknowledgment');
+    assert.equal(outbox[0]?.message.in_reply_to, ref.messageId);
+  });
+
   test('killed in the hand-over (the turn asked for, the answer not yet recorded): every message covered once, one email', async () => {
     const { inboxId, refs, results } = await burstAcrossACrash('turn.after-request');
     const sent = [...results.entries()].filter(([, r]) => r.status === 'sent');
