@@ -3,7 +3,8 @@ import type { DateTime } from 'luxon';
 /**
  * The acknowledgment a customer gets when a person must answer (HANDOFF_ACKNOWLEDGMENT): a short
  * text in the customer's language saying a person will answer, and by when (lib/business-hours.ts),
- * the time written the way that language writes it, in the team's time zone. Pure. A language
+ * the time written the way that language writes it, in the team's time zone; and the holding text
+ * a reviewer finds on a hand-off without a usable draft, in the same words. Pure. A language
  * without a text here gets the English one; the signature is appended by the caller.
  */
 
@@ -13,6 +14,8 @@ interface Phrases {
   greeting: string;
   by: (when: string) => string;
   soon: string;
+  /** The hand-off's holding text: what a reviewer finds to replace or approve when no usable draft exists. */
+  holding: string;
   closing: string;
 }
 
@@ -22,6 +25,7 @@ const PHRASES: Readonly<Record<string, Phrases>> = {
     greeting: 'Hello,',
     by: (when) => `Thank you for your message. A member of our team will answer it by ${when}.`,
     soon: 'Thank you for your message. A member of our team will answer it as soon as possible.',
+    holding: 'Thank you for your message. A member of our team will look into it and get back to you.',
     closing: 'Best regards,\nThe support team',
   },
   de: {
@@ -29,6 +33,8 @@ const PHRASES: Readonly<Record<string, Phrases>> = {
     greeting: 'Hallo,',
     by: (when) => `vielen Dank für Ihre Nachricht. Eine Person aus unserem Team antwortet Ihnen bis ${when}.`,
     soon: 'vielen Dank für Ihre Nachricht. Eine Person aus unserem Team antwortet Ihnen so bald wie möglich.',
+    holding:
+      'vielen Dank für Ihre Nachricht. Eine Person aus unserem Team sieht sie sich an und meldet sich bei Ihnen.',
     closing: 'Mit freundlichen Grüßen\nIhr Support-Team',
   },
   fr: {
@@ -36,6 +42,7 @@ const PHRASES: Readonly<Record<string, Phrases>> = {
     greeting: 'Bonjour,',
     by: (when) => `Merci pour votre message. Un membre de notre équipe vous répondra d’ici le ${when}.`,
     soon: 'Merci pour votre message. Un membre de notre équipe vous répondra dès que possible.',
+    holding: 'Merci pour votre message. Un membre de notre équipe va l’examiner et reviendra vers vous.',
     closing: 'Cordialement,\nL’équipe support',
   },
   es: {
@@ -43,6 +50,7 @@ const PHRASES: Readonly<Record<string, Phrases>> = {
     greeting: 'Hola:',
     by: (when) => `Gracias por su mensaje. Una persona de nuestro equipo le responderá antes del ${when}.`,
     soon: 'Gracias por su mensaje. Una persona de nuestro equipo le responderá lo antes posible.',
+    holding: 'Gracias por su mensaje. Una persona de nuestro equipo lo revisará y se pondrá en contacto con usted.',
     closing: 'Un saludo,\nEl equipo de atención al cliente',
   },
   nl: {
@@ -50,6 +58,7 @@ const PHRASES: Readonly<Record<string, Phrases>> = {
     greeting: 'Hallo,',
     by: (when) => `Bedankt voor uw bericht. Iemand van ons team beantwoordt het uiterlijk ${when}.`,
     soon: 'Bedankt voor uw bericht. Iemand van ons team beantwoordt het zo snel mogelijk.',
+    holding: 'Bedankt voor uw bericht. Iemand van ons team bekijkt het en neemt contact met u op.',
     closing: 'Met vriendelijke groet,\nHet supportteam',
   },
   no: {
@@ -57,6 +66,7 @@ const PHRASES: Readonly<Record<string, Phrases>> = {
     greeting: 'Hei,',
     by: (when) => `Takk for meldingen din. Noen i teamet vårt svarer deg innen ${when}.`,
     soon: 'Takk for meldingen din. Noen i teamet vårt svarer deg så snart som mulig.',
+    holding: 'Takk for meldingen din. Noen i teamet vårt ser på den og tar kontakt med deg.',
     closing: 'Vennlig hilsen\nKundeservice',
   },
 };
@@ -64,8 +74,11 @@ const PHRASES: Readonly<Record<string, Phrases>> = {
 /** The languages with their own acknowledgment text (ISO 639-1). */
 export const ACKNOWLEDGMENT_LANGUAGES = Object.keys(PHRASES);
 
+const phrasesOf = (language: string | null): Phrases =>
+  PHRASES[language === 'nb' || language === 'nn' ? 'no' : (language ?? 'en')] ?? PHRASES.en!;
+
 export function acknowledgmentText(language: string | null, answerBy: DateTime | null): string {
-  const phrases = PHRASES[language === 'nb' || language === 'nn' ? 'no' : (language ?? 'en')] ?? PHRASES.en!;
+  const phrases = phrasesOf(language);
   const when =
     answerBy === null
       ? null
@@ -78,4 +91,14 @@ export function acknowledgmentText(language: string | null, answerBy: DateTime |
           timeZoneName: 'short',
         });
   return [phrases.greeting, '', when === null ? phrases.soon : phrases.by(when), '', phrases.closing].join('\n');
+}
+
+/**
+ * The neutral text stored for a hand-off that has no usable draft (decided before drafting, or the
+ * model's reply was unusable): a reviewer replaces or approves it, so it is written in the language
+ * the customer will read, like the acknowledgment. Never sent without a person.
+ */
+export function holdingText(language: string | null): string {
+  const phrases = phrasesOf(language);
+  return [phrases.greeting, '', phrases.holding, '', phrases.closing].join('\n');
 }

@@ -23,7 +23,7 @@ import { withSignature } from '../lib/signature';
 import { draftKey, operationKey, operationsQuery, type MessageRef } from '../contract';
 import { readFolder, syncCollection } from '../knowledge';
 import { activityConfig, ConfigError, loadWorkerConfig } from '../lib/config';
-import { acknowledgmentText } from '../lib/acknowledgment-text';
+import { acknowledgmentText, holdingText } from '../lib/acknowledgment-text';
 import { answerBy, parseBusinessHours } from '../lib/business-hours';
 import { inboundWorkflowId } from '../lib/hashing';
 import { buildModelStandIn } from '../sandbox/model/app';
@@ -208,6 +208,8 @@ describe('the rules, without a server', () => {
       /vous répondra d’ici le lundi 7 décembre à 17:00/,
     );
     assert.match(acknowledgmentText(null, null), /will answer it as soon as possible/);
+    assert.match(holdingText('de'), /^Hallo,\n\nvielen Dank für Ihre Nachricht\./, 'the holding text in German');
+    assert.match(holdingText('ja'), /^Hello,\n\nThank you for your message\./, 'a language without a text: English');
   });
 
   test('links and the signature are added once', () => {
@@ -334,6 +336,9 @@ describe('mail as customers write it, end to end', () => {
     );
     assert.match(await ticketLines(french.ref), /^Language: French \(fr\)$/m);
     assert.deepEqual((await stored(french.ref))?.language, { detected: 'fr', reply: null });
+    // The holding text a reviewer finds (to replace or approve) is written in the customer's language.
+    assert.equal((await stored(french.ref))?.text, holdingText('fr'));
+    assert.match(String((await stored(french.ref))?.text), /^Bonjour,\n\nMerci pour votre message\./);
 
     assert.equal((await h.resultOf(german.ref)).status, 'sent');
     const described = await h.client.workflow.getHandle(inboundWorkflowId(german.ref)).describe();

@@ -13,6 +13,7 @@ import {
   retrieveWithRelevance,
   type TextCut,
 } from '../../knowledge';
+import { holdingText } from '../../lib/acknowledgment-text';
 import type { ActivityConfig } from '../../lib/config';
 import type { Db } from '../../lib/db';
 import type { AttachmentSource } from './attachment-reader';
@@ -21,7 +22,7 @@ import type { CustomerMail, CustomerMailConfig } from './customer-mail';
 import { draftHolds } from './draft-check';
 import { conversationOf, customerMailboxes } from './draft-request';
 import { validDraft, type StoredDraft } from './draft-store';
-import { HOLDING_REPLY, judgeAnswer } from './drafting/answer';
+import { judgeAnswer } from './drafting/answer';
 import type { DraftAnswer, Drafter, DraftRequest } from './drafting/drafter';
 
 /**
@@ -150,7 +151,7 @@ export async function composeDraft(deps: ComposeDraftDeps, input: ComposeDraftIn
   const early = customerMail.handoffBeforeDrafting(mail, text);
   if (early !== null) {
     // Decided without a drafter: a person answers; the holding text is theirs to replace.
-    const { text: holding } = await finish(HOLDING_REPLY, []);
+    const { text: holding } = await finish(holdingText(mail.language.reply ?? mail.language.detected), []);
     const citations = knowledge ? { citations: [] } : {};
     return {
       text: holding,
@@ -188,7 +189,10 @@ export async function composeDraft(deps: ComposeDraftDeps, input: ComposeDraftIn
   };
   if (judged.handoff !== null) {
     // Never sent without a person; an unusable reply is replaced by a neutral holding text a reviewer can edit.
-    const usable = draftProblem(judged.reply) === null ? judged.reply.trim() : HOLDING_REPLY;
+    const usable =
+      draftProblem(judged.reply) === null
+        ? judged.reply.trim()
+        : holdingText(mail.language.reply ?? mail.language.detected);
     const finished = await finish(usable, judged.handoff.kind === 'bad-citation' ? [] : judged.citations);
     return {
       text: finished.text,

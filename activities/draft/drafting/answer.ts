@@ -64,13 +64,3 @@ export function judgeAnswer(answer: DraftAnswer, request: Pick<DraftRequest, 'kn
     };
   return { reply: answer.reply, citations, handoff: null };
 }
-
-/** The text stored for a hand-off whose reply is unusable (empty, markup…): a reviewer replaces or approves it. */
-export const HOLDING_REPLY = [
-  'Hello,',
-  '',
-  'Thank you for your message. A member of our team will look into it and get back to you.',
-  '',
-  'Best regards,',
-  'The support team',
-].join('\n');
