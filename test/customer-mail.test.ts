@@ -545,6 +545,29 @@ describe('mail as customers write it, end to end', () => {
     assert.ok(((await stored(cases[1]!.ref))?.text as string).endsWith(SIGNATURE), 'the second is signed');
   });
 
+  test("a rehearsal's configuration names the signature and the link bases, so a comparison shows a change of either", async () => {
+    const config = activityConfig({
+      REPLY_INBOX_SIGNATURES: { [inboxes.signed]: SIGNATURE },
+      KNOWLEDGE_LINK_BASES: { [collection]: 'https://help.fernhill.example/articles/' },
+      KNOWLEDGE_INBOX_COLLECTIONS: { [inboxes.knowledge]: [collection] },
+    });
+    const of = (inboxId: string, changed: Partial<typeof config> = {}) =>
+      rehearsalConfiguration({ db: h.db, drafter: h.drafter, config: { ...config, ...changed } }, inboxId);
+    const signed = await of(inboxes.signed);
+    assert.notDeepEqual(
+      signed.signature,
+      (await of(inboxes.signed, { REPLY_INBOX_SIGNATURES: { [inboxes.signed]: 'Cheers, the shop' } })).signature,
+    );
+    assert.deepEqual((await of(inboxes.knowledge)).linkBases, {
+      [collection]: 'https://help.fernhill.example/articles/',
+    });
+    assert.notDeepEqual(
+      (await of(inboxes.knowledge)).linkBases,
+      (await of(inboxes.knowledge, { KNOWLEDGE_LINK_BASES: { [collection]: 'https://fernhill.example/help/' } }))
+        .linkBases,
+    );
+  });
+
   test('a hand-off through the workflow: one acknowledgment to the customer, in their thread, and it does not count as a person answering', async () => {
     // Prepare: a language the team does not answer is a hand-off (HANDOFF=ticket), in an inbox that acknowledges hand-offs
     const threadId = randomUUID();

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { ActivityConfig } from '../../lib/config';
 import type { Db } from '../../lib/db';
+import { signatureFor } from '../../lib/signature';
 import { collectionsFor, liveCollections } from '../../knowledge';
 import type { Drafter } from '../draft/drafting/drafter';
 
@@ -31,8 +32,8 @@ const sha = (text: string) => createHash('sha256').update(text).digest('hex').sl
 
 /**
  * What is rehearsed, as the report and the comparison show it: the drafter and its instructions
- * (a hash), the knowledge (its collections and a hash of their live sections and synonyms) and the
- * rules. No secret, no text. A rehearsal's messages are all rehearsed under one configuration: a
+ * (a hash), the knowledge (its collections and a hash of their live sections and synonyms), the
+ * rules, and what is added to every draft (a hash of the signature, the collections' link bases). No secret, no text. A rehearsal's messages are all rehearsed under one configuration: a
  * worker whose configuration differs refuses to go on (docs/rehearsal.md).
  */
 export async function rehearsalConfiguration(
@@ -76,5 +77,13 @@ export async function rehearsalConfiguration(
     replyMaxAgeMs: config.REPLY_MAX_AGE,
     coalesceMs: config.REPLY_COALESCE_MS,
     escalationLabels: [...config.REHEARSAL_ESCALATION_LABELS].sort(),
+    // What is added to every draft after the model: the inbox's signature and its articles' links.
+    signature: sha(signatureFor(config, inboxId) ?? ''),
+    linkBases: Object.fromEntries(
+      collections.flatMap((c) => {
+        const base = config.KNOWLEDGE_LINK_BASES[c];
+        return base === undefined ? [] : [[c, base]];
+      }),
+    ),
   };
 }
