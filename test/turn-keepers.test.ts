@@ -5,7 +5,6 @@ import { WorkflowNotFoundError, type WorkflowHandle } from '@temporalio/client';
 import {
   askTurnSignal,
   INBOUND_MESSAGE_WORKFLOW,
-  type InboundMessageResult,
   type MessageRef,
   threadTurnsQuery,
   type TurnAsk,
@@ -114,61 +113,91 @@ describe('asks and turns by signal', () => {
   });
 });
 
-describe('nothing lives only in a keeper', () => {
-  test('every keeper terminated while threads wait: every message is still answered (its run asks again, the new keeper rebuilds its queue)', async () => {
-    // Prepare: a harness whose burst window (15 s) outlasts the writing and the deciding on a busy machine; eight threads, two of them a burst of two
-    const own = await Harness.start({ coalesceMs: 15_000, activityConfig: { TURN_REASK_MS: REASK_MS } });
+describe('a burst is read when it has ended', () => {
+  test("a message written inside the window whose webhook comes after the window ended: one reply for both (issue #34's 100 replies for 100 bursts)", async () => {
+    // Prepare: a window long enough that the second message is written inside it on a busy machine
+    const own = await Harness.start({ coalesceMs: 6_000, activityConfig: { TURN_REASK_MS: REASK_MS } });
     try {
-      const threads = Array.from({ length: 8 }, () => ({ inboxId: own.newInbox(), threadId: randomUUID() }));
-      const write = async (t: { inboxId: string; threadId: string }, text: string, from: string) => {
-        const inbound = await own.sandbox.inbound({
-          inbox_id: t.inboxId,
-          thread_id: t.threadId,
-          from,
-          subject: 'Order',
-          text,
-        });
-        return { inboxId: t.inboxId, messageId: inbound.message.message_id };
-      };
-      const refs = (
-        await Promise.all(
-          threads.map(async (t, i) => {
-            const from = `Ada <ada-${randomUUID().slice(0, 8)}@customer.example>`;
-            const first = await write(t, 'Where is my order?', from);
-            return i < 2 ? [first, await write(t, 'It was order 42.', from)] : [first];
-          }),
-        )
-      ).flat();
-      const handle = (ref: MessageRef) => own.client.workflow.getHandle(inboundWorkflowId(ref));
-      // Every message's run has asked its keeper (its ask is a signal-with-start) and none has ended
-      const keeperQuery = `WorkflowType = '${TURN_KEEPER_WORKFLOW}' AND ExecutionStatus = 'Running' AND TaskQueue = '${turnKeeperTaskQueue(own.taskQueue)}'`;
-      await eventually(async () => {
-        const statuses = await Promise.all(
-          refs.map(async (r) => ((await replyStatus(handle(r)).catch(() => [])) as string[])[0]),
-        );
-        // Waiting for the turn (or still deciding, on a busy machine): none has drafted or ended
-        const waiting = statuses.filter((s) => s === 'waiting_turn').length;
-        return waiting >= 8 && statuses.every((s) => s === 'waiting_turn' || s === 'deciding') ? true : undefined;
-      }, 'the messages to wait for their turn');
-      // Act: an operator terminates every keeper
-      const keepers: string[] = [];
-      for await (const run of own.client.workflow.list({ query: keeperQuery })) keepers.push(run.workflowId);
-      assert.ok(keepers.length > 0, 'keepers ran');
-      await Promise.all(
-        keepers.map((id) => own.client.workflow.getHandle(id).terminate('an operator resets the keepers')),
+      const inboxId = own.newInbox();
+      const threadId = randomUUID();
+      const from = `Ada <ada-${randomUUID().slice(0, 8)}@customer.example>`;
+      const write = (text: string, deliver: boolean) =>
+        own.sandbox.inbound({ inbox_id: inboxId, thread_id: threadId, from, subject: 'Order', text, deliver });
+      const first = await write('Where is my order?', true);
+      const firstRef = { inboxId, messageId: first.message.message_id };
+      const firstRun = own.client.workflow.getHandle(inboundWorkflowId(firstRef));
+      // The first message's run is under way (it decided and waits) before the second is written
+      await eventually(
+        async () =>
+          ((await replyStatus(firstRun).catch(() => [])) as string[])[0] === 'waiting_turn' ? true : undefined,
+        'the first message to wait',
       );
-      // Assess: every message answered, each thread once
-      const results: InboundMessageResult[] = [];
-      for (const ref of refs) results.push(await within(90_000, own.workflowResult(ref, 90_000), ref.messageId));
-      assert.deepEqual(results.map((r) => r.status).sort(), [
+      const second = await write('It was order 42.', false);
+      const secondRef = { inboxId, messageId: second.message.message_id };
+      // Act: the second webhook comes two seconds after the first message's window has ended
+      const windowEndsMs = first.message.timestamp ? Date.parse(first.message.timestamp) + 6_000 : Date.now() + 6_000;
+      await new Promise((resolve) => setTimeout(resolve, Math.max(0, windowEndsMs + 2_000 - Date.now())));
+      await own.sandbox.redeliver(second.event_id);
+      // Assess: one email, in reply to the newest message, answering both (before: the first message
+      // had asked at its webhook, named nothing newer, and was answered alone; the second got a reply of its own)
+      assert.equal((await within(60_000, own.workflowResult(secondRef, 60_000), 'the second')).status, 'sent');
+      assert.equal(
+        (await within(60_000, own.workflowResult(firstRef, 60_000), 'the first')).status,
         'answered-together',
-        'answered-together',
-        ...Array<string>(8).fill('sent'),
-      ]);
-      for (const t of threads)
-        assert.equal((await own.sandbox.outbox({ inbox_id: t.inboxId })).length, 1, 'one email a thread');
+      );
+      const sent = await own.sandbox.outbox({ inbox_id: inboxId });
+      assert.equal(sent.length, 1, 'one email for the burst');
+      assert.equal(sent[0]?.message.in_reply_to, secondRef.messageId);
     } finally {
       await own.close();
+    }
+  });
+});
+
+describe('nothing lives only in a keeper', () => {
+  test('every keeper terminated while threads wait: every message is still answered (its run asks again, the new keeper rebuilds its queue)', async () => {
+    // Prepare: eight threads, each a burst of two whose second webhook is held back: the first
+    // message waits out its window in its own run, asks naming the second (AgentMail has it), and
+    // then waits at its keeper for the second to ask — its place in the queue lives at the keeper.
+    const threads = Array.from({ length: 8 }, () => conversation());
+    const from = () => `Ada <ada-${randomUUID().slice(0, 8)}@customer.example>`;
+    const bursts = await Promise.all(
+      threads.map(async (c) => {
+        const sender = from();
+        const write = (text: string, deliver: boolean) =>
+          h.sandbox.inbound({
+            inbox_id: c.inboxId,
+            thread_id: c.threadId,
+            from: sender,
+            subject: 'Order',
+            text,
+            deliver,
+          });
+        const first = await write('Where is my order?', true);
+        const second = await write('It was order 42.', false);
+        return {
+          c,
+          first: { inboxId: c.inboxId, messageId: first.message.message_id },
+          second: { inboxId: c.inboxId, messageId: second.message.message_id },
+          secondEvent: second.event_id,
+        };
+      }),
+    );
+    await eventually(async () => {
+      const kept = await Promise.all(bursts.map(({ c }) => c.kept()));
+      return kept.every((t) => t?.holder === null && t.waiting.length === 1) ? true : undefined;
+    }, 'every first message to wait at its keeper for the second');
+    // Act: an operator terminates every keeper; then the held-back webhooks come
+    const keepers = [...new Set(bursts.map(({ c }) => c.keeper.workflowId))];
+    await Promise.all(keepers.map((id) => h.client.workflow.getHandle(id).terminate('an operator resets the keepers')));
+    await Promise.all(bursts.map(({ secondEvent }) => h.sandbox.redeliver(secondEvent)));
+    // Assess: each burst answered once, by the second message's reply, to the customer
+    for (const { c, first, second } of bursts) {
+      const answered = await within(90_000, h.workflowResult(second, 90_000), second.messageId);
+      assert.equal(answered.status, 'sent');
+      const covered = await within(90_000, h.workflowResult(first, 90_000), first.messageId);
+      assert.equal(covered.status, 'answered-together');
+      assert.equal((await h.sandbox.outbox({ inbox_id: c.inboxId })).length, 1, 'one email a thread');
     }
   });
 });

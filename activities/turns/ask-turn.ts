@@ -56,6 +56,12 @@ export type AskTurnAnswer =
       /** When to ask again if no answer came (TURN_REASK_MS): nothing lives only in a keeper. */
       reaskMs: number;
     }
+  /**
+   * The message's burst window (REPLY_COALESCE_MS from its time) is still open: nothing is asked yet.
+   * The run waits it out and asks again, reading the thread afresh, so the sender's messages written
+   * meanwhile are named even when their webhooks come late, and the burst is answered once.
+   */
+  | { kind: 'burst'; burstLeftMs: number }
   /** A reply of ours that was sent already answers it: its draft read this older message of the same sender. */
   | { kind: 'covered'; by: string }
   /** A person of the team answers this thread (a message of ours the agent did not send). */
@@ -91,6 +97,10 @@ export async function askTurn(
   const sender = senderKey(message);
   const coveredBy = await sentReplyCovering(deps.store, input.inboxId, thread.messages, message, sender);
   if (coveredBy !== null) return { kind: 'covered', by: coveredBy };
+  // Only the first ask waits for the window (a message dated in the future counts from now), so a
+  // repeat always reaches the keeper.
+  const openForMs = Math.min(message.timestamp.getTime(), Date.now()) + deps.config.REPLY_COALESCE_MS - Date.now();
+  if (!input.again && openForMs > 0) return { kind: 'burst', burstLeftMs: openForMs };
 
   const client = Context.current().client;
   const { workflowId, threadKey, index } = threadTurnKeeper(

@@ -1,4 +1,4 @@
-import { condition, log, setHandler, workflowInfo } from '@temporalio/workflow';
+import { condition, log, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
 import { type MessageRef, type TurnGrant, type TurnHandBack, turnSignal } from '../../contract';
 import { boundedCleanup, localSteps } from './proxies';
 
@@ -25,10 +25,21 @@ export function threadTurn() {
     /** `onWait` runs when the run starts to wait visibly: when the ask says so, or past its first re-ask. */
     async take(input: MessageRef & { threadId: string }, onWait: (burstLeftMs: number) => void): Promise<TurnOutcome> {
       const { workflowId, runId } = workflowInfo();
-      const asked = await localSteps.askTurn({ ...input, workflowId, runId });
+      let asked = await localSteps.askTurn({ ...input, workflowId, runId });
+      let shown = false;
+      while (asked.kind === 'burst') {
+        // The sender may still be writing: wait out the window here, then ask with a fresh read (a
+        // repeated ask is never told to wait for the window again).
+        shown = true;
+        onWait(asked.burstLeftMs);
+        await sleep(asked.burstLeftMs);
+        asked = await localSteps.askTurn({ ...input, workflowId, runId, again: true });
+      }
       if (asked.kind !== 'asked') return asked;
-      let shown = asked.waits;
-      if (shown) onWait(asked.burstLeftMs);
+      if (asked.waits && !shown) {
+        shown = true;
+        onWait(asked.burstLeftMs);
+      }
       let waitMs = asked.reaskMs;
       for (;;) {
         const woken = await condition(() => grant !== undefined || (behind && !shown), waitMs);
@@ -41,7 +52,7 @@ export function threadTurn() {
         log.info('no turn yet: asking the keeper again', { waitedMs: waitMs });
         const again = await localSteps.askTurn({ ...input, workflowId, runId, again: true });
         // Covered by a reply sent meanwhile, or a person took the thread: no turn is needed any more.
-        if (again.kind !== 'asked' && grant === undefined) return again;
+        if (again.kind !== 'asked' && again.kind !== 'burst' && grant === undefined) return again;
         waitMs = Math.min(2 * waitMs, MAX_REASK_MS);
       }
       if (grant.kind === 'go') {
