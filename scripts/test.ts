@@ -147,12 +147,7 @@ async function prepareTemporal(cleanups: Cleanup[]): Promise<{ address: string; 
  */
 async function prepareDatabase(cleanups: Cleanup[]): Promise<string> {
   const adminUrl = process.env.DATABASE_URL || (await ensureLocalPostgres()).adminUrl;
-  const lock = new Client({ connectionString: adminUrl, connectionTimeoutMillis: 5_000 });
-  try {
-    await lock.connect();
-  } catch (error) {
-    throw new SetupError(`cannot connect to PostgreSQL at ${describeDatabaseUrl(adminUrl)}: ${messageOf(error)}`);
-  }
+  const lock = await lockClient(adminUrl);
   cleanups.push(() => lock.end());
   const { rows } = await lock.query<{ locked: boolean }>('SELECT pg_try_advisory_lock(hashtext($1)) AS locked', [
     DATABASE,
@@ -171,6 +166,35 @@ async function prepareDatabase(cleanups: Cleanup[]): Promise<string> {
   const databaseUrl = databaseUrlFor(adminUrl, name);
   await migrateDatabase(databaseUrl, { log: () => undefined });
   return databaseUrl;
+}
+
+/**
+ * The connection that holds the suite's advisory lock. Advisory locks belong to one database, so two
+ * runs whose DATABASE_URL names different databases of one cluster (one left pointing at an eval
+ * database) would both get the lock and drop each other's `replyonce_test`: the lock is taken in
+ * the cluster's `postgres` database, and in the given one only where that cannot be reached.
+ */
+async function lockClient(adminUrl: string): Promise<Client> {
+  const connect = async (url: string) => {
+    const client = new Client({ connectionString: url, connectionTimeoutMillis: 5_000 });
+    try {
+      await client.connect();
+      return client;
+    } catch (error) {
+      await client.end().catch(() => undefined);
+      throw error;
+    }
+  };
+  try {
+    return await connect(databaseUrlFor(adminUrl, 'postgres'));
+  } catch {
+    // A server where this role may not connect to `postgres`: the given database's lock, as before.
+  }
+  try {
+    return await connect(adminUrl);
+  } catch (error) {
+    throw new SetupError(`cannot connect to PostgreSQL at ${describeDatabaseUrl(adminUrl)}: ${messageOf(error)}`);
+  }
 }
 
 /** Bundled once for the whole suite; written atomically, since another run may be reading it. */
