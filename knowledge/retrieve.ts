@@ -89,7 +89,7 @@ export interface CollectionRelevance {
   /**
    * How many distinct words of the sentences that ask (those ending in `?`; every sentence when
    * none does) no article of the searched collections holds, nor a synonym, nor as a spelling
-   * correction: "dog", "sponsorship", "wheelchair". Counted only for a message in the
+   * correction: "dog", "sponsorship", "wheelchair". Counted only for a message detected in the
    * collections' language (else every word would be one) and without names (a capitalised word
    * inside a sentence: "Leeds", "Osprey"), digits or words under 3 letters. 0 when not counted.
    */
@@ -168,15 +168,23 @@ async function textRetrieve(db: Db, query: RetrievalQuery): Promise<Retrieval> {
   const questions = firstQuestionsFirst(questionsIn(whole)).filter((part) => part !== subject);
   const parts = [...(subject === null ? [] : [subject]), ...questions].slice(0, MAX_SENTENCE_SEARCHES);
   const texts = [whole, ...(parts.length < 2 ? [] : parts)];
-  beforeQuery(query);
-  const { corrections, languages, unknown, vocabularySize } = await spellingCorrections(db, query.collections, [
-    ...new Set(texts.flatMap((text) => searchTerms(text))),
-  ]);
   // The customer's language (issue 37): where it is not a collection's own, the synonym phrases are
   // looked for in the customer's words read in it as well (configurationNameFor: Postgres's name).
   const code = detectLanguage(whole);
   const detected = configurationNameFor(code ?? '');
+  beforeQuery(query);
+  const { corrections, languages, unknown, vocabularySize, messageStopWords } = await spellingCorrections(
+    db,
+    query.collections,
+    [...new Set(texts.flatMap((text) => searchTerms(text)))],
+    detected ?? null,
+  );
   const messageLanguage = detected !== undefined && languages.some((l) => l !== detected) ? detected : null;
+  // A message in another language than a collection's: its own stop words ("die", "de", "ya") are
+  // not words to search the articles for (read as English they are words, and match at random),
+  // and its words are not typos of the articles' words ("payer" is not "paper"): no corrections.
+  const skipped: ReadonlySet<string> = messageLanguage !== null ? messageStopWords : new Set<string>();
+  const usedCorrections = messageLanguage !== null ? new Map<string, string>() : corrections;
   let messagePhrases: MessagePhrase[] = [];
   if (messageLanguage !== null) {
     beforeQuery(query);
@@ -190,7 +198,8 @@ async function textRetrieve(db: Db, query: RetrievalQuery): Promise<Retrieval> {
       await search(db, {
         collections: query.collections,
         text,
-        corrections,
+        corrections: usedCorrections,
+        skipped,
         limit,
         messageLanguage,
         messagePhrases,
@@ -198,9 +207,9 @@ async function textRetrieve(db: Db, query: RetrievalQuery): Promise<Retrieval> {
       }),
     );
   }
-  // Words no article holds say something only in the articles' language (a Polish email, which
-  // Postgres cannot stem, is not "unknown words"); an undetected one (too short) is read as theirs.
-  const sameLanguage = code === undefined || (detected !== undefined && languages.every((l) => l === detected));
+  // Words no article holds say something only for mail detected in the articles' language: not a
+  // Polish email (no stemmer), nor one the detector cannot name (Norwegian or Danish on one line).
+  const sameLanguage = detected !== undefined && languages.every((l) => l === detected);
   const unknownWords =
     sameLanguage && vocabularySize >= MIN_VOCABULARY_FOR_UNKNOWN_WORDS
       ? askedWords(whole).filter((word) => unknown.has(word)).length
@@ -387,9 +396,11 @@ async function search(
     messagePhrases: readonly MessagePhrase[];
     /** The email's subject line, when `text` holds it and more: its words count SUBJECT_WEIGHT. */
     subject: string | null;
+    /** Words not to search for: the message language's stop words, for a message in another language. */
+    skipped: ReadonlySet<string>;
   },
 ): Promise<SearchHit[]> {
-  const terms = searchTerms(query.text);
+  const terms = searchTerms(query.text).filter((term) => !query.skipped.has(term));
   if (terms.length === 0 || query.collections.length === 0 || query.limit <= 0) return [];
   const corrections = [
     ...new Set(terms.flatMap((term) => (query.corrections.has(term) ? [query.corrections.get(term)!] : []))),
@@ -569,18 +580,26 @@ async function spellingCorrections(
   db: Db,
   collections: readonly string[],
   allTerms: readonly string[],
-): Promise<{ corrections: Map<string, string>; languages: string[]; unknown: Set<string>; vocabularySize: number }> {
+  messageLanguage: string | null,
+): Promise<{
+  messageStopWords: Set<string>;
+  corrections: Map<string, string>;
+  languages: string[];
+  unknown: Set<string>;
+  vocabularySize: number;
+}> {
   const terms = allTerms.slice(0, MAX_CORRECTED_TERMS);
   // With the terms' lexemes, the languages the collections are searched in: whether the message's is another.
-  const rows = await db.query<{ term: string; lexemes: string[] | null; languages: string[] }>(
+  const rows = await db.query<{ term: string; lexemes: string[] | null; languages: string[]; stop: boolean }>(
     `SELECT t AS term, array_agg(DISTINCT l) FILTER (WHERE l IS NOT NULL) AS lexemes,
-            array_agg(DISTINCT c.language::text) AS languages
+            array_agg(DISTINCT c.language::text) AS languages,
+            coalesce((SELECT length(to_tsvector(cfg.oid::regconfig, t)) = 0 FROM pg_ts_config cfg WHERE cfg.cfgname = $3), false) AS stop
        FROM unnest($2::text[]) AS t
        CROSS JOIN knowledge_collections c
        LEFT JOIN LATERAL unnest(tsvector_to_array(to_tsvector(c.language, t))) AS l ON true
       WHERE c.name = ANY($1::text[])
       GROUP BY t`,
-    [collections, terms],
+    [collections, terms, messageLanguage],
   );
   // The collections' vocabulary, and those of the email's own lexemes that are words of their synonyms.
   const words = (
@@ -618,7 +637,13 @@ async function spellingCorrections(
     if (best && /^[\p{L}\p{N}]+$/u.test(best.word)) corrections.set(row.term, best.word);
     else unknown.add(row.term);
   }
-  return { corrections, languages: rows.rows[0]?.languages ?? [], unknown, vocabularySize: vocabulary.size };
+  return {
+    corrections,
+    languages: rows.rows[0]?.languages ?? [],
+    unknown,
+    vocabularySize: vocabulary.size,
+    messageStopWords: new Set(rows.rows.filter((row) => row.stop).map((row) => row.term)),
+  };
 }
 
 /** The edit-distance loop is terms × vocabulary: the terms looked at are bounded too. */

@@ -168,3 +168,29 @@ describe('a question about something no article names', () => {
     assert.equal(polish.relevance[0]!.unknownWords, 0);
   });
 });
+
+describe('mail in another language than the articles', () => {
+  test('its own stop words are not searched: a Spanish return question finds returns articles only', async () => {
+    // Read as English, "ya", "las", "he", "una" are words, and matched the stove-fuel article first.
+    const found = await retrieve(db, {
+      collections: [collection],
+      text: 'Hola, ¿puedo devolver unas botas si ya las he usado una vez en la montaña?',
+      limit: 3,
+    });
+    assert.deepEqual(
+      found.map((s) => s.source.split('/')[0]),
+      ['returns', 'returns', 'returns'],
+      found.map((s) => s.source).join(', '),
+    );
+  });
+
+  test('its words are not corrected into the articles\' language: "payer en euros" finds the currency article', async () => {
+    // Corrected as English typos ("payer", "livres"…), the French words found the sizing articles first.
+    const found = await retrieve(db, {
+      collections: [collection],
+      text: 'Bonjour, est-ce que je peux payer en euros sur votre site ou seulement en livres ?',
+      limit: 3,
+    });
+    assert.equal(found[0]?.source, 'billing/currency.md', found.map((s) => s.source).join(', '));
+  });
+});
