@@ -181,15 +181,18 @@ async function textRetrieve(db: Db, query: RetrievalQuery): Promise<Retrieval> {
   );
   const messageLanguage = detected !== undefined && languages.some((l) => l !== detected) ? detected : null;
   // A message in another language than a collection's: its own stop words ("die", "de", "ya") are
-  // not words to search the articles for (read as English they are words, and match at random),
-  // and its words are not typos of the articles' words ("payer" is not "paper"): no corrections.
+  // not words to search the articles for (read as English they are words, and match at random).
   const skipped: ReadonlySet<string> = messageLanguage !== null ? messageStopWords : new Set<string>();
-  const usedCorrections = messageLanguage !== null ? new Map<string, string>() : corrections;
   let messagePhrases: MessagePhrase[] = [];
   if (messageLanguage !== null) {
     beforeQuery(query);
     messagePhrases = await phrasesInMessageLanguage(db, query.collections, messageLanguage, whole);
   }
+  // Nor, when the collection's synonyms bridge its language (phrases of theirs found in it), are its
+  // words taken for typos of the articles' words ("payer" is not "paper"): the synonyms are the
+  // bridge, the guesses only noise. Without such phrases a correction is the only bridge there is
+  // (a cognate spelled close to the article's word), and is kept (docs/knowledge.md, "Ranking").
+  const usedCorrections = messagePhrases.length > 0 ? new Map<string, string>() : corrections;
   const rankings: SearchHit[][] = [];
   for (const [index, text] of texts.entries()) {
     beforeQuery(query);

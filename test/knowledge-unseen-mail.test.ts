@@ -184,11 +184,12 @@ describe('mail in another language than the articles', () => {
     );
   });
 
-  test('its words are not corrected into the articles\' language: "payer en euros" finds the currency article', async () => {
-    // Corrected as English typos ("payer", "livres"…), the French words found the sizing articles first.
+  test('where the synonyms bridge its language, its words are not corrected into the articles\' language: "payer … en euros" finds the currency article', async () => {
+    // "commande" is a phrase of the bundled `order` group: the synonyms bridge French here. Corrected
+    // as English typos ("payer", "livres"…), the French words found the sizing articles first.
     const found = await retrieve(db, {
       collections: [collection],
-      text: 'Bonjour, est-ce que je peux payer en euros sur votre site ou seulement en livres ?',
+      text: 'Bonjour, est-ce que je peux payer ma commande en euros sur votre site ou seulement en livres ?',
       limit: 3,
     });
     assert.equal(found[0]?.source, 'billing/currency.md', found.map((s) => s.source).join(', '));
