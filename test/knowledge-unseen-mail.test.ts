@@ -152,6 +152,22 @@ describe('a question about something no article names', () => {
     }
   });
 
+  test("in a collection without synonym groups (customers' words for its topics unknown) nothing is counted", async () => {
+    const plain = `unseen-plain-${randomUUID().slice(0, 8)}`;
+    const { documents } = await readFolder(BUNDLED.knowledge);
+    await syncCollection(db, { collection: plain, language: 'english', documents });
+    try {
+      const { relevance } = await retrieveWithRelevance(db, {
+        collections: [plain],
+        text: 'Can I park a caravan at the Leeds shop overnight?',
+        limit: 5,
+      });
+      assert.equal(relevance[0]!.unknownWords, 0);
+    } finally {
+      await db.query('DELETE FROM knowledge_collections WHERE name = $1', [plain]);
+    }
+  });
+
   test('mail in another language than the collection is not counted (every word would be unknown)', async () => {
     const { relevance } = await retrieveWithRelevance(db, {
       collections: [collection],
