@@ -51,12 +51,25 @@ export function searchableText(text: string): string {
   for (const raw of text.split('\n')) {
     const line = raw.trim();
     if (line === '--' || SIGN_OFF.test(line)) break; // what follows is a name, a title, a phone number
-    if (line.startsWith('>') || /^On .{4,200} wrote:$/i.test(line)) continue;
-    const unGreeted = line.replace(GREETING, '').trim();
+    if (line.startsWith('>') || /^On .{4,200} wrote:$/i.test(line) || SENT_FROM.test(line)) continue;
+    const unGreeted = line.replace(HEADER_LABEL, '').replace(GREETING, '').trim();
     if (unGreeted !== '') kept.push(unGreeted);
   }
   return kept.join('\n');
 }
+
+/**
+ * A header's label at the start of a line ("Subject: double payment??", "Re: Re: order 123",
+ * "Betreff:", "Objet :"): the subject leads the searched text and is often written out with its
+ * label, which is a word every such email shares and no article is about. The label goes; what
+ * follows it stays.
+ */
+const HEADER_LABEL =
+  /^(?:(?:subject|re|fwd?|aw|wg|sv|vs|betreff|onderwerp|objet|asunto|oggetto|assunto|emne|ämne|aihe)\s*:\s*)+/iu;
+
+/** A mail app's footer on a line of its own ("Sent from my iPhone", "Von meinem iPhone gesendet"). */
+const SENT_FROM =
+  /^(?:sent from my |get outlook for |von meinem |envoy[ée] de mon |enviado desde mi |verzonden (?:met|vanaf) )/iu;
 
 /**
  * A greeting at the start of a line, with up to three words of a name after it ("Hi there,",

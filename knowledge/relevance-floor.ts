@@ -20,6 +20,16 @@ import type { CollectionRelevance } from './retrieve';
  */
 export const DEFAULT_RELEVANCE_FLOOR = 0.29;
 
+/**
+ * The second signal (issue 37, point 3): an email whose asking sentences hold this many words that
+ * no article holds (retrieve's `unknownWords`: "sponsor", "wheelchair", "dog"…) asks about something
+ * the collection does not cover — unless the best article still holds most of its words
+ * (SHARE_THAT_COVERS_UNKNOWN_WORDS). One such word is not enough: customers' everyday words
+ * ("lunch", "printer") are often missing from articles (measured 1, 2, 3: docs/knowledge.md).
+ */
+export const UNKNOWN_WORDS_FOR_HANDOFF = 2;
+export const SHARE_THAT_COVERS_UNKNOWN_WORDS = 0.6;
+
 /** Collection → floor, `*` for every other collection (KNOWLEDGE_RELEVANCE_FLOORS); unlisted: the default. */
 export type RelevanceFloors = Readonly<Record<string, number>>;
 
@@ -33,12 +43,24 @@ export interface RelevanceVerdict {
 }
 
 /**
- * Below the floor when no collection's best score reaches that collection's floor (one relevant
- * collection is enough). Pure.
+ * Below the floor when no collection is relevant enough (one is enough): none whose best score
+ * reaches its floor, or every one that does is "uncovered" — the email asks about
+ * UNKNOWN_WORDS_FOR_HANDOFF words or more that no article holds, and its best article holds under
+ * SHARE_THAT_COVERS_UNKNOWN_WORDS of its words. Pure.
  */
 export function relevanceVerdict(relevance: readonly CollectionRelevance[], floors: RelevanceFloors): RelevanceVerdict {
   if (relevance.length === 0) return { below: true, reason: 'no collection to search' };
-  if (relevance.some((r) => r.score >= floorFor(r.collection, floors))) return { below: false, reason: null };
+  const aboveFloor = relevance.filter((r) => r.score >= floorFor(r.collection, floors));
+  const uncovered = (r: CollectionRelevance) =>
+    (r.unknownWords ?? 0) >= UNKNOWN_WORDS_FOR_HANDOFF && r.score < SHARE_THAT_COVERS_UNKNOWN_WORDS;
+  if (aboveFloor.some((r) => !uncovered(r))) return { below: false, reason: null };
+  if (aboveFloor.length > 0) {
+    const [r] = aboveFloor;
+    return {
+      below: true,
+      reason: `the question asks about ${r!.unknownWords} words no article holds, and the best article holds ${r!.score.toFixed(2)} of its words (< ${SHARE_THAT_COVERS_UNKNOWN_WORDS.toFixed(2)})`,
+    };
+  }
   const scores = relevance
     .map((r) => `${r.collection} ${r.score.toFixed(2)} < ${floorFor(r.collection, floors).toFixed(2)}`)
     .join(', ');

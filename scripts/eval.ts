@@ -34,6 +34,8 @@ import {
   detectLanguage,
   relevanceVerdict,
   retrieveWithRelevance,
+  SHARE_THAT_COVERS_UNKNOWN_WORDS,
+  UNKNOWN_WORDS_FOR_HANDOFF,
   scoreEvaluation,
   summaryLine,
   syncCollection,
@@ -298,7 +300,7 @@ async function main(): Promise<number> {
       );
     else
       console.log(
-        `drafted by the ${drafter.name} drafter: its hand-offs are the relevance floor's (${report.floor}), hand-off precision ${s.handoffPrecision?.toFixed(3) ?? 'n/a'}, recall ${s.handoffRecall?.toFixed(3) ?? 'n/a'}; set DRAFT_PROVIDER for a model's`,
+        `drafted by the ${drafter.name} drafter: its hand-offs are the relevance floor's (${report.floor}; and ${UNKNOWN_WORDS_FOR_HANDOFF}+ words no article holds under a ${SHARE_THAT_COVERS_UNKNOWN_WORDS} share), hand-off precision ${s.handoffPrecision?.toFixed(3) ?? 'n/a'}, recall ${s.handoffRecall?.toFixed(3) ?? 'n/a'}; set DRAFT_PROVIDER for a model's`,
       );
     console.log(languageLine(report, questionsFile));
     if (values.calibrate) console.log(calibrationLine(report, questionsFile));
