@@ -189,10 +189,11 @@ function folderWithSynonyms(text: string): string {
   return file;
 }
 
-describe('the second and third held-out sets', () => {
+describe('the second, third and fourth held-out sets', () => {
   for (const [flag, file] of [
     ['--held-out-2', BUNDLED.heldOut2],
     ['--held-out-3', BUNDLED.heldOut3],
+    ['--held-out-4', BUNDLED.heldOut4],
   ] as const)
     test(`npm run eval -- ${flag} is well-formed: every expected article exists, some questions expect a hand-off`, async () => {
       const questions = parseQuestions(readFileSync(file, 'utf8'));
