@@ -33,8 +33,9 @@ const sha = (text: string) => createHash('sha256').update(text).digest('hex').sl
 /**
  * What is rehearsed, as the report and the comparison show it: the drafter and its instructions
  * (a hash), the knowledge (its collections and a hash of their live sections and synonyms), the
- * rules, and what is added to every draft (a hash of the signature, the collections' link bases). No secret, no text. A rehearsal's messages are all rehearsed under one configuration: a
- * worker whose configuration differs refuses to go on (docs/rehearsal.md).
+ * rules, and what is added to every draft (a hash of the signature, the collections' link bases).
+ * No secret, no text. A rehearsal's messages are all rehearsed under one configuration: a worker
+ * whose configuration differs refuses to go on (docs/rehearsal.md).
  */
 export async function rehearsalConfiguration(
   deps: { db: Db; drafter: Drafter; config: RehearsalConfig },
