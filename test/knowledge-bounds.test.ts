@@ -1,33 +1,24 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import {
   boundMessageText,
   MAX_RETRIEVAL_QUERIES,
   MESSAGE_TEXT_MAX_CHARS,
-  readFolder,
   retrieve,
   searchableText,
-  syncCollection,
   textCutNotice,
 } from '../knowledge';
-import { createDb, type Db } from '../lib/db';
-import { BUNDLED } from '../scripts/eval';
-import { testEnv } from './support/env';
+import type { Db } from '../lib/db';
+import { bundledCollection } from './support/knowledge-collection';
 
 // What one message may cost (issue 39, point 1): a 5,000-line email searched like an ordinary one
 // — a bounded number of queries, counted on the suite's real Postgres — and a retrieval that
 // heartbeats and stops when its activity is cancelled.
+const bundled = bundledCollection('bounds');
+const collection = bundled.name;
 let db: Db;
-const collection = `bounds-${randomUUID().slice(0, 8)}`;
-before(async () => {
-  db = createDb(testEnv.databaseUrl);
-  const { documents } = await readFolder(BUNDLED.knowledge);
-  await syncCollection(db, { collection, language: 'english', documents });
-});
-after(async () => {
-  await db.query('DELETE FROM knowledge_collections WHERE name = $1', [collection]);
-  await db.end();
+before(() => {
+  db = bundled.db;
 });
 
 /** The same pool, counting the queries sent through it. */

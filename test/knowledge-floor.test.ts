@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { after, before, describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import { OfflineDrafter } from '../activities/draft/drafting/offline-drafter';
 import { judgeAnswer } from '../activities/draft/drafting/answer';
 import {
@@ -16,25 +16,18 @@ import {
   retrieveWithRelevance,
   syncCollection,
   syncConfigured,
-  syncSynonyms,
 } from '../knowledge';
-import { createDb, type Db } from '../lib/db';
+import type { Db } from '../lib/db';
 import { BUNDLED, BUNDLED_SYNONYMS, calibrateFloor, runEvaluation } from '../scripts/eval';
-import { testEnv } from './support/env';
+import { bundledCollection } from './support/knowledge-collection';
 
 // The relevance floor (issue 37): retrieval says when no article is relevant enough, the offline
 // drafter hands off below it with the reason, and the eval's hand-off figures are the floor's.
+const bundled = bundledCollection('floor', { synonyms: true });
+const collection = bundled.name;
 let db: Db;
-const collection = `floor-${randomUUID().slice(0, 8)}`;
-before(async () => {
-  db = createDb(testEnv.databaseUrl);
-  const { documents } = await readFolder(BUNDLED.knowledge);
-  await syncCollection(db, { collection, language: 'english', documents });
-  await syncSynonyms(db, collection, await readSynonymFile(BUNDLED_SYNONYMS));
-});
-after(async () => {
-  await db.query('DELETE FROM knowledge_collections WHERE name = $1', [collection]);
-  await db.end();
+before(() => {
+  db = bundled.db;
 });
 
 async function draftFor(text: string) {

@@ -1,41 +1,31 @@
 import assert from 'node:assert/strict';
-import { randomUUID } from 'node:crypto';
-import { after, before, describe, test } from 'node:test';
+import { before, describe, test } from 'node:test';
 import { OfflineDrafter } from '../activities/draft/drafting/offline-drafter';
 import { judgeAnswer } from '../activities/draft/drafting/answer';
 import {
   askedWords,
   DEFAULT_RELEVANCE_FLOOR,
   readFolder,
-  readSynonymFile,
   relevanceVerdict,
   retrieve,
   retrieveWithRelevance,
   searchableText,
   SHARE_THAT_COVERS_UNKNOWN_WORDS,
   subjectOf,
-  syncCollection,
-  syncSynonyms,
   UNKNOWN_WORDS_FOR_HANDOFF,
 } from '../knowledge';
-import { createDb, type Db } from '../lib/db';
-import { BUNDLED, BUNDLED_SYNONYMS } from '../scripts/eval';
-import { testEnv } from './support/env';
+import type { Db } from '../lib/db';
+import { BUNDLED } from '../scripts/eval';
+import { bundledCollection, withCollection } from './support/knowledge-collection';
 
 // Issue 37, points 2-3, on mail nobody tuned for: the subject line counts apart from the body,
 // a header's label is not a word to search, and a question about something no article names is
 // handed off even when its other words match an article.
+const bundled = bundledCollection('unseen', { synonyms: true });
+const collection = bundled.name;
 let db: Db;
-const collection = `unseen-${randomUUID().slice(0, 8)}`;
-before(async () => {
-  db = createDb(testEnv.databaseUrl);
-  const { documents } = await readFolder(BUNDLED.knowledge);
-  await syncCollection(db, { collection, language: 'english', documents });
-  await syncSynonyms(db, collection, await readSynonymFile(BUNDLED_SYNONYMS));
-});
-after(async () => {
-  await db.query('DELETE FROM knowledge_collections WHERE name = $1', [collection]);
-  await db.end();
+before(() => {
+  db = bundled.db;
 });
 
 describe('the subject line', () => {
@@ -137,35 +127,27 @@ describe('a question about something no article names', () => {
   });
 
   test('in a collection of a few short articles, where everyday words are missing too, nothing is counted', async () => {
-    const tiny = `unseen-tiny-${randomUUID().slice(0, 8)}`;
     const { documents } = await readFolder(BUNDLED.knowledge);
-    await syncCollection(db, { collection: tiny, language: 'english', documents: documents.slice(0, 5) });
-    try {
+    await withCollection(db, 'unseen-tiny', documents.slice(0, 5), async (tiny) => {
       const { relevance } = await retrieveWithRelevance(db, {
         collections: [tiny],
         text: 'Can I park a caravan at the Leeds shop overnight?',
         limit: 5,
       });
       assert.equal(relevance[0]!.unknownWords, 0);
-    } finally {
-      await db.query('DELETE FROM knowledge_collections WHERE name = $1', [tiny]);
-    }
+    });
   });
 
   test("in a collection without synonym groups (customers' words for its topics unknown) nothing is counted", async () => {
-    const plain = `unseen-plain-${randomUUID().slice(0, 8)}`;
     const { documents } = await readFolder(BUNDLED.knowledge);
-    await syncCollection(db, { collection: plain, language: 'english', documents });
-    try {
+    await withCollection(db, 'unseen-plain', documents, async (plain) => {
       const { relevance } = await retrieveWithRelevance(db, {
         collections: [plain],
         text: 'Can I park a caravan at the Leeds shop overnight?',
         limit: 5,
       });
       assert.equal(relevance[0]!.unknownWords, 0);
-    } finally {
-      await db.query('DELETE FROM knowledge_collections WHERE name = $1', [plain]);
-    }
+    });
   });
 
   test('mail in another language than the collection is not counted (every word would be unknown)', async () => {
