@@ -208,7 +208,11 @@ export interface TurnAsk extends RunRef {
   sender: string;
   /** REPLY_COALESCE_MS as the asking worker has it. */
   coalesceMs: number;
-  /** Newer messages of the same sender that AgentMail has (ids, at most 20): the turn waits a while for them to ask. */
+  /**
+   * The same sender's other messages of this burst that AgentMail has (ids, at most 20): the newer
+   * ones, and the older ones within the window. The turn waits a while for them to ask. (Named
+   * `newer` since the field began with the newer ones only; the keeper treats every id alike.)
+   */
   newer?: string[];
 }
 

@@ -1,3 +1,4 @@
+import { burstOfSender, senderKey } from '../activities/turns/ask-turn';
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { TurnAnswer, TurnAsk, TurnKeeperState } from '../contract';
@@ -348,5 +349,37 @@ describe('a sender who has already written again', () => {
     ask(alone, { ...message('a', 0), newer: ['never-asks'] }, 5_000);
     assert.deepEqual(due(alone, 24_999), []);
     assert.deepEqual(grants(due(alone, 25_000)), ['a:go[a]'], 'no longer than 20 s');
+  });
+});
+
+describe('what an ask names (activities/turns/ask-turn.ts)', () => {
+  test("the sender's other messages of the burst, older ones within the window too: asks whose windows end together race", () => {
+    const at = (s: number) => new Date(Date.UTC(2026, 11, 5, 9, 0, s));
+    const mail = (
+      messageId: string,
+      s: number,
+      from = 'Ada <ada@customer.example>',
+      labels: string[] = ['received'],
+    ) => ({
+      messageId,
+      timestamp: at(s),
+      labels,
+      from,
+      inReplyTo: undefined,
+    });
+    const thread = [
+      mail('old', 0),
+      mail('reply', 1, 'Support <support@ours.example>', ['sent']),
+      mail('one', 10),
+      mail('two', 12),
+      mail('colleague', 12, 'Bo <bo@customer.example>'),
+      mail('three', 13),
+      mail('four', 30),
+    ];
+    const newest = thread[5]!;
+    const sender = senderKey(newest);
+    // The window is 5 s: "one" and "two" are of the newest message's burst, "old" is before our reply
+    assert.deepEqual(burstOfSender(thread, newest, sender, 5_000), ['one', 'two', 'four']);
+    assert.deepEqual(burstOfSender(thread, newest, sender, 2_000), ['two', 'four'], 'older only within the window');
   });
 });

@@ -119,7 +119,10 @@ export async function askTurn(
     sender,
     coalesceMs: deps.config.REPLY_COALESCE_MS,
   };
-  const newer = deps.config.REPLY_COALESCE_MS > 0 ? newerOfSender(thread.messages, message, sender) : [];
+  const newer =
+    deps.config.REPLY_COALESCE_MS > 0
+      ? burstOfSender(thread.messages, message, sender, deps.config.REPLY_COALESCE_MS)
+      : [];
   if (newer.length > 0) request.newer = newer;
   const args: [TurnKeeperInput] = [{ index }];
   await client.workflow.signalWithStart(TURN_KEEPER_WORKFLOW, {
@@ -261,13 +264,29 @@ async function sentReplyCovering(
   return null;
 }
 
-/** The sender's inbound messages after this one and after our last reply in the thread (ids, the newest 20). */
-export function newerOfSender(messages: readonly ThreadMessage[], message: ThreadMessage, sender: string): string[] {
+/**
+ * The sender's other messages of this burst that the turn waits for (ids, the newest 20): those after
+ * this one, and those before it by less than the window (`coalesceMs`), after our last reply in the
+ * thread. The older ones are named because the asks of a burst whose windows end together race: the
+ * newest may reach the keeper first, and would otherwise take the turn for itself alone.
+ */
+export function burstOfSender(
+  messages: readonly ThreadMessage[],
+  message: ThreadMessage,
+  sender: string,
+  coalesceMs: number,
+): string[] {
   const at = (m: ThreadMessage) => m.timestamp.getTime();
-  const after = (a: ThreadMessage, b: ThreadMessage) => at(a) > at(b) || (at(a) === at(b) && a.messageId > b.messageId);
   const lastReply = Math.max(-Infinity, ...messages.filter((m) => m.labels.includes('sent')).map(at));
   return messages
-    .filter((m) => !m.labels.includes('sent') && at(m) > lastReply && after(m, message) && senderKey(m) === sender)
+    .filter(
+      (m) =>
+        m.messageId !== message.messageId &&
+        !m.labels.includes('sent') &&
+        at(m) > lastReply &&
+        at(m) > at(message) - coalesceMs &&
+        senderKey(m) === sender,
+    )
     .sort((a, b) => at(a) - at(b))
     .map((m) => m.messageId)
     .slice(-20);
