@@ -1,7 +1,7 @@
 import type { AgentMailClient } from 'agentmail';
 import type { ActivityConfig } from '../lib/config';
 import type { Db } from '../lib/db';
-import type { MessageRef, ReviewInput, RunRef, TurnHandBack } from '../contract';
+import type { MessageRef, ReviewInput, TurnHandBack } from '../contract';
 import { withFailureBoundary } from './failures/boundary';
 import { decideReply, releaseReplyBudget, type DecideInput } from './decide/decide-reply';
 import { draftReply, type DraftInput } from './draft/draft-reply';
@@ -15,7 +15,7 @@ import {
   type ReplyCommentInput,
   type TicketInput,
 } from './ticket/open-ticket';
-import { askTurn, type AskTurnInput, heldTurns, holderEnds, releaseTurn } from './turns/ask-turn';
+import { askTurn, type AskTurnInput, releaseTurn } from './turns/ask-turn';
 import { abortable } from './turns/abortable';
 import { OperationStore } from './operation-store/store';
 import { OwnAddresses } from './decide/own-addresses';
@@ -74,18 +74,17 @@ export function createActivities(
     openTicket: (input: TicketInput) => openTicket(common, input),
     commentReply: (input: ReplyCommentInput) => commentReply(common, input),
     commentDraftNote: (input: DraftNoteInput) => commentDraftNote(common, input),
-    // The turn activities wait on other workflows: those calls end with the activity or the worker.
+    // The turn activities call Temporal (signals to the runs they answer, a look at a holder): those
+    // calls end with the activity or the worker.
     askTurn: stoppable((input: AskTurnInput & { again?: boolean }) => askTurn(common, input)),
-    releaseTurn: stoppable((input: TurnHandBack) => releaseTurn(input)),
-    heldTurns: stoppable((input: { index: number }) => heldTurns(common, input)),
-    holderEnds: stoppable((input: { holders: Array<RunRef & MessageRef> }) => holderEnds(common, input)),
+    releaseTurn: stoppable((input: TurnHandBack) => releaseTurn(common, input)),
     /**
      * After a reply went out: the thread's turn back, the message labelled, the reply commented on
      * the ticket. One local activity, so the tail of a message's run costs Temporal one marker and
      * no extra workflow task (each part is idempotent: a retry repeats it harmlessly).
      */
     finishReply: stoppable(async (input: ReplyCommentInput & TurnHandBack) => {
-      await releaseTurn(input);
+      await releaseTurn(common, input);
       await labelMessage(deps.agentmail, input);
       return commentReply(common, input);
     }),

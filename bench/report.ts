@@ -836,7 +836,7 @@ function threadsSection(t: ThreadsFigures | undefined): string[] {
       `**${t.uncovered} uncovered, ${t.coveredTwice} covered twice**${t.timedOut ? ' (did not drain in time)' : ''}. ` +
       `A thread's last message → its reply p50 / p99 **${msText(t.lastMessageToReply.p50)} / ${msText(t.lastMessageToReply.p99)}** ` +
       `(the burst window included). Temporal history events: ${f1(t.historyEvents.sent)} per message workflow that sent a reply, ` +
-      `${f1(t.historyEvents.answeredTogether)} per one answered together, ${f1(t.historyEvents.turnKeepersPerMessage)} per message in the turn keepers.`,
+      `${f1(t.historyEvents.answeredTogether)} per one answered together.`,
     '',
   ];
 }
@@ -982,7 +982,7 @@ export function consoleTable(
       `threads ${threads.threads}×${threads.messagesPerThread}: replies, uncovered/twice, last msg→reply p50/p99`,
       `${threads.replies}, ${threads.uncovered}/${threads.coveredTwice}`,
       `${msText(threads.lastMessageToReply.p50)} / ${msText(threads.lastMessageToReply.p99)}`,
-      `events ${f1(threads.historyEvents.sent)}+${f1(threads.historyEvents.turnKeepersPerMessage)}`,
+      `events ${f1(threads.historyEvents.sent)} / ${f1(threads.historyEvents.answeredTogether)}`,
     ]);
   if (rehearsal) {
     const of = (side: RehearsalRun['side'], pick: (x: RehearsalRun) => number) =>

@@ -166,29 +166,13 @@ export const SearchAttributes = {
 export const SEARCH_ATTRIBUTE_NAMES = Object.values(SearchAttributes).map((key) => key.name);
 
 /**
- * Conversations (docs/conversations.md): a thread's messages take turns, one holder at a time, in
- * the shape of the Temporal samples' mutex. Every thread is hashed onto one of TURN_KEEPERS keeper
- * workflows per task queue (`inbound-turns-<task queue>-<n>`, lib/hashing.ts). A message asks by
- * signal (`askTurn`, signal-with-start) and is answered by signal (`turn`); the holder gives the turn
- * back by signal (`releaseTurn`), saying whether its reply was sent. Nothing lives only in a keeper:
- * a keeper that starts afresh (an operator terminated it) asks Temporal once which runs hold turns
- * in its threads, and a waiting run asks again on a bounded timer, so the new keeper rebuilds its
- * queue from the runs. Ids, times and hashes only, never text or addresses.
+ * Conversations (docs/conversations.md): a thread's messages take turns, one holder at a time. A
+ * thread's turn is a row in Postgres (`thread_turns`, activities/turns/turn-table.ts): a message asks
+ * by a local activity that changes the row under its lock and learns its answer at once when the turn
+ * is free; a run that must wait is answered by the `turn` signal when the holder gives the turn back,
+ * and asks again on a bounded timer, so a lost signal or a holder that closed without a word never
+ * wedges it. Ids, times and hashes only, never text or addresses.
  */
-export const TURN_KEEPER_WORKFLOW = 'turnKeeperWorkflow';
-/**
- * The keepers run on a task queue of their own beside the main one, polled by the same worker
- * process (worker/create-worker.ts), so a keeper never waits for a slot that busy message runs hold.
- */
-export const turnKeeperTaskQueue = (taskQueue: string): string => `${taskQueue}-turns`;
-/** The message runs' task queue, from its keepers' (turnKeeperTaskQueue's inverse). */
-export const messageTaskQueueOf = (keeperQueue: string): string => keeperQueue.replace(/-turns$/, '');
-/** Part of every thread's address: changing it re-homes threads, so it is fixed. */
-export const TURN_KEEPERS = 32;
-/** A keeper's workflow tasks are small; short timeouts let another worker take a keeper over quickly. */
-export const KEEPER_TASK_TIMEOUT_MS = 3_000;
-export const KEEPER_STICKY_TIMEOUT_MS = 1_000;
-
 export interface RunRef {
   workflowId: string;
   runId: string;
@@ -196,9 +180,9 @@ export interface RunRef {
 
 /** A message's ask for its thread's turn. */
 export interface TurnAsk extends RunRef {
-  /** The thread's key (a hash of inbox_id + thread_id): the keeper's index. */
+  /** The thread's key (a hash of inbox_id + thread_id): its row in `thread_turns`. */
   threadKey: string;
-  /** For the keeper's Current details: which conversation (ids, not text). */
+  /** Which conversation (ids, not text): for the desk and an operator reading the row. */
   inboxId: string;
   threadId: string;
   messageId: string;
@@ -211,7 +195,7 @@ export interface TurnAsk extends RunRef {
   /**
    * The same sender's other messages of this burst that AgentMail has (ids, at most 20): the newer
    * ones, and the older ones within the window. The turn waits a while for them to ask. (Named
-   * `newer` since the field began with the newer ones only; the keeper treats every id alike.)
+   * `newer` since the field began with the newer ones only; the rule treats every id alike.)
    */
   newer?: string[];
 }
@@ -231,65 +215,38 @@ export interface TurnRelease {
   sent: boolean;
 }
 
-export const askTurnSignal = defineSignal<[TurnAsk]>('askTurn');
 export const turnSignal = defineSignal<[TurnAnswer]>('turn');
-export const releaseTurnSignal = defineSignal<[TurnRelease]>('releaseTurn');
 
-/** A waiting ask at the keeper: when its burst window ends (its time, or when it first asked if later, plus the window). */
+/** A waiting ask: when its burst window ends (its time, or when it first asked if later, plus the window). */
 export type WaitingAsk = Omit<TurnAsk, 'threadKey' | 'inboxId' | 'threadId'> & {
   readyAtMs: number;
   askedAtMs: number;
 };
 
-/** One thread at its keeper: who holds its turn, who waits. */
+/** One thread's turns: who holds it, who waits. */
 export interface ThreadTurns {
   inboxId: string;
   threadId: string;
-  /** `sender` and `timestampMs` as granted, or as AgentMail had them for a holder a fresh keeper adopted (absent when it no longer had the message). */
-  holder: (RunRef & { messageId: string; covers: string[]; sender?: string; timestampMs?: number }) | null;
+  holder: (RunRef & { messageId: string; covers: string[]; sender: string; timestampMs: number }) | null;
   waiting: WaitingAsk[];
-  /** While someone waits behind the holder: when the keeper next asks Temporal whether the holder's run is open. */
+  /** While someone waits behind the holder: when the next ask looks at whether the holder's run is still open. */
   pollAtMs?: number;
   pollEveryMs?: number;
 }
 
-export interface TurnKeeperState {
-  /** By thread key; a thread with no holder and nobody waiting is not kept. */
+export interface TurnsState {
+  /** By thread key (a row keeps its one thread); a thread with no holder and nobody waiting is not kept. */
   threads: Record<string, ThreadTurns>;
   /** Answers given lately, by run id: a repeated ask is told the same answer again. */
   answered: Record<string, TurnGrant>;
 }
 
-export interface TurnKeeperInput {
-  /** Which of the TURN_KEEPERS this is. */
-  index: number;
-  /** Carried over by continue-as-new, with the answers decided but not yet sent. */
-  state?: TurnKeeperState;
-  tells?: Array<RunRef & { threadKey: string; grant: TurnAnswer }>;
-}
-
-/**
- * A run Temporal lists as holding its thread's turn (drafting … sending): what a keeper that starts
- * afresh adopts. `sender` and `timestampMs` from AgentMail's copy of its message, when it still has it.
- */
-export interface HeldTurn extends RunRef {
-  threadKey: string;
-  inboxId: string;
-  threadId: string;
-  messageId: string;
-  sender?: string;
-  timestampMs?: number;
-}
-
-/** How a holder the keeper looked at stands: its run open, closed, or closed with its reply sent (by our store). */
+/** How a holder looked at stands: its run open, closed, or closed with its reply sent (by our store). */
 export type HolderEnd = 'open' | 'closed' | 'sent';
-
-/** One thread's turns at its keeper, or null when nothing of it is kept. */
-export const threadTurnsQuery = defineQuery<ThreadTurns | null, [string]>('threadTurns');
 
 /** What the message's run keeps of its ask, to give the turn back. */
 export interface TurnHandBack {
-  keeperWorkflowId: string;
+  /** '' when no turn is held (a rerun whose reply the store has). */
   threadKey: string;
   runId: string;
   messageId: string;

@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { type MessageRef, TURN_KEEPERS } from '../contract';
+import type { MessageRef } from '../contract';
 
 /** Hashing lives apart from contract/keys.ts because workflow code may not import node:crypto. */
 
@@ -39,21 +39,6 @@ export const providerIdempotencyKey = (operationKey: string): string =>
 /** Recipients are stored only as hashes: the per-sender budget needs equality, not the address. */
 export const addressHash = (address: string): string => sha256Hex(address.trim().toLowerCase());
 
-/**
- * A thread's place at the shared turn keepers (workflows/turn-keeper.ts): its key (inbox + thread,
- * hashed) and the keeper it belongs to, `inbound-turns-<task queue>-<n>`, n from the key. Stable
- * across builds: a thread asked for its turn on one build finds the same keeper on the next. The
- * task queue is in the id because the keeper runs on it: two deployments sharing a namespace (or two
- * test harnesses) each keep their own threads' turns.
- */
-export function threadTurnKeeper(
-  inboxId: string,
-  threadId: string,
-  taskQueue: string,
-): { workflowId: string; index: number; threadKey: string } {
-  const threadKey = sha256Hex(JSON.stringify([inboxId, threadId])).slice(0, 40);
-  const index = Number.parseInt(threadKey.slice(0, 8), 16) % TURN_KEEPERS;
-  return { workflowId: turnKeeperWorkflowId(taskQueue, index), index, threadKey };
-}
-
-export const turnKeeperWorkflowId = (taskQueue: string, index: number): string => `inbound-turns-${taskQueue}-${index}`;
+/** A thread's key (inbox + thread, hashed): its row in `thread_turns` (activities/turns/turn-table.ts). */
+export const threadKeyOf = (inboxId: string, threadId: string): string =>
+  sha256Hex(JSON.stringify([inboxId, threadId])).slice(0, 40);

@@ -150,7 +150,7 @@ async function printStatus(client: Client, status: DeploymentStatus): Promise<vo
 
 /**
  * Message runs still open on a build: they are the pinned ones, which wait for its workers.
- * (Threads' turn keepers and the schedules' runs auto-upgrade: they move to the current build.)
+ * (The schedules' runs auto-upgrade: they move to the current build.)
  */
 async function openPinnedRuns(client: Client, deploymentName: string, buildId: string): Promise<string> {
   try {

@@ -14,7 +14,7 @@ import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 import { after, describe, test } from 'node:test';
 import { execFileSync } from 'node:child_process';
-import { inboundWorkflowId, threadTurnKeeper } from '../lib/hashing';
+import { inboundWorkflowId } from '../lib/hashing';
 import { testEnv } from '../test/support/env';
 import { Harness, type HarnessOptions } from '../test/support/harness';
 import { RECORDED_MAIL, SCENARIOS, type ScenarioContext } from '../test/histories/scenarios';
@@ -118,13 +118,10 @@ describe(`recording histories for build ${buildId} into test/histories/${buildId
           return { inboxId, messageId: inbound.message.message_id, eventId: inbound.event_id };
         },
       };
-      const { ref, ended, thread } = await scenario.run(ctx);
+      const { ref, ended } = await scenario.run(ctx);
       const message = h.client.workflow.getHandle(inboundWorkflowId(ref));
       assert.notEqual((await message.describe()).status.name, 'RUNNING', `${scenario.name} ended (${ended})`);
-      // A thread scenario records the thread's turn keeper (shared with other threads), which runs on.
-      const workflowId =
-        thread === undefined ? message.workflowId : threadTurnKeeper(ref.inboxId, thread, h.taskQueue).workflowId;
-      const history = historyJson(workflowId);
+      const history = historyJson(message.workflowId);
       redactEdits(history);
       writeFileSync(path.join(folder, `${scenario.name}.json`), `${JSON.stringify(history, null, 2)}\n`);
       console.error(`[record] ${scenario.name}: ${ended}, ${history.events.length} events`);

@@ -2,7 +2,7 @@
 // server with mTLS on Postgres, two API replicas behind a balancer, two workers) under faults, bounded
 // in time. Each message is delivered three times (its event twice, once more under a new event id,
 // in a random order); workers are SIGKILLed every few seconds and replaced; one API replica is killed
-// for good; every turn keeper is terminated twice (an operator resetting them); the Temporal server is restarted once; Postgres is restarted once (the real cluster, a
+// for good; the Temporal server is restarted once; Postgres (where threads' turns live) is restarted once (the real cluster, a
 // fast shutdown: the app's and the Temporal server's connections all drop; `--postgres proxy`
 // instead cuts only the app's connections at a proxy for a few seconds, for a machine where other
 // runs share the cluster); 5 % of AgentMail sends are answered by a dropped connection after they were committed.
@@ -23,7 +23,7 @@ import { parseArgs } from 'node:util';
 import { bundleWorkflowCode, DefaultLogger } from '@temporalio/worker';
 import { Webhook } from 'svix';
 import { Client } from '@temporalio/client';
-import { draftKey, type InboundMessageResult, TURN_KEEPER_WORKFLOW, turnKeeperTaskQueue } from '../contract';
+import { draftKey, type InboundMessageResult } from '../contract';
 import { inboundWorkflowId } from '../lib/hashing';
 import { workerBuildId } from '../worker/deployment';
 import { connectTemporalClient, loadTemporalConnection } from '../lib/temporal-connection';
@@ -301,40 +301,13 @@ async function main(): Promise<number> {
         workers = [...workers.filter((w) => w !== victim), startWorker()];
       }
     })();
-    // An operator resets the turn keepers (issue #34): every running keeper terminated, twice, while
-    // messages wait in their burst windows; the waiting runs ask again and the new keepers rebuild.
-    const clientEnv = stack.clientEnv;
-    const terminateKeepers = async (when: string) => {
-      const settings = loadTemporalConnection(clientEnv);
-      if (!settings.ok) throw new SetupError(settings.problems.join('; '));
-      const connection = await connectTemporalClient(settings.settings);
-      try {
-        const operator = new Client({ connection, namespace: settings.settings.namespace });
-        const query = `WorkflowType = '${TURN_KEEPER_WORKFLOW}' AND ExecutionStatus = 'Running' AND TaskQueue = '${turnKeeperTaskQueue(TASK_QUEUE)}'`;
-        let terminated = 0;
-        for await (const run of operator.workflow.list({ query })) {
-          await operator.workflow
-            .getHandle(run.workflowId, run.runId)
-            .terminate('the soak: an operator resets the turn keepers')
-            .then(() => terminated++)
-            .catch(() => undefined); // it ended or continued as new meanwhile
-        }
-        note(`terminated ${terminated} turn keepers (${when})`);
-        keeperTerminations += terminated;
-      } finally {
-        await connection.close();
-      }
-    };
-    let keeperTerminations = 0;
     const timeline = (async () => {
       await sleep(spreadMs * 0.15);
-      await terminateKeepers('first reset');
       await sleep(spreadMs * 0.15);
       note('restarting the Temporal server');
       await stack.restartServer();
       note('Temporal server back');
       await sleep(spreadMs * 0.1);
-      await terminateKeepers('second reset');
       await sleep(spreadMs * 0.1);
       note('SIGKILL api-1 (it stays down; the balancer sends everything to api-2)');
       apis[0]!.child.kill('SIGKILL');
@@ -573,7 +546,7 @@ async function main(): Promise<number> {
     const lines = [
       '',
       `soak: ${total} messages (${total - threadSizes.size} follow-ups in ${[...threadSizes.values()].filter((n) => n > 1).length} threads) × 3 deliveries at ${rate}/s over 2 API replicas, Temporal ${stack.binaries.server.split('-').at(-1)} on Postgres with mTLS, the app ${dist === null ? 'from TypeScript (tsx)' : 'compiled'}`,
-      `  faults: ${kills} worker SIGKILLs (every ${KILL_EVERY_MS / 1000} s), ${keeperTerminations} turn keepers terminated, ${events.length} timeline events:`,
+      `  faults: ${kills} worker SIGKILLs (every ${KILL_EVERY_MS / 1000} s), ${events.length} timeline events:`,
       ...events.map((e) => `    ${e}`),
       `  deliveries: ${accepted} accepted, ${retried} retried after a failure (${[...failures].map(([r, n]) => `${r}: ${n}`).join(', ') || 'none'})`,
       `  drain: ${((drainedAt - started) / 1000).toFixed(1)} s from the first delivery (${((drainedAt - deliveredAt) / 1000).toFixed(1)} s after the last was accepted)`,

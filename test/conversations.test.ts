@@ -8,14 +8,14 @@ import { catchUpInbox } from '../intake/catch-up';
 import { InboxCursors } from '../intake/inbox-cursors';
 import { IntakeStore } from '../intake/intake-store';
 import type { Failpoint } from '../lib/failpoints';
-import { inboundWorkflowId, threadTurnKeeper } from '../lib/hashing';
+import { inboundWorkflowId, threadKeyOf } from '../lib/hashing';
+import { readTurns } from '../activities/turns/turn-table';
 import { handBackThread } from '../activities/turns/person-answering';
 import { PostgresTickets } from '../activities/ticket/postgres-tickets';
 import {
   type InboundMessageResult,
   type MessageRef,
   reviewUpdate,
-  threadTurnsQuery,
   threadTicketKey,
 } from '../contract';
 import type { WorkflowHandle } from '@temporalio/client';
@@ -24,7 +24,7 @@ import { Harness } from './support/harness';
 import { eventually } from './support/temporal';
 import { replyStatus, within } from './support/workflow-watch';
 
-// Conversations: a thread's messages take turns (a turn keeper shared by many threads hands them out), a burst is
+// Conversations: a thread's messages take turns (a row per thread in Postgres), a burst is
 // answered once, one ticket per thread. Counted where the effects land: emails in the sandbox's
 // outbox, tickets and comments in Postgres, drafter calls, the workflows' results.
 
@@ -172,13 +172,14 @@ describe('a thread is answered in order', () => {
       `the second draft sees our reply to the first: ${b.thread.map((m) => m.direction).join(', ')}`,
     );
     assert.equal(drafter.of(second.ref).length, 1);
-    // Each turn came by signal, once; the second was told first that it waits behind the first
+    // The first heard its turn in its ask; the second heard in its ask that it waits behind the
+    // first, and its turn by one signal when the first gave it back
     const signals = async (ref: MessageRef) =>
       ((await h.client.workflow.getHandle(inboundWorkflowId(ref)).fetchHistory()).events ?? []).flatMap(
         (e) => e.workflowExecutionSignaledEventAttributes?.signalName ?? [],
       );
-    assert.deepEqual(await signals(first.ref), ['turn']);
-    assert.deepEqual(await signals(second.ref), ['turn', 'turn']);
+    assert.deepEqual(await signals(first.ref), []);
+    assert.deepEqual(await signals(second.ref), ['turn']);
   });
 
   test('different threads do not wait on each other', async () => {
@@ -244,13 +245,11 @@ describe('a burst is answered once', () => {
       'inbound:true',
       'reply:true',
     ]);
-    // The thread's turn keeper after the reply: the turn was given back, nothing of the thread is kept
-    const { workflowId: keeperId, threadKey } = threadTurnKeeper(c.inboxId, c.threadId, h.taskQueue);
-    await eventually(
-      async () =>
-        (await h.client.workflow.getHandle(keeperId).query(threadTurnsQuery, threadKey)) === null ? true : undefined,
-      'the keeper to forget the thread',
-    );
+    // The thread's row after the reply: the turn was given back, nobody holds it or waits.
+    const threadKey = threadKeyOf(c.inboxId, c.threadId);
+    const turns = await readTurns(h.db, threadKey);
+    assert.ok(turns !== null, 'the thread has a row');
+    assert.equal(turns.threads[threadKey], undefined, 'nobody holds the turn or waits');
   });
 
   test('a burst whose messages reach their turn after their window (the workers behind): still one reply, to the newest', async () => {

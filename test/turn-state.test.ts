@@ -1,9 +1,8 @@
 import { burstOfSender, senderKey } from '../activities/turns/ask-turn';
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { TurnAnswer, TurnAsk, TurnKeeperState } from '../contract';
+import type { TurnAnswer, TurnAsk, TurnsState } from '../contract';
 import {
-  adopt,
   ask,
   due,
   emptyState,
@@ -13,10 +12,10 @@ import {
   polled,
   release,
   type Tell,
-} from '../workflows/turns/state';
+} from '../activities/turns/rule';
 
-// The turn rule (workflows/turns/state.ts) without a server: examples, then random interleavings of
-// asks, re-asks, releases, closes and keeper restarts against the invariant.
+// The turn rule (activities/turns/rule.ts) without a server: examples, then random interleavings of
+// asks, re-asks, releases, closes and lost signals against the invariant.
 
 const WINDOW = 1_000;
 const message = (id: string, timestampMs: number, sender = 'ada', threadKey = 't1'): TurnAsk => ({
@@ -93,20 +92,6 @@ describe('the turn rule, by example', () => {
     assert.deepEqual(grants(due(s, 1_300)), ['colleague:go[colleague]'], "then the colleague's own turn");
   });
 
-  test('a keeper that starts afresh adopts the holders Temporal lists, and grants nothing beside them', () => {
-    const s = emptyState();
-    adopt(
-      s,
-      [{ threadKey: 't1', inboxId: 'inbox', threadId: 't1', workflowId: 'wf-a', runId: 'run-a', messageId: 'a' }],
-      6_000,
-    );
-    assert.deepEqual(grants(ask(s, message('b', 5_000), 7_000)), ['b:behind'], 'told it waits behind the holder');
-    assert.deepEqual(due(s, 9_000), []);
-    assert.equal(s.threads.t1?.holder?.runId, 'run-a');
-    release(s, 't1', 'run-a', { messageId: 'a', sender: 'ada', timestampMs: 0, sent: true });
-    assert.deepEqual(grants(due(s, 9_000)), ['b:go[b]'], 'b is newer than the reply: its own turn');
-  });
-
   test('a repeated ask changes nothing and is told its answer again; a go to a run that is gone lets the turn go on', () => {
     const s = emptyState();
     ask(s, message('a', 0), 0);
@@ -164,32 +149,47 @@ function simulate(seed: number) {
     answers.set(id, replies);
     if (replies.size > 1) fail(`${id} answered by two sent replies: ${[...replies].join(', ')}`);
   };
-  let state: TurnKeeperState = emptyState();
+  const state: TurnsState = emptyState();
   let now = 0;
   const trace: string[] = [];
   const fail = (what: string) => assert.fail(`seed ${seed}: ${what}\n${trace.join('\n')}`);
 
+  /** Runs a turn was decided for (the order is checked once, when it is decided). */
+  const granted = new Set<string>();
   const holding = (threadKey: string) =>
     messages.filter((m) => m.threadKey === threadKey && runs.get(m.messageId)!.kind === 'holding');
-  const deliver = (tells: Tell[]) => {
+  /**
+   * Tells the runs their answers. The asking run's own comes back in its ask's result; every other is
+   * a signal, which may be lost (a crash between the commit and the signal): that run hears it when
+   * it asks again.
+   */
+  const deliver = (tells: Tell[], self?: string) => {
     for (const tell of tells) {
       const id = tell.runId.slice(4);
       const run = runs.get(id)!;
+      if (tell.grant.kind === 'go' && !granted.has(id)) {
+        // Turns in message-time order, checked when the turn is decided (it may be heard later): nobody
+        // the row knows waits with an older message of another sender.
+        granted.add(id);
+        const oldest = Math.min(...tell.grant.covers.map((c) => byId.get(c)!.timestampMs));
+        for (const w of state.threads[tell.threadKey]?.waiting ?? [])
+          if (w.timestampMs < oldest && w.sender !== byId.get(id)!.sender)
+            fail(`${id} went before older ${w.messageId}`);
+      }
+      if (id !== self && r.next() < 0.2) {
+        trace.push(`  tell ${id} ${describeGrant(tell.grant)}: lost`);
+        continue;
+      }
       trace.push(`  tell ${id} ${describeGrant(tell.grant)}`);
       if (tell.grant.kind === 'behind') continue; // it shows that it waits; nothing else changes
       if (run.kind !== 'waiting') {
-        // The run has ended (or holds already): a go cannot reach it, which the keeper learns.
-        if (tell.grant.kind === 'go' && run.kind !== 'holding') gone(state, tell.threadKey, tell.runId);
+        // The run has ended (or holds already): a go cannot reach it, and the signal says so.
+        if (tell.grant.kind === 'go' && run.kind !== 'holding') deliver(passOn(tell));
         continue;
       }
       if (tell.grant.kind === 'go') {
         runs.set(id, { kind: 'holding', covers: tell.grant.covers });
         if (holding(tell.threadKey).length > 1) fail(`two holders in ${tell.threadKey}`);
-        // Turns in message-time order: nobody the keeper knows waits with an older message.
-        const oldest = Math.min(...tell.grant.covers.map((c) => byId.get(c)!.timestampMs));
-        for (const w of state.threads[tell.threadKey]?.waiting ?? [])
-          if (w.timestampMs < oldest && w.sender !== byId.get(id)!.sender)
-            fail(`${id} went before older ${w.messageId}`);
       } else {
         const by = byId.get(tell.grant.by)!;
         const me = byId.get(id)!;
@@ -201,9 +201,14 @@ function simulate(seed: number) {
       }
     }
   };
+  /** A `go` that could not reach its run (closed): the turn goes on (activities/turns/ask-turn.ts `settle`). */
+  const passOn = (tell: Tell): Tell[] => {
+    gone(state, tell.threadKey, tell.runId);
+    return due(state, now);
+  };
   // An ask (activities/turns/ask-turn.ts) first asks the store whether a sent reply of the same
   // sender, no older, read this message (every draft reads its sender's older messages here); then
-  // the keeper.
+  // it changes the thread's row (ask, then whatever turn is due), and looks at a holder whose look is due.
   const reask = (m: TurnAsk): Tell[] => {
     const answered = sentReplies
       .filter((r) => r.threadKey === m.threadKey && r.sender === m.sender && r.messageId !== m.messageId)
@@ -220,16 +225,16 @@ function simulate(seed: number) {
         },
       ];
     }
-    return ask(state, m, now);
+    const tells = [...ask(state, m, now), ...due(state, now)];
+    return [...tells, ...look()];
   };
-  const poll = () => {
-    for (const h of holdersToPoll(state, now)) {
+  const look = (): Tell[] =>
+    holdersToPoll(state, now).flatMap((h) => {
       const kind = runs.get(h.runId.slice(4))!.kind;
       const end = kind === 'holding' || kind === 'waiting' ? 'open' : kind === 'sent' ? 'sent' : 'closed';
-      deliver(polled(state, h.threadKey, h.runId, end, now));
-    }
-  };
-  /** Releases sent but not yet read by the keeper: a look at the holder may come first. */
+      return [...polled(state, h.threadKey, h.runId, end, now), ...due(state, now)];
+    });
+  /** Releases whose activity has not run yet (its worker died): a waiter's look at the holder may come first. */
   const late: Array<() => void> = [];
   const end = (m: TurnAsk, sent: boolean, releaseLate = false) => {
     const covers = (runs.get(m.messageId) as { covers?: string[] }).covers ?? [];
@@ -239,14 +244,15 @@ function simulate(seed: number) {
       for (const id of covers) answeredBy(id, m.messageId);
     }
     const give = () =>
-      deliver(
-        release(state, m.threadKey, m.runId, {
+      deliver([
+        ...release(state, m.threadKey, m.runId, {
           messageId: m.messageId,
           sender: m.sender,
           timestampMs: m.timestampMs,
           sent,
         }),
-      );
+        ...due(state, now),
+      ]);
     if (releaseLate) late.push(give);
     else give();
   };
@@ -259,11 +265,11 @@ function simulate(seed: number) {
       const m = r.pick(of('unasked'));
       trace.push(`${now} ask ${m.messageId} (${m.sender}@${m.timestampMs} in ${m.threadKey})`);
       runs.set(m.messageId, { kind: 'waiting' });
-      deliver(reask(m));
-    } else if (choice === 3 && of('waiting').length > 0) {
+      deliver(reask(m), m.messageId);
+    } else if ((choice === 3 || choice === 6) && of('waiting').length > 0) {
       const m = r.pick(of('waiting'));
       trace.push(`${now} re-ask ${m.messageId}`);
-      deliver(reask(m));
+      deliver(reask(m), m.messageId);
     } else if (choice === 4 && of('holding').length > 0) {
       const m = r.pick(of('holding'));
       const sent = r.next() < 0.7;
@@ -279,41 +285,18 @@ function simulate(seed: number) {
         trace.push(`${now} terminate ${m.messageId}`);
         runs.set(m.messageId, { kind: 'terminated' });
       }
-    } else if (choice === 6 && r.next() < 0.3) {
-      trace.push(`${now} keeper restarted`);
-      // A fresh keeper adopts the runs Temporal lists as holding a turn (with their message's sender and time).
-      state = emptyState();
-      adopt(
-        state,
-        threads.flatMap((threadKey) =>
-          holding(threadKey).map((h) => ({
-            threadKey,
-            inboxId: h.inboxId,
-            threadId: h.threadId,
-            workflowId: h.workflowId,
-            runId: h.runId,
-            messageId: h.messageId,
-            sender: h.sender,
-            timestampMs: h.timestampMs,
-          })),
-        ),
-        now,
-      );
     } else {
-      trace.push(`${now} tick`);
-      poll();
-      deliver(due(state, now));
+      trace.push(`${now} time passes`);
     }
   }
-  // Then everything settles: every run asks again on its timer, holders send, time passes.
+  // Then everything settles: every waiting run asks again on its timer, holders send, time passes.
+  // Nothing else moves a turn: there is no keeper, only asks and releases.
   for (const m of messages) if (runs.get(m.messageId)!.kind === 'unasked') runs.set(m.messageId, { kind: 'waiting' });
   for (let round = 0; round < 200; round++) {
     now += 1_000;
     trace.push(`${now} settle`);
-    for (const m of messages) if (runs.get(m.messageId)!.kind === 'waiting') deliver(reask(m));
+    for (const m of messages) if (runs.get(m.messageId)!.kind === 'waiting') deliver(reask(m), m.messageId);
     late.splice(0).forEach((give) => give());
-    poll();
-    deliver(due(state, now));
     for (const m of messages) if (runs.get(m.messageId)!.kind === 'holding') end(m, true);
     if (messages.every((m) => !['waiting', 'holding'].includes(runs.get(m.messageId)!.kind))) break;
   }
@@ -324,7 +307,7 @@ function simulate(seed: number) {
   return { messages: messages.length, covered: [...runs.values()].filter((x) => x.kind === 'covered').length };
 }
 
-describe('the turn rule, over random interleavings of asks, re-asks, releases, closes and keeper restarts', () => {
+describe('the turn rule, over random interleavings of asks, re-asks, releases, closes and lost signals', () => {
   test('one holder per thread, turns in message-time order, every message answered, covered by a sent reply that read it, or ended visibly', () => {
     let covered = 0;
     let total = 0;

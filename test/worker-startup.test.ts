@@ -8,7 +8,7 @@ import { after, before, describe, test } from 'node:test';
 import { spawn } from 'node:child_process';
 import path from 'node:path';
 import { Worker } from '@temporalio/worker';
-import { INBOUND_MESSAGE_WORKFLOW, reviewUpdate, turnKeeperTaskQueue, type MessageRef } from '../contract';
+import { INBOUND_MESSAGE_WORKFLOW, reviewUpdate, type MessageRef } from '../contract';
 import { inboundWorkflowId } from '../lib/hashing';
 import { connectTemporalWorker } from '../lib/temporal-connection';
 import { describeDeployment, setCurrentVersion } from '../worker/deployment';
@@ -185,9 +185,10 @@ const ROOT = path.resolve(__dirname, '..');
 
 describe('`npm run deploy -- promote` right after a build starts (the production-topology flake)', () => {
   test('a build that polls only one of its two task queues yet, while the other has work waiting, is promoted once it polls both, not refused', async () => {
-    // Prepare: build A current, polling both queues a worker polls (the messages' and the turn keepers').
+    // Prepare: build A current, polling two queues (as a build of 0.1 did: the messages' and its turn keepers').
     const deploymentName = `promote-${randomUUID().slice(0, 8)}`;
     const taskQueue = `promote-${randomUUID()}`;
+    const secondQueue = `${taskQueue}-second`;
     const connection = await connectTemporalWorker(testEnv.temporal);
     const running: Array<{ worker: Worker; done: Promise<void> }> = [];
     const poll = async (buildId: string, queue: string) => {
@@ -216,7 +217,7 @@ describe('`npm run deploy -- promote` right after a build starts (the production
     const ref: MessageRef = { inboxId: h.newInbox(), messageId: `<${randomUUID()}@promote.test>` };
     try {
       const aMain = await poll('build-a', taskQueue);
-      await poll('build-a', turnKeeperTaskQueue(taskQueue));
+      await poll('build-a', secondQueue);
       await eventually(
         async () => ((await queuesOf('build-a').catch(() => 0)) === 2 ? true : undefined),
         'A to poll both queues',
@@ -231,7 +232,7 @@ describe('`npm run deploy -- promote` right after a build starts (the production
         args: [ref],
       });
       // B's first worker polls: the moment the rolling-deploy test saw B "registered" and promoted it.
-      await poll('build-b', turnKeeperTaskQueue(taskQueue));
+      await poll('build-b', secondQueue);
       await eventually(
         async () => ((await queuesOf('build-b').catch(() => 0)) === 1 ? true : undefined),
         'B to poll its first queue',

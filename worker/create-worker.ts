@@ -12,7 +12,6 @@ import {
 } from '@temporalio/worker';
 import type { WorkerDeploymentVersion } from '@temporalio/common';
 import { createActivities, type ActivityDeps } from '../activities';
-import { KEEPER_STICKY_TIMEOUT_MS, turnKeeperTaskQueue } from '../contract';
 import { workflowOutcomes } from '../lib/metrics';
 import { activeTracing, annotateActiveSpan, type Tracing } from '../lib/tracing';
 import type { EndedStatus } from '../workflows/interceptors/outcomes';
@@ -32,17 +31,10 @@ export interface ReplyonceWorkerOptions {
   deployment: WorkerDeploymentVersion;
 }
 
-/**
- * The worker: two Temporal Workers of one build in one process. The main one polls the task queue
- * (message runs, their activities, the schedules); the other polls the turn keepers' own queue
- * (`<task queue>-turns`, contract/workflow.ts). A message's local activity waits for its keeper's
- * answer while holding a workflow-task slot of the main Worker, so a keeper that shared those slots
- * would wait behind the very messages waiting for it: with its own queue and slots it never does.
- */
+/** The worker: one Temporal Worker polling the task queue (message runs, their activities, the schedules). */
 export interface ReplyonceWorker {
   run(): Promise<void>;
   shutdown(): void;
-  /** RUNNING once both poll; otherwise the state of the one that does not. */
   getState(): ReturnType<Worker['getState']>;
 }
 
@@ -64,7 +56,7 @@ export async function createReplyonceWorker(options: ReplyonceWorkerOptions): Pr
         ]),
       };
   // Temporal waits for a local activity when its worker stops, and never cancels it: the turn
-  // activities are told by this instead, so a stop is never held open by a keeper's answer.
+  // activities are told by this instead, so a stop is never held open by a call to Temporal.
   const stopping = new AbortController();
   const activities = createActivities(options.deps, stopping.signal);
   const common = {
@@ -84,7 +76,7 @@ export async function createReplyonceWorker(options: ReplyonceWorkerOptions): Pr
       ...tracing?.sinks,
     },
   } satisfies Partial<WorkerOptions>;
-  const main = await Worker.create({
+  const worker = await Worker.create({
     ...common,
     taskQueue: options.taskQueue,
     maxConcurrentActivityTaskExecutions: options.maxConcurrentActivityTaskExecutions ?? 50,
@@ -92,39 +84,23 @@ export async function createReplyonceWorker(options: ReplyonceWorkerOptions): Pr
     // thread, and a worker that has just started (or taken over from a dead one) replays each from
     // its history: with 200 it took on more than it could answer within the 10 s workflow task
     // timeout, every one of them timed out and went to the next worker, which did the same (the soak,
-    // docs/deployment.md). A message's turn request holds its task at most TURN_UPDATE_WAIT_MS.
+    // docs/deployment.md).
     maxConcurrentWorkflowTaskExecutions: WORKFLOW_TASK_SLOTS,
     maxConcurrentLocalActivityExecutions: WORKFLOW_TASK_SLOTS,
   });
-  // The keepers' queue runs only keepers and their one local activity (which runs asks about a few runs).
-  const turns = await Worker.create({
-    ...common,
-    taskQueue: turnKeeperTaskQueue(options.taskQueue),
-    maxConcurrentActivityTaskExecutions: 4,
-    // A keeper's next task waits for this worker only briefly: if it died, another takes the keeper on.
-    stickyQueueScheduleToStartTimeout: KEEPER_STICKY_TIMEOUT_MS,
-  });
-  const workers = [main, turns];
   return {
     async run() {
-      // One stopping (a fatal error, or shutdown) stops the other: the process runs both or neither.
-      await Promise.all(
-        workers.map((worker) =>
-          worker.run().finally(() => {
-            stopping.abort();
-            for (const other of workers) if (other.getState() === 'RUNNING') other.shutdown();
-          }),
-        ),
-      );
+      try {
+        await worker.run();
+      } finally {
+        stopping.abort();
+      }
     },
     shutdown() {
       stopping.abort();
-      for (const worker of workers)
-        if (worker.getState() === 'RUNNING' || worker.getState() === 'INITIALIZED') worker.shutdown();
+      if (worker.getState() === 'RUNNING' || worker.getState() === 'INITIALIZED') worker.shutdown();
     },
-    getState() {
-      return workers.map((worker) => worker.getState()).find((state) => state !== 'RUNNING') ?? 'RUNNING';
-    },
+    getState: () => worker.getState(),
   };
 }
 

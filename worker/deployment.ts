@@ -150,11 +150,10 @@ export async function setRampingVersion(
 }
 
 /**
- * How long `npm run deploy` waits for a build's workers to poll every task queue. A worker polls two
- * (the messages' queue and the turn keepers', worker/create-worker.ts), each registering with the
- * server on its own first poll, and the server refuses to make current (or ramp) a build that does
- * not yet poll every queue the current build polls (FAILED_PRECONDITION): right after a start, or on
- * a loaded machine, the second queue can trail the first by seconds. Two minutes covers a cold start.
+ * How long `npm run deploy` waits for a build's workers to poll every task queue. The server lists a
+ * build at its first poll and refuses to make current (or ramp) a build that does not yet poll every
+ * queue the current build polls (FAILED_PRECONDITION): a build of 0.1 polled a second queue (its turn
+ * keepers'), and on a loaded machine registration trails the start by seconds. Two minutes covers a cold start.
  */
 export const TASK_QUEUES_REGISTER_MS = 120_000;
 

@@ -3,5 +3,4 @@ export { inboundMessageWorkflow } from './inbound-message';
 export { retentionWorkflow } from './retention';
 export { webhookWatchdogWorkflow } from './webhook-watchdog';
 export { knowledgeSyncWorkflow } from './knowledge-sync';
-export { turnKeeperWorkflow } from './turn-keeper';
 export { rehearsalWorkflow } from './rehearsal';

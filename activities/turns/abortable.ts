@@ -3,17 +3,16 @@ import { LOCAL_RETRY_THRESHOLD_MS, RetryableFailureType } from '../../contract';
 
 /**
  * A turn activity that ends when its attempt does, or when its worker stops, even while Temporal
- * is still to answer. These activities wait on other workflows (a keeper's answer to an Update),
- * and the worker's client cannot abort a call it has sent: so the activity's result races the
- * attempt's cancellation (its timeout, its workflow's cancellation) and the worker's stop. The
- * stop matters because Temporal waits for a local activity when its worker shuts down, and never
- * cancels it: a worker stopping both its queues at once leaves the keeper unpolled, and a message
- * still waiting for the keeper's answer held the whole shutdown open (test/turn-keepers.test.ts).
+ * is still to answer. These activities call Temporal (signals to the runs they answer, a look at
+ * a holder's run), and the worker's client cannot abort a call it has sent: so the activity's result
+ * races the attempt's cancellation (its timeout, its workflow's cancellation) and the worker's stop.
+ * The stop matters because Temporal waits for a local activity when its worker shuts down, and never
+ * cancels it: a call stuck on an unreachable server would hold the whole shutdown open.
  *
  * Stopped, the attempt fails as WorkerStopping with a retry delay just past the local-retry
  * threshold, so the message's workflow task completes at once with a timer, and the next worker
- * takes the step up after it, asking under the same Update id (the keeper answers a known run
- * alike). The call left behind ends by the attempt's deadline at the latest.
+ * takes the step up after it (an ask or a release repeated changes nothing: the thread's row answers
+ * a known run alike). The call left behind ends by the attempt's deadline at the latest.
  */
 export function abortable<A extends unknown[], R>(
   activity: (...args: A) => Promise<R>,

@@ -1,35 +1,30 @@
-import { Context } from '@temporalio/activity';
+import { Context, log } from '@temporalio/activity';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { AgentMail, AgentMailClient } from 'agentmail';
 import {
-  askTurnSignal,
   draftKey,
-  type HeldTurn,
   type HolderEnd,
-  messageTaskQueueOf,
-  KEEPER_TASK_TIMEOUT_MS,
   type MessageRef,
   OperationKind,
-  releaseTurnSignal,
   replyKey,
   type RunRef,
-  SearchAttributes,
+  type TurnAnswer,
   type TurnAsk,
-  TURN_KEEPER_WORKFLOW,
   type TurnHandBack,
-  type TurnKeeperInput,
-  turnKeeperTaskQueue,
+  type TurnsState,
   turnSignal,
 } from '../../contract';
 import type { ActivityConfig } from '../../lib/config';
 import type { Db } from '../../lib/db';
 import { failpoint } from '../../lib/failpoints';
-import { addressHash, threadTurnKeeper } from '../../lib/hashing';
+import { addressHash, threadKeyOf } from '../../lib/hashing';
 import { fetchMessage, recentThread } from '../agentmail/reads';
 import { senderOf } from '../agentmail/recipients';
 import type { OperationStore } from '../operation-store/store';
 import type { StoredDraft } from '../draft/draft-store';
 import { personAnswering } from './person-answering';
+import { ask, due, holdersToPoll, nextWakeAt, polled, release, type Tell } from './rule';
+import { changeTurns } from './turn-table';
 
 export interface TurnDeps {
   agentmail: AgentMailClient;
@@ -41,20 +36,21 @@ export interface AskTurnInput extends MessageRef, RunRef {
   threadId: string;
 }
 
-/** What the ask found: the turn asked for (its answer comes by signal), or no turn needed at all. */
+/** What the ask found: the turn asked for (its answer now, or later by signal), or no turn needed at all. */
 export type AskTurnAnswer =
   | {
       kind: 'asked';
-      keeperWorkflowId: string;
       threadKey: string;
       sender: string;
       timestampMs: number;
       /** How long this message's burst window has still to run (0: ended). */
       burstLeftMs: number;
-      /** Whether the turn will not come at once (a burst window open, a newer message awaited): the run shows it waits (behind a holder, the keeper says so). */
+      /** Whether the turn will not come at once (a burst window open, a newer message awaited): the run shows it waits (behind a holder, `answer` says so). */
       waits: boolean;
-      /** When to ask again if no answer came (TURN_REASK_MS): nothing lives only in a keeper. */
+      /** When to ask again if no answer came: when the thread's turn is next due, at most TURN_REASK_MS. */
       reaskMs: number;
+      /** This run's answer when the ask decided it (the turn was free, a sent reply covers it, it waits behind a holder); else it comes by the `turn` signal. */
+      answer?: TurnAnswer;
     }
   /**
    * The message's burst window (REPLY_COALESCE_MS from its time) is still open: nothing is asked yet.
@@ -73,12 +69,9 @@ export type AskTurnAnswer =
  */
 const THREAD_READ_MAX_AGE_MS = 2_000;
 
-/** The statuses of a run that holds its thread's turn (workflows/inbound-message.ts sets them only after `go`). */
-const HOLDING = ['drafting', 'awaiting_approval', 'escalated', 'held', 'handed_off', 'sending'];
-
 /**
- * Asks the thread's keeper for this message's turn, by signal-with-start (the first ask starts the
- * keeper, or a fresh one after an operator terminated it, which first adopts the runs holding turns).
+ * Asks for this message's turn in its thread's row (activities/turns/turn-table.ts): the answer comes
+ * back at once when the ask decides it, else by the `turn` signal when the holder gives the turn back.
  */
 export async function askTurn(
   deps: TurnDeps & { store: Pick<OperationStore, 'completed'> },
@@ -86,7 +79,7 @@ export async function askTurn(
 ): Promise<AskTurnAnswer> {
   // A rerun of an answered message (`npm run replay -- --rerun`, or `temporal workflow start
   // --id-reuse-policy AllowDuplicate` as docs/operations.md prints it) replays its sent reply from
-  // the store: it needs no keeper, and AgentMail may no longer have its message or thread to read.
+  // the store: it needs no turn, and AgentMail may no longer have its message or thread to read.
   if (await replyAlreadySent(deps, input)) return grantOwnTurn(deps, input);
   const { thread } = await recentThread(deps.agentmail, input, input.again ? 0 : THREAD_READ_MAX_AGE_MS);
   const message =
@@ -98,16 +91,11 @@ export async function askTurn(
   const coveredBy = await sentReplyCovering(deps.store, input.inboxId, thread.messages, message, sender);
   if (coveredBy !== null) return { kind: 'covered', by: coveredBy };
   // Only the first ask waits for the window (a message dated in the future counts from now), so a
-  // repeat always reaches the keeper.
+  // repeat always reaches the row.
   const openForMs = Math.min(message.timestamp.getTime(), Date.now()) + deps.config.REPLY_COALESCE_MS - Date.now();
   if (!input.again && openForMs > 0) return { kind: 'burst', burstLeftMs: openForMs };
 
-  const client = Context.current().client;
-  const { workflowId, threadKey, index } = threadTurnKeeper(
-    input.inboxId,
-    input.threadId,
-    Context.current().info.taskQueue,
-  );
+  const threadKey = threadKeyOf(input.inboxId, input.threadId);
   const request: TurnAsk = {
     threadKey,
     inboxId: input.inboxId,
@@ -124,27 +112,85 @@ export async function askTurn(
       ? burstOfSender(thread.messages, message, sender, deps.config.REPLY_COALESCE_MS)
       : [];
   if (newer.length > 0) request.newer = newer;
-  const args: [TurnKeeperInput] = [{ index }];
-  await client.workflow.signalWithStart(TURN_KEEPER_WORKFLOW, {
-    workflowId,
-    taskQueue: turnKeeperTaskQueue(Context.current().info.taskQueue),
-    args,
-    workflowTaskTimeout: KEEPER_TASK_TIMEOUT_MS,
-    signal: askTurnSignal,
-    signalArgs: [request],
-  });
+  const changed = await changeTurns(deps.db, threadKey, (state, now) => [...ask(state, request, now), ...due(state, now)]);
   failpoint('turn.after-request');
+  const { answer, state } = await settle(deps, threadKey, changed, input.runId);
   const burstLeftMs = Math.max(0, request.timestampMs + request.coalesceMs - Date.now());
+  // A run that waits asks again when its thread's turn is next due (a burst ends, the holder's next
+  // look), and at least every TURN_REASK_MS: a lost signal, or a holder gone without a word, never wedges it.
+  const wakeAt = nextWakeAt(state);
+  const reaskMs = Math.min(
+    deps.config.TURN_REASK_MS,
+    wakeAt === undefined ? Infinity : Math.max(MIN_REASK_MS, wakeAt - Date.now()),
+  );
   return {
     kind: 'asked',
-    keeperWorkflowId: workflowId,
     threadKey,
     sender,
     timestampMs: request.timestampMs,
     burstLeftMs,
     waits: burstLeftMs > 0 || newer.length > 0,
-    reaskMs: deps.config.TURN_REASK_MS,
+    reaskMs,
+    ...(answer === undefined ? {} : { answer }),
   };
+}
+
+/** A waiting run asks again no sooner than this. */
+const MIN_REASK_MS = 500;
+
+/**
+ * Tells the runs their answers (this run's own is returned, not signalled) and does what follows: a
+ * `go` to a run that is gone (terminated) passes the turn on, and a holder someone waits behind whose
+ * look is due is looked at (is its run still open?), which may pass the turn on too. A run not told
+ * (a signal that failed, a crash here) hears it when it asks again: the row keeps every answer.
+ */
+async function settle(
+  deps: TurnDeps & { store: Pick<OperationStore, 'completed'> },
+  threadKey: string,
+  changed: { tells: Tell[]; state: TurnsState },
+  self: string,
+): Promise<{ answer?: TurnAnswer; state: TurnsState }> {
+  let { tells, state } = changed;
+  let answer: TurnAnswer | undefined;
+  for (let round = 0; round < SETTLE_ROUNDS; round++) {
+    const gone: string[] = [];
+    for (const tell of tells) if (tell.runId === self) answer = tell.grant;
+    await Promise.all(
+      tells
+        .filter((tell) => tell.runId !== self)
+        .map(async (tell) => {
+          if (!(await signalRun(tell)) && tell.grant.kind === 'go') gone.push(tell.runId);
+        }),
+    );
+    const look = holdersToPoll(state, Date.now())[0];
+    if (gone.length === 0 && look === undefined) break;
+    const [end] = look === undefined ? [] : await holderEnds(deps, { holders: [look] });
+    ({ tells, state } = await changeTurns(deps.db, threadKey, (turns, now) => [
+      ...gone.flatMap((runId) => release(turns, threadKey, runId, null)),
+      ...(look === undefined || end === undefined ? [] : polled(turns, threadKey, look.runId, end, now)),
+      ...due(turns, now),
+    ]));
+  }
+  return { ...(answer === undefined ? {} : { answer }), state };
+}
+
+/** Rounds of telling and looking one ask or release goes through at most (each passes the turn at most once). */
+const SETTLE_ROUNDS = 5;
+
+/** Signals a run its answer; false when the run is closed (it will never ask again). */
+async function signalRun(tell: Tell): Promise<boolean> {
+  try {
+    await Context.current().client.workflow.getHandle(tell.workflowId, tell.runId).signal(turnSignal, tell.grant);
+    return true;
+  } catch (error) {
+    if (error instanceof WorkflowNotFoundError) return false;
+    // Not told now (the server busy, restarting): the run asks again on its timer and is told then.
+    log.warn('a turn answer could not be signalled; the run hears it when it asks again', {
+      workflowId: tell.workflowId,
+      error: String(error),
+    });
+    return true;
+  }
 }
 
 /**
@@ -158,36 +204,34 @@ async function replyAlreadySent(deps: { store: Pick<OperationStore, 'completed'>
 }
 
 /**
- * The turn of a message whose reply is in the store: its own run is told `go` (the `turn` signal a
- * keeper would send), and no keeper is asked (`keeperWorkflowId` '' gives nothing back), so the run
- * goes on to replay its steps without a read of AgentMail.
+ * The turn of a message whose reply is in the store: `go` for itself, asked of no row (`threadKey`
+ * '' gives nothing back), so the run goes on to replay its steps without a read of AgentMail.
  */
-async function grantOwnTurn(deps: Pick<TurnDeps, 'config'>, input: AskTurnInput): Promise<AskTurnAnswer> {
-  await Context.current()
-    .client.workflow.getHandle(input.workflowId, input.runId)
-    .signal(turnSignal, { kind: 'go', covers: [input.messageId] });
+function grantOwnTurn(deps: Pick<TurnDeps, 'config'>, input: AskTurnInput): AskTurnAnswer {
   return {
     kind: 'asked',
-    keeperWorkflowId: '',
     threadKey: '',
     sender: '',
     timestampMs: 0,
     burstLeftMs: 0,
     waits: false,
     reaskMs: deps.config.TURN_REASK_MS,
+    answer: { kind: 'go', covers: [input.messageId] },
   };
 }
 
-/** Gives the turn back, saying whether the reply was sent. A keeper that is gone holds no turn. */
-export async function releaseTurn(input: TurnHandBack): Promise<void> {
-  if (input.keeperWorkflowId === '') return; // no turn held
-  const { keeperWorkflowId, ...release } = input;
-  try {
-    await Context.current().client.workflow.getHandle(keeperWorkflowId).signal(releaseTurnSignal, release);
-  } catch (error) {
-    if (error instanceof WorkflowNotFoundError) return;
-    throw error;
-  }
+/** Gives the turn back, saying whether the reply was sent, and tells the runs the turn goes to. */
+export async function releaseTurn(
+  deps: TurnDeps & { store: Pick<OperationStore, 'completed'> },
+  input: TurnHandBack,
+): Promise<void> {
+  if (input.threadKey === '') return; // no turn held
+  const { threadKey, runId, ...released } = input;
+  const changed = await changeTurns(deps.db, threadKey, (state, now) => [
+    ...release(state, threadKey, runId, released),
+    ...due(state, now),
+  ]);
+  await settle(deps, threadKey, changed, runId);
 }
 
 /**
@@ -290,46 +334,4 @@ export function burstOfSender(
     .sort((a, b) => at(a) - at(b))
     .map((m) => m.messageId)
     .slice(-20);
-}
-
-/** The holding runs a keeper that starts afresh looks at, at most (each costs a read of its message). */
-const HELD_TURNS_MAX = 2_000;
-
-/**
- * The runs Temporal lists as holding a turn in this keeper's threads: what a keeper that starts
- * afresh adopts before it grants anything (workflows/turns/state.ts `adopt`). Each holder's sender
- * and time come from AgentMail's copy of its message, so the keeper covers as its release would.
- * Visibility may lag a run granted a second before its keeper was terminated (docs/conversations.md).
- */
-export async function heldTurns(deps: Pick<TurnDeps, 'agentmail'>, input: { index: number }): Promise<HeldTurn[]> {
-  const messageQueue = messageTaskQueueOf(Context.current().info.taskQueue);
-  const quote = (value: string) => `'${value.replace(/\\/g, '\\\\').replace(/'/g, "\\'")}'`;
-  const query = [
-    `WorkflowType = 'inboundMessageWorkflow'`,
-    `ExecutionStatus = 'Running'`,
-    `TaskQueue = ${quote(messageQueue)}`,
-    `ReplyStatus IN (${HOLDING.map(quote).join(', ')})`,
-  ].join(' AND ');
-  const held: HeldTurn[] = [];
-  let seen = 0;
-  for await (const run of Context.current().client.workflow.list({ query, pageSize: 500 })) {
-    if (++seen > HELD_TURNS_MAX) break;
-    const inboxId = run.typedSearchAttributes.get(SearchAttributes.InboxId);
-    const threadId = run.typedSearchAttributes.get(SearchAttributes.ThreadId);
-    const messageId = run.typedSearchAttributes.get(SearchAttributes.MessageId);
-    if (inboxId === undefined || threadId === undefined || messageId === undefined) continue;
-    const { threadKey, index } = threadTurnKeeper(inboxId, threadId, messageQueue);
-    if (index !== input.index) continue;
-    const message = await fetchMessage(deps.agentmail, { inboxId, messageId }).catch(() => null);
-    held.push({
-      workflowId: run.workflowId,
-      runId: run.runId,
-      threadKey,
-      inboxId,
-      threadId,
-      messageId,
-      ...(message ? { sender: senderKey(message), timestampMs: message.timestamp.getTime() } : {}),
-    });
-  }
-  return held;
 }

@@ -1,7 +1,7 @@
 import { Client, Connection } from '@temporalio/client';
 import type { BenchContext } from '../support/context';
 import { NAMESPACE } from '../support/environment';
-import { meanMessageHistory, turnKeeperEvents } from '../support/history-cost';
+import { meanMessageHistory } from '../support/history-cost';
 import { CpuMeter, cpuPer, loadAverage, othersBusy, sleep } from '../support/context';
 import { seedMessages, seededRandom, type SeededMessage } from '../support/deliveries';
 import { failures, runOpenLoop, type Delivery } from '../support/load';
@@ -37,8 +37,8 @@ export interface EndToEndFigures {
   /** Share of the machine busy with processes outside the bench (a noisy neighbour). */
   othersBusy: number;
   loadAverage: [number, number, number];
-  /** Temporal's cost per message: a sample of message workflows, and the turn keepers' events shared out. */
-  historyEvents: { message: number; turnKeepers: number };
+  /** Temporal's cost per message: a sample of message workflows (the whole of it: turns need no other workflow). */
+  historyEvents: { message: number };
   timedOut: boolean;
 }
 
@@ -103,7 +103,6 @@ export async function oneLoad(
     seeded ??
     (await seedMessages(context.sandbox.url, count, (done) => context.log(`    seeded ${done}/${count} messages`)));
   const { deliveries, scheduleMs, messageOf } = plan(context, messages, repeat * 1_000 + count);
-  const keeperEventsBefore = await turnKeeperEvents(client, side.stack.taskQueue);
   const meter = CpuMeter.forRun(context, side.servers);
   const startedAt = Date.now();
 
@@ -160,10 +159,7 @@ export async function oneLoad(
     if (n === 0) missingReplies += 1;
     if (n > 1) duplicateEmails += n - 1;
   }
-  const historyEvents = {
-    message: await meanMessageHistory(client, messages.slice(0, 20)),
-    turnKeepers: ((await turnKeeperEvents(client, side.stack.taskQueue)) - keeperEventsBefore) / count,
-  };
+  const historyEvents = { message: await meanMessageHistory(client, messages.slice(0, 20)) };
   const firstDelivery = Math.min(...firstSent.filter(Number.isFinite));
   const drainSeconds = (lastReply - firstDelivery) / 1000;
   const figures: EndToEndFigures = {
@@ -190,7 +186,7 @@ export async function oneLoad(
     `  ${load} (${count} messages, ${deliveries.length} deliveries): drained in ${drainSeconds.toFixed(1)} s, ` +
       `webhook→reply p50 ${figures.latency.p50.toFixed(0)} ms p99 ${figures.latency.p99.toFixed(0)} ms, ` +
       `replies ${entries.length}/${count}, duplicates ${duplicateEmails}, ` +
-      `history events ${historyEvents.message.toFixed(1)} per message + ${historyEvents.turnKeepers.toFixed(1)} in the turn keepers` +
+      `history events ${historyEvents.message.toFixed(1)} per message` +
       `${figures.ackFailures ? `, ack failures ${figures.ackFailures}` : ''}${timedOut ? ', TIMED OUT' : ''}`,
   );
   return figures;

@@ -4,7 +4,7 @@ import path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import type { InboundMessageResult } from '../../contract';
 import { inboundWorkflowId } from '../../lib/hashing';
-import { meanMessageHistory, turnKeeperEvents } from '../support/history-cost';
+import { meanMessageHistory } from '../support/history-cost';
 import { messageReceivedBody, type InboundResult } from '../../sandbox/control-client';
 import type { BenchContext } from '../support/context';
 import { CpuMeter, cpuPer, sleep } from '../support/context';
@@ -21,7 +21,7 @@ import { summarize, type LatencySummary } from '../support/stats';
  * (listed in a sent reply's `covers`, or answered-together naming a sent reply whose draft read it
  * though it asked after that reply's turn began), one email per reply. Measured: from
  * a thread's last message (its timestamp) to the email that answers it, p50/p99, and Temporal's
- * history events per message (message workflows, and the turn keepers' share).
+ * history events per message workflow.
  */
 
 export interface ThreadsFigures {
@@ -36,8 +36,8 @@ export interface ThreadsFigures {
   answeredTogether: number;
   /** A thread's last message → the email that covers it. */
   lastMessageToReply: LatencySummary;
-  /** Mean history events of a message workflow that sent a reply, of one answered together, and the turn keepers' per message. */
-  historyEvents: { sent: number; answeredTogether: number; turnKeepersPerMessage: number };
+  /** Mean history events of a message workflow that sent a reply, and of one answered together. */
+  historyEvents: { sent: number; answeredTogether: number };
   cpuMsPerMessage: Record<string, number>;
   seconds: number;
   timedOut: boolean;
@@ -213,12 +213,11 @@ export async function runThreads(context: BenchContext): Promise<ThreadsFigures>
       if (at) latencies.push(Date.parse(at) - last.timestampMs);
     }
 
-    // Temporal's cost: history events per message, from a sample of runs, and the turn keepers' share.
+    // Temporal's cost: history events per message, from a sample of runs.
     const byStatus = (status: string) =>
       messages.filter((m) => results.get(`${m.inboxId}\n${m.messageId}`)?.status === status).slice(0, 20);
     const sentEvents = await meanMessageHistory(client, byStatus('sent'));
     const togetherEvents = await meanMessageHistory(client, byStatus('answered-together'));
-    const keeperEvents = await turnKeeperEvents(client, side.stack.taskQueue);
     const figures: ThreadsFigures = {
       threads,
       messagesPerThread,
@@ -233,7 +232,6 @@ export async function runThreads(context: BenchContext): Promise<ThreadsFigures>
       historyEvents: {
         sent: sentEvents,
         answeredTogether: togetherEvents,
-        turnKeepersPerMessage: keeperEvents / messages.length,
       },
       cpuMsPerMessage: cpuPer(usage, messages.length),
       seconds,
@@ -243,8 +241,8 @@ export async function runThreads(context: BenchContext): Promise<ThreadsFigures>
       `  threads: ${threads} × ${messagesPerThread} (${deliveries} deliveries, window ${coalesceMs} ms): ${outbox.length} replies, ` +
         `${answeredTogether} answered together, uncovered ${uncovered}, covered twice ${coveredTwice}; ` +
         `last message → reply p50 ${figures.lastMessageToReply.p50.toFixed(0)} ms p99 ${figures.lastMessageToReply.p99.toFixed(0)} ms; ` +
-        `history events: sent ${figures.historyEvents.sent.toFixed(1)}, together ${figures.historyEvents.answeredTogether.toFixed(1)}, ` +
-        `turn keepers ${figures.historyEvents.turnKeepersPerMessage.toFixed(1)} per message${timedOut ? ', TIMED OUT' : ''}`,
+        `history events: sent ${figures.historyEvents.sent.toFixed(1)}, together ${figures.historyEvents.answeredTogether.toFixed(1)}` +
+        `${timedOut ? ', TIMED OUT' : ''}`,
     );
     return figures;
   } finally {

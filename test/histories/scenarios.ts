@@ -47,15 +47,10 @@ export interface Scenario {
   name: string;
   /** The harness this scenario needs; scenarios with equal options share one. */
   harness?: HarnessOptions;
-  /**
-   * Drives the path to its end and returns the message and how its run ended. With `thread`, the
-   * history recorded is that thread's turn keeper (workflows/turn-keeper.ts, shared with other
-   * threads), which runs on after its last turn: its history is recorded open, as a worker would replay it.
-   */
+  /** Drives the path to its end and returns the message whose run is recorded, and how it ended. */
   run(ctx: ScenarioContext): Promise<{
     ref: MessageRef;
     ended: InboundMessageResult['status'] | 'failed';
-    thread?: string;
   }>;
 }
 
@@ -212,8 +207,8 @@ export const SCENARIOS: Scenario[] = [
     },
   },
   {
-    // The thread's turn keeper itself: a message answered alone, then a burst of two answered
-    // together (the turn handed out, covered, given back, handed out again).
+    // A thread's turns: a message answered alone, then a burst of two answered together; the
+    // burst's newest message is recorded (its turn asked and granted, given back after the send).
     name: 'thread-turns',
     harness: { coalesceMs: 3_000 },
     run: async ({ h, mail }) => {
@@ -222,12 +217,12 @@ export const SCENARIOS: Scenario[] = [
       await ended(h, first);
       await mail({ inbox: first.inboxId, thread, from });
       const last = await mail({ inbox: first.inboxId, thread, from });
-      return { ...(await ended(h, last)), thread };
+      return ended(h, last);
     },
   },
   {
-    // A burst that reaches its turns after its window (the workers behind): the oldest waits at the
-    // keeper for the sender's newer messages AgentMail already has, and the newest answers all three.
+    // A burst that reaches its turns after its window (the workers behind): the oldest waits for the
+    // sender's newer messages AgentMail already has, and the newest answers all three (recorded).
     name: 'thread-turns-late-burst',
     harness: { coalesceMs: 3_000 },
     run: async ({ h, mail }) => {
@@ -248,12 +243,12 @@ export const SCENARIOS: Scenario[] = [
       await h.sandbox.redeliver(burst[0]!.eventId);
       await waitForStatus(h, burst[0]!, 'waiting_turn');
       await Promise.all(burst.slice(1).map((m) => h.sandbox.redeliver(m.eventId)));
-      return { ...(await ended(h, burst[2]!)), thread };
+      return ended(h, burst[2]!);
     },
   },
   {
-    // A follow-up written while the thread's first reply awaits approval waits behind it (the keeper
-    // polls the holder while someone waits), and takes its turn once the first is sent.
+    // A follow-up written while the thread's first reply awaits approval waits behind it (asking
+    // again now and then, each ask looking at the holder), and takes its turn once the first is sent.
     name: 'thread-turns-behind-approval',
     harness: approval,
     run: async ({ h, mail }) => {
@@ -264,7 +259,7 @@ export const SCENARIOS: Scenario[] = [
       await waitForStatus(h, second, 'waiting_turn', 60_000);
       await sendVerdict(firstHandle, 'approve');
       await sendVerdict(await waitForStatus(h, second, 'awaiting_approval', 60_000), 'approve');
-      return { ...(await ended(h, second)), thread };
+      return ended(h, second);
     },
   },
   {

@@ -1,5 +1,5 @@
 import { condition, log, setHandler, sleep, workflowInfo } from '@temporalio/workflow';
-import { type MessageRef, type TurnGrant, type TurnHandBack, turnSignal } from '../../contract';
+import { type MessageRef, type TurnAnswer, type TurnGrant, type TurnHandBack, turnSignal } from '../../contract';
 import { boundedCleanup, localSteps } from './proxies';
 
 /** A waiting run asks again after TURN_REASK_MS, then twice as long each time, up to this. */
@@ -9,18 +9,20 @@ const MAX_REASK_MS = 15 * 60 * 1000;
 export type TurnOutcome = TurnGrant | { kind: 'person-answering' };
 
 /**
- * This message's turn in its thread (workflows/turn-keeper.ts): asked by a local activity that
- * signals the thread's keeper, answered by the `turn` signal. While no answer comes the run asks again
- * on a bounded timer, so a keeper that was terminated or reset rebuilds its queue from the runs.
+ * This message's turn in its thread: asked by a local activity that changes the thread's row in
+ * Postgres (activities/turns/), answered at once when the turn is free, else by the `turn` signal when
+ * the holder gives it back. While no answer comes the run asks again on a bounded timer, so a lost
+ * signal or a holder gone without a word never leaves it waiting for good.
  */
 export function threadTurn() {
   let grant: TurnGrant | undefined;
   let behind = false;
   let held: Omit<TurnHandBack, 'sent'> | null = null;
-  setHandler(turnSignal, (answer) => {
+  const hear = (answer: TurnAnswer) => {
     if (answer.kind === 'behind') behind = true;
     else grant ??= answer; // the first answer counts; a repeat changes nothing
-  });
+  };
+  setHandler(turnSignal, hear);
   return {
     /** `onWait` runs when the run starts to wait visibly: when the ask says so, or past its first re-ask. */
     async take(input: MessageRef & { threadId: string }, onWait: (burstLeftMs: number) => void): Promise<TurnOutcome> {
@@ -36,12 +38,13 @@ export function threadTurn() {
         asked = await localSteps.askTurn({ ...input, workflowId, runId, again: true });
       }
       if (asked.kind !== 'asked') return asked;
-      if (asked.waits && !shown) {
+      if (asked.answer !== undefined) hear(asked.answer);
+      if (asked.waits && !shown && grant === undefined) {
         shown = true;
         onWait(asked.burstLeftMs);
       }
       let waitMs = asked.reaskMs;
-      for (;;) {
+      while (grant === undefined) {
         const woken = await condition(() => grant !== undefined || (behind && !shown), waitMs);
         if (grant !== undefined) break;
         if (!shown) {
@@ -49,15 +52,16 @@ export function threadTurn() {
           onWait(0);
         }
         if (woken) continue;
-        log.info('no turn yet: asking the keeper again', { waitedMs: waitMs });
+        log.info('no turn yet: asking again', { waitedMs: waitMs });
         const again = await localSteps.askTurn({ ...input, workflowId, runId, again: true });
         // Covered by a reply sent meanwhile, or a person took the thread: no turn is needed any more.
         if (again.kind !== 'asked' && again.kind !== 'burst' && grant === undefined) return again;
-        waitMs = Math.min(2 * waitMs, MAX_REASK_MS);
+        if (again.kind === 'asked' && again.answer !== undefined) hear(again.answer);
+        // Twice as long each time, or sooner when the thread's turn is due sooner (a burst ends, a look at the holder).
+        waitMs = Math.min(2 * waitMs, MAX_REASK_MS, again.kind === 'asked' ? again.reaskMs : MAX_REASK_MS);
       }
       if (grant.kind === 'go') {
         held = {
-          keeperWorkflowId: asked.keeperWorkflowId,
           threadKey: asked.threadKey,
           runId,
           messageId: input.messageId,
@@ -70,7 +74,6 @@ export function threadTurn() {
     /** What the activity that gives the turn back needs (`sent`: the reply went out); the turn counts as given back from here on. */
     handBack(sent: boolean): TurnHandBack {
       const turn = held ?? {
-        keeperWorkflowId: '',
         threadKey: '',
         runId: '',
         messageId: '',

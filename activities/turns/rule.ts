@@ -1,20 +1,20 @@
 import type {
-  HeldTurn,
   HolderEnd,
   RunRef,
   ThreadTurns,
   TurnAsk,
   TurnAnswer,
   TurnGrant,
-  TurnKeeperState,
+  TurnsState,
   TurnRelease,
   WaitingAsk,
 } from '../../contract';
 
 /**
- * The turn rule, as pure state changes (no Temporal, no clock but `now`): each function changes the
- * keeper's state and returns the answers to send. The keeper (workflows/turn-keeper.ts) only wires
- * them to signals and timers, so the rule is tested without a server (test/turn-state.test.ts).
+ * The turn rule, as pure state changes (no Temporal, no database, no clock but `now`): each function
+ * changes a thread's state and returns the answers to tell. The ask and the release
+ * (activities/turns/ask-turn.ts) apply them to the thread's row under its lock (turn-table.ts) and
+ * tell the answers by signal, so the rule is tested without a server (test/turn-state.test.ts).
  *
  * The rule: a thread has at most one holder. When its turn is free, the sender of its oldest waiting
  * message goes next: once that sender's newest waiting message is REPLY_COALESCE_MS old (the burst has
@@ -30,8 +30,8 @@ export interface Tell extends RunRef {
   grant: TurnAnswer;
 }
 
-/** Answers kept for repeated asks, at most. */
-const ANSWERED_KEPT = 1_000;
+/** Answers kept for repeated asks, at most (a thread's row). */
+const ANSWERED_KEPT = 100;
 /** Behind a holder that may have closed without a word: the first look after this, then twice as long each time… */
 export const FIRST_POLL_MS = 1_000;
 /** …up to this (a turn behind a reply awaiting approval may be held for days). */
@@ -42,13 +42,13 @@ export const MAX_POLL_MS = 15 * 60 * 1000;
  */
 export const NEWER_WAIT_MS = 20_000;
 
-export const emptyState = (): TurnKeeperState => ({ threads: {}, answered: {} });
+export const emptyState = (): TurnsState => ({ threads: {}, answered: {} });
 
 const byTime = (a: { timestampMs: number; messageId: string }, b: { timestampMs: number; messageId: string }) =>
   a.timestampMs - b.timestampMs || (a.messageId < b.messageId ? -1 : a.messageId > b.messageId ? 1 : 0);
 
 /** A message's ask (its first, or a repeat on its timer). Returns the answer again to a run already answered. */
-export function ask(state: TurnKeeperState, request: TurnAsk, now: number): Tell[] {
+export function ask(state: TurnsState, request: TurnAsk, now: number): Tell[] {
   const run = { workflowId: request.workflowId, runId: request.runId, threadKey: request.threadKey };
   const known = state.answered[request.runId];
   if (known !== undefined) return [{ ...run, grant: known }];
@@ -77,23 +77,9 @@ export function ask(state: TurnKeeperState, request: TurnAsk, now: number): Tell
   return first && thread.holder !== null ? [{ ...run, grant: { kind: 'behind' } }] : [];
 }
 
-/**
- * A keeper that starts afresh (terminated, reset) learns its threads' holders from Temporal's list of
- * runs holding a turn, before it grants anything: it never grants a second turn beside one of them.
- */
-export function adopt(state: TurnKeeperState, held: readonly HeldTurn[], now: number): void {
-  for (const { threadKey, inboxId, threadId, ...holder } of held) {
-    const thread = (state.threads[threadKey] ??= { inboxId, threadId, holder: null, waiting: [] });
-    if (thread.holder !== null || state.answered[holder.runId] !== undefined) continue;
-    thread.waiting = thread.waiting.filter((w) => w.workflowId !== holder.workflowId);
-    thread.holder = { ...holder, covers: [] };
-    schedulePoll(thread, now);
-  }
-}
-
-/** The holder gave its turn back (`sent` or not), or closed without a word (`release` null: the keeper found it closed). */
+/** The holder gave its turn back (`sent` or not), or closed without a word (`release` null: a look found it closed). */
 export function release(
-  state: TurnKeeperState,
+  state: TurnsState,
   threadKey: string,
   runId: string,
   released: Omit<TurnRelease, 'threadKey' | 'runId'> | null,
@@ -126,7 +112,7 @@ export function release(
 }
 
 /** The turns that may go now: every free thread whose next sender's burst has ended. */
-export function due(state: TurnKeeperState, now: number): Tell[] {
+export function due(state: TurnsState, now: number): Tell[] {
   const tells: Tell[] = [];
   for (const [threadKey, thread] of Object.entries(state.threads)) {
     const next = nextBatch(thread);
@@ -149,13 +135,13 @@ export function due(state: TurnKeeperState, now: number): Tell[] {
 }
 
 /** A `go` could not be told: the run is gone (terminated). Its turn goes on. */
-export function gone(state: TurnKeeperState, threadKey: string, runId: string): void {
+export function gone(state: TurnsState, threadKey: string, runId: string): void {
   release(state, threadKey, runId, null);
 }
 
 /** Holders someone waits behind whose look is due (with their message, whose reply the look asks after). */
 export function holdersToPoll(
-  state: TurnKeeperState,
+  state: TurnsState,
   now: number,
 ): Array<RunRef & { threadKey: string; inboxId: string; messageId: string }> {
   return Object.entries(state.threads).flatMap(([threadKey, t]) =>
@@ -179,11 +165,11 @@ export function holdersToPoll(
  * (the look's answer is read first), so a closed holder whose reply our store has sent covers its
  * sender's waiting messages as a release with `sent` does: they are never answered a second time.
  */
-export function polled(state: TurnKeeperState, threadKey: string, runId: string, end: HolderEnd, now: number): Tell[] {
+export function polled(state: TurnsState, threadKey: string, runId: string, end: HolderEnd, now: number): Tell[] {
   const thread = state.threads[threadKey];
   const holder = thread?.holder;
   if (thread === undefined || holder?.runId !== runId) return [];
-  if (end === 'sent' && holder.sender !== undefined && holder.timestampMs !== undefined)
+  if (end === 'sent')
     return release(state, threadKey, runId, {
       messageId: holder.messageId,
       sender: holder.sender,
@@ -196,13 +182,8 @@ export function polled(state: TurnKeeperState, threadKey: string, runId: string,
   return [];
 }
 
-/** Every holder is looked at now (an idle keeper forgets the holders that closed without a word). */
-export function pollAll(state: TurnKeeperState, now: number): void {
-  for (const thread of Object.values(state.threads)) if (thread.holder !== null) thread.pollAtMs = now;
-}
-
-/** When the keeper must next act (a burst ends, a holder's look is due), or undefined: nothing to wake for. */
-export function nextWakeAt(state: TurnKeeperState): number | undefined {
+/** When the thread's turn must next be looked at (a burst ends, a holder's look is due), or undefined: nothing to wait for. */
+export function nextWakeAt(state: TurnsState): number | undefined {
   const times = Object.values(state.threads).flatMap((t) => {
     if (t.holder !== null) return t.pollAtMs === undefined ? [] : [t.pollAtMs];
     const next = nextBatch(t);
@@ -234,12 +215,12 @@ function schedulePoll(thread: ThreadTurns, now: number): void {
   }
 }
 
-function forgetIfEmpty(state: TurnKeeperState, threadKey: string): void {
+function forgetIfEmpty(state: TurnsState, threadKey: string): void {
   const thread = state.threads[threadKey];
   if (thread !== undefined && thread.holder === null && thread.waiting.length === 0) delete state.threads[threadKey];
 }
 
-function remember(state: TurnKeeperState, runId: string, grant: TurnGrant): void {
+function remember(state: TurnsState, runId: string, grant: TurnGrant): void {
   state.answered[runId] = grant;
   const runs = Object.keys(state.answered);
   for (const old of runs.slice(0, Math.max(0, runs.length - ANSWERED_KEPT))) delete state.answered[old];
