@@ -592,8 +592,9 @@ const activityVars = {
     .default(30_000),
   // Conversations (issue #34, docs/conversations.md).
   /**
-   * A message waiting for its thread's turn asks its keeper again after this long (then twice as
-   * long each time, up to 15 min): a keeper that was terminated rebuilds its queue from these asks.
+   * A message waiting for its thread's turn asks again after this long at most (sooner when its
+   * thread's turn is due sooner; twice as long each time, up to 15 min): a turn whose signal was lost
+   * in a crash is heard then, and a holder an operator terminated is found closed.
    */
   TURN_REASK_MS: z.coerce
     .number()

@@ -24,7 +24,7 @@ export const DEFAULT_DEPLOYMENT_NAME = 'replyonce';
 
 /**
  * The build id: WORKER_BUILD_ID when set (a CI pipeline's release tag, say); otherwise the package
- * version and the commit (`0.1.0-53ade0b1c2d3`). Without git (a container image has no .git), the
+ * version and the commit (`0.2.0-53ade0b1c2d3`). Without git (a container image has no .git), the
  * commit is replaced by a hash of the workflow code itself (workflows/ and contract/), so two images
  * with the same id always run the same workflow code: a pinned run may move between their workers.
  */
