@@ -21,7 +21,7 @@ export type Failpoint =
 export const FAILPOINTS: readonly Failpoint[] = [
   ...EFFECT_FAILPOINT_KINDS.flatMap((kind): Failpoint[] => [`${kind}.after-effect`, `${kind}.after-store`]),
   'intake.after-commit',
-  // After a message asked its thread for its turn (signal-with-start), before the local activity returned.
+  // After a message's ask changed its thread's row (committed), before its answers were told and the local activity returned.
   'turn.after-request',
   // An erasure (privacy/erase.ts) after its messages were tombstoned, before their content was erased.
   'erasure.after-tombstones',

@@ -115,6 +115,45 @@ describe('retention', () => {
     assert.ok(result.intake >= 1 && result.inboxCursors >= 1, JSON.stringify(result));
   });
 
+  test("a thread's turn row goes once nobody held or waited in it for OPERATION_RETENTION_DAYS; a turn in progress stays however old", async () => {
+    // Prepare: an idle row past the horizon, an idle one within it, and one whose holder awaits approval for 40 days
+    const run = randomUUID().slice(0, 8);
+    const ago = (ms: number) => new Date(Date.now() - ms);
+    const idle = { threads: {}, answered: {} };
+    const holding = {
+      threads: {
+        [`${run}-holding`]: {
+          inboxId: 'i',
+          threadId: 't',
+          holder: { workflowId: 'w', runId: 'r', messageId: 'm', covers: ['m'], sender: 's', timestampMs: 0 },
+          waiting: [],
+        },
+      },
+      answered: {},
+    };
+    for (const [key, state, at] of [
+      [`${run}-idle-31d`, idle, ago(31 * DAY)],
+      [`${run}-idle-29d`, idle, ago(29 * DAY)],
+      [`${run}-holding`, holding, ago(40 * DAY)],
+    ] as const)
+      await h.db.query(`INSERT INTO thread_turns (thread_key, state, updated_at) VALUES ($1, $2, $3)`, [key, state, at]);
+
+    // Act
+    const env = new MockActivityEnvironment(undefined, { logger: new DefaultLogger('WARN') });
+    const result: PruneResult = await env.run(pruneExpiredRecords, { db: h.db, config: { OPERATION_RETENTION_DAYS: 30 } });
+
+    // Assess
+    const left = await h.db.query<{ thread_key: string }>(
+      'SELECT thread_key FROM thread_turns WHERE thread_key LIKE $1 ORDER BY thread_key',
+      [`${run}-%`],
+    );
+    assert.deepEqual(
+      left.rows.map((r) => r.thread_key),
+      [`${run}-holding`, `${run}-idle-29d`],
+    );
+    assert.ok(result.threadTurns >= 1, JSON.stringify(result));
+  });
+
   test('the workflow prunes events past 7 days, budget rows past 48 h, operations past 90 days, in batches; younger rows and every ticket stay', async () => {
     // Prepare: 5 expired events (3 batches of 2), one just young enough of each kind.
     const run = randomUUID().slice(0, 8);

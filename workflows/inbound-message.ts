@@ -43,7 +43,7 @@ export async function inboundMessageWorkflow(input: InboundMessageInput): Promis
     const ticketing = openThreadTicket(run, decision, null).then((ticketId) => ticketId as string);
     void ticketing.catch(() => undefined);
 
-    // A thread is answered in order, one message at a time (workflows/turn-keeper.ts).
+    // A thread is answered in order, one message at a time (workflows/message/turn.ts).
     const turn = await run.turn.take({ ...run.ref, threadId: decision.threadId }, (burstLeftMs) => {
       run.setStatus('waiting_turn');
       if (burstLeftMs > 0)

@@ -6,7 +6,7 @@ import { bareAddress } from '../agentmail/recipients';
  * a burst — a sender's messages each within REPLY_COALESCE_MS of the one before, with no message of
  * ours between them — is answered once, by its newest message, whose reply covers the others. Bursts
  * coalesce per sender mailbox: a Cc'd colleague's reply-all never absorbs the customer's message.
- * What needs the keeper (a turn held for days behind an approval) is not rehearsed.
+ * What needs the live row (a turn held for days behind an approval) is not rehearsed.
  */
 
 export interface TurnMessage {

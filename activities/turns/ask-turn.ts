@@ -164,7 +164,7 @@ async function settle(
     );
     const look = holdersToPoll(state, Date.now())[0];
     if (gone.length === 0 && look === undefined) break;
-    const [end] = look === undefined ? [] : await holderEnds(deps, { holders: [look] });
+    const end = look === undefined ? undefined : await holderEnd(deps, look);
     ({ tells, state } = await changeTurns(deps.db, threadKey, (turns, now) => [
       ...gone.flatMap((runId) => release(turns, threadKey, runId, null)),
       ...(look === undefined || end === undefined ? [] : polled(turns, threadKey, look.runId, end, now)),
@@ -235,22 +235,15 @@ export async function releaseTurn(
 }
 
 /**
- * How these holders stand, in order: open, closed, or closed with their reply sent (our store says;
- * the keeper then covers as the holder's release would have, had it come first).
+ * How a holder stands: open, closed, or closed with its reply sent (our store says; the row then
+ * covers as the holder's release would have, had it come first).
  */
-export async function holderEnds(
+async function holderEnd(
   deps: { store: Pick<OperationStore, 'completed'> },
-  input: { holders: Array<RunRef & MessageRef> },
-): Promise<HolderEnd[]> {
-  const AT_ONCE = 16; // a handful at a time, so the server is not flooded
-  const end = async (holder: RunRef & MessageRef): Promise<HolderEnd> => {
-    if (await isOpen(holder)) return 'open';
-    return (await replyAlreadySent(deps, holder)) ? 'sent' : 'closed';
-  };
-  const results: HolderEnd[] = [];
-  for (let i = 0; i < input.holders.length; i += AT_ONCE)
-    results.push(...(await Promise.all(input.holders.slice(i, i + AT_ONCE).map(end))));
-  return results;
+  holder: RunRef & MessageRef,
+): Promise<HolderEnd> {
+  if (await isOpen(holder)) return 'open';
+  return (await replyAlreadySent(deps, holder)) ? 'sent' : 'closed';
 }
 
 async function isOpen(run: RunRef): Promise<boolean> {
@@ -312,7 +305,7 @@ async function sentReplyCovering(
  * The sender's other messages of this burst that the turn waits for (ids, the newest 20): those after
  * this one, and those before it by less than the window (`coalesceMs`), after our last reply in the
  * thread. The older ones are named because the asks of a burst whose windows end together race: the
- * newest may reach the keeper first, and would otherwise take the turn for itself alone.
+ * newest may reach the row first, and would otherwise take the turn for itself alone.
  */
 export function burstOfSender(
   messages: readonly ThreadMessage[],

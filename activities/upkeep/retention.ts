@@ -31,6 +31,8 @@ export interface PruneResult {
   replyReservations: number;
   /** Cursors of inboxes with no message for OPERATION_RETENTION_DAYS (a resume could not reach back further). */
   inboxCursors: number;
+  /** Threads' turn rows nobody held or waited in for OPERATION_RETENTION_DAYS (a new ask makes the row again). */
+  threadTurns: number;
 }
 
 /** Each: the table, its key, the age test (`$1` is the cut-off), and what is kept whatever its age. */
@@ -43,6 +45,8 @@ const TARGETS = {
   // kept, like erased_messages, for as long as a replay could bring the message back.
   operations: { table: 'operations', key: 'operation_key', age: 'updated_at', keep: ' AND erased_at IS NULL' },
   inboxCursors: { table: 'inbox_cursors', key: 'inbox_id', age: 'newest_message_at', keep: '' },
+  // A row with a holder or someone waiting is a turn in progress (a reply awaiting approval for weeks).
+  threadTurns: { table: 'thread_turns', key: 'thread_key', age: 'updated_at', keep: ` AND state->'threads' = '{}'::jsonb` },
 } as const;
 
 export async function pruneExpiredRecords(
@@ -58,8 +62,17 @@ export async function pruneExpiredRecords(
     intake: INBOUND_EVENT_RETENTION_DAYS * 24 * hour,
     operations: deps.config.OPERATION_RETENTION_DAYS * 24 * hour,
     inboxCursors: deps.config.OPERATION_RETENTION_DAYS * 24 * hour,
+    // The answers a row keeps are for runs still open: none of them is older than the operations'.
+    threadTurns: deps.config.OPERATION_RETENTION_DAYS * 24 * hour,
   };
-  const result: PruneResult = { inboundEvents: 0, intake: 0, operations: 0, inboxCursors: 0, replyReservations: 0 };
+  const result: PruneResult = {
+    inboundEvents: 0,
+    intake: 0,
+    operations: 0,
+    inboxCursors: 0,
+    threadTurns: 0,
+    replyReservations: 0,
+  };
   const inBatches = async (name: keyof PruneResult, prune: () => Promise<number>) => {
     for (;;) {
       const deleted = await prune();
