@@ -2,7 +2,7 @@ import { condition, log, setHandler, sleep, workflowInfo } from '@temporalio/wor
 import { type MessageRef, type TurnAnswer, type TurnGrant, type TurnHandBack, turnSignal } from '../../contract';
 import { boundedCleanup, localSteps } from './proxies';
 
-/** A waiting run asks again after TURN_REASK_MS, then twice as long each time, up to this. */
+/** A waiting run asks again after TURN_REASK_MS at most (sooner when its turn is due sooner), then twice as long each time, up to this. */
 const MAX_REASK_MS = 15 * 60 * 1000;
 
 /** How the wait for the turn ended: the turn (`go`), covered by a sent reply, or a person answers the thread. */
