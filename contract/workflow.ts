@@ -182,7 +182,7 @@ export interface RunRef {
 export interface TurnAsk extends RunRef {
   /** The thread's key (a hash of inbox_id + thread_id): its row in `thread_turns`. */
   threadKey: string;
-  /** Which conversation (ids, not text): for the desk and an operator reading the row. */
+  /** Which conversation (ids, not text): for an operator reading the row. */
   inboxId: string;
   threadId: string;
   messageId: string;
