@@ -12,12 +12,7 @@ import { inboundWorkflowId, threadKeyOf } from '../lib/hashing';
 import { readTurns } from '../activities/turns/turn-table';
 import { handBackThread } from '../activities/turns/person-answering';
 import { PostgresTickets } from '../activities/ticket/postgres-tickets';
-import {
-  type InboundMessageResult,
-  type MessageRef,
-  reviewUpdate,
-  threadTicketKey,
-} from '../contract';
+import { type InboundMessageResult, type MessageRef, reviewUpdate, threadTicketKey } from '../contract';
 import type { WorkflowHandle } from '@temporalio/client';
 import { AppProcess } from './support/app-process';
 import { Harness } from './support/harness';

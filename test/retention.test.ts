@@ -136,11 +136,18 @@ describe('retention', () => {
       [`${run}-idle-29d`, idle, ago(29 * DAY)],
       [`${run}-holding`, holding, ago(40 * DAY)],
     ] as const)
-      await h.db.query(`INSERT INTO thread_turns (thread_key, state, updated_at) VALUES ($1, $2, $3)`, [key, state, at]);
+      await h.db.query(`INSERT INTO thread_turns (thread_key, state, updated_at) VALUES ($1, $2, $3)`, [
+        key,
+        state,
+        at,
+      ]);
 
     // Act
     const env = new MockActivityEnvironment(undefined, { logger: new DefaultLogger('WARN') });
-    const result: PruneResult = await env.run(pruneExpiredRecords, { db: h.db, config: { OPERATION_RETENTION_DAYS: 30 } });
+    const result: PruneResult = await env.run(pruneExpiredRecords, {
+      db: h.db,
+      config: { OPERATION_RETENTION_DAYS: 30 },
+    });
 
     // Assess
     const left = await h.db.query<{ thread_key: string }>(

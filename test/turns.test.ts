@@ -99,10 +99,16 @@ describe('a thread of one message', () => {
 describe('one holder per thread, under the row lock', () => {
   test("twenty asks of one thread's free turn at once, from different runs: exactly one is told go", async () => {
     const c = conversation();
-    const runs = Array.from({ length: 20 }, () => ({ workflowId: `run-${randomUUID()}`, firstExecutionRunId: randomUUID() }));
+    const runs = Array.from({ length: 20 }, () => ({
+      workflowId: `run-${randomUUID()}`,
+      firstExecutionRunId: randomUUID(),
+    }));
     const answers = await Promise.all(
       runs.map((run, i) =>
-        changeTurns(h.db, c.threadKey, (state, now) => [...ask(state, c.askFor(run, `m${i}`), now), ...due(state, now)]),
+        changeTurns(h.db, c.threadKey, (state, now) => [
+          ...ask(state, c.askFor(run, `m${i}`), now),
+          ...due(state, now),
+        ]),
       ),
     );
     const gos = answers.flatMap(({ tells }) => tells).filter((t) => t.grant.kind === 'go');

@@ -112,7 +112,10 @@ export async function askTurn(
       ? burstOfSender(thread.messages, message, sender, deps.config.REPLY_COALESCE_MS)
       : [];
   if (newer.length > 0) request.newer = newer;
-  const changed = await changeTurns(deps.db, threadKey, (state, now) => [...ask(state, request, now), ...due(state, now)]);
+  const changed = await changeTurns(deps.db, threadKey, (state, now) => [
+    ...ask(state, request, now),
+    ...due(state, now),
+  ]);
   failpoint('turn.after-request');
   const { answer, state } = await settle(deps, threadKey, changed, input.runId);
   const burstLeftMs = Math.max(0, request.timestampMs + request.coalesceMs - Date.now());

@@ -46,7 +46,12 @@ const TARGETS = {
   operations: { table: 'operations', key: 'operation_key', age: 'updated_at', keep: ' AND erased_at IS NULL' },
   inboxCursors: { table: 'inbox_cursors', key: 'inbox_id', age: 'newest_message_at', keep: '' },
   // A row with a holder or someone waiting is a turn in progress (a reply awaiting approval for weeks).
-  threadTurns: { table: 'thread_turns', key: 'thread_key', age: 'updated_at', keep: ` AND state->'threads' = '{}'::jsonb` },
+  threadTurns: {
+    table: 'thread_turns',
+    key: 'thread_key',
+    age: 'updated_at',
+    keep: ` AND state->'threads' = '{}'::jsonb`,
+  },
 } as const;
 
 export async function pruneExpiredRecords(
