@@ -178,71 +178,12 @@ export interface RunRef {
   runId: string;
 }
 
-/** A message's ask for its thread's turn. */
-export interface TurnAsk extends RunRef {
-  /** The thread's key (a hash of inbox_id + thread_id): its row in `thread_turns`. */
-  threadKey: string;
-  /** Which conversation (ids, not text): for an operator reading the row. */
-  inboxId: string;
-  threadId: string;
-  messageId: string;
-  /** The message's timestamp at AgentMail (ms): the thread's order. */
-  timestampMs: number;
-  /** A hash of the sender's mailbox: bursts coalesce per sender, never across senders. */
-  sender: string;
-  /** REPLY_COALESCE_MS as the asking worker has it. */
-  coalesceMs: number;
-  /**
-   * The same sender's other messages of this burst that AgentMail has (ids, at most 20): the newer
-   * ones, and the older ones within the window. The turn waits a while for them to ask. (Named
-   * `newer` since the field began with the newer ones only; the rule treats every id alike.)
-   */
-  newer?: string[];
-}
-
 /** `go`: draft and send one reply answering `covers` (oldest first, the receiver last). `covered`: a reply that was sent answers it. */
 export type TurnGrant = { kind: 'go'; covers: string[] } | { kind: 'covered'; by: string };
 /** What the `turn` signal says: a grant, or `behind` (the run waits behind the thread's holder: it shows so). */
 export type TurnAnswer = TurnGrant | { kind: 'behind' };
 
-/** The holder gives its turn back; `sent`: its reply went out, so it covers its sender's waiting messages up to its own time. */
-export interface TurnRelease {
-  threadKey: string;
-  runId: string;
-  messageId: string;
-  sender: string;
-  timestampMs: number;
-  sent: boolean;
-}
-
 export const turnSignal = defineSignal<[TurnAnswer]>('turn');
-
-/** A waiting ask: when its burst window ends (its time, or when it first asked if later, plus the window). */
-export type WaitingAsk = Omit<TurnAsk, 'threadKey' | 'inboxId' | 'threadId'> & {
-  readyAtMs: number;
-  askedAtMs: number;
-};
-
-/** One thread's turns: who holds it, who waits. */
-export interface ThreadTurns {
-  inboxId: string;
-  threadId: string;
-  holder: (RunRef & { messageId: string; covers: string[]; sender: string; timestampMs: number }) | null;
-  waiting: WaitingAsk[];
-  /** While someone waits behind the holder: when the next ask looks at whether the holder's run is still open. */
-  pollAtMs?: number;
-  pollEveryMs?: number;
-}
-
-export interface TurnsState {
-  /** By thread key (a row keeps its one thread); a thread with no holder and nobody waiting is not kept. */
-  threads: Record<string, ThreadTurns>;
-  /** Answers given lately, by run id: a repeated ask is told the same answer again. */
-  answered: Record<string, TurnGrant>;
-}
-
-/** How a holder looked at stands: its run open, closed, or closed with its reply sent (by our store). */
-export type HolderEnd = 'open' | 'closed' | 'sent';
 
 /** What the message's run keeps of its ask, to give the turn back. */
 export interface TurnHandBack {

@@ -244,7 +244,8 @@ describe('a burst is answered once', () => {
     const threadKey = threadKeyOf(c.inboxId, c.threadId);
     const turns = await readTurns(h.db, threadKey);
     assert.ok(turns !== null, 'the thread has a row');
-    assert.equal(turns.threads[threadKey], undefined, 'nobody holds the turn or waits');
+    assert.equal(turns.holder, null, 'nobody holds the turn');
+    assert.deepEqual(turns.waiting, [], 'nobody waits');
   });
 
   test('a burst whose messages reach their turn after their window (the workers behind): still one reply, to the newest', async () => {

@@ -119,18 +119,9 @@ describe('retention', () => {
     // Prepare: an idle row past the horizon, an idle one within it, and one whose holder awaits approval for 40 days
     const run = randomUUID().slice(0, 8);
     const ago = (ms: number) => new Date(Date.now() - ms);
-    const idle = { threads: {}, answered: {} };
-    const holding = {
-      threads: {
-        [`${run}-holding`]: {
-          inboxId: 'i',
-          threadId: 't',
-          holder: { workflowId: 'w', runId: 'r', messageId: 'm', covers: ['m'], sender: 's', timestampMs: 0 },
-          waiting: [],
-        },
-      },
-      answered: {},
-    };
+    const idle = { holder: null, waiting: [], answered: {} };
+    const holder = { workflowId: 'w', runId: 'r', messageId: 'm', covers: ['m'], sender: 's', timestampMs: 0 };
+    const holding = { holder, waiting: [], answered: {} };
     for (const [key, state, at] of [
       [`${run}-idle-31d`, idle, ago(31 * DAY)],
       [`${run}-idle-29d`, idle, ago(29 * DAY)],

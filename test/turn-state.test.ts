@@ -1,27 +1,29 @@
 import { burstOfSender, senderKey } from '../activities/turns/ask-turn';
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import type { TurnAnswer, TurnAsk, TurnsState } from '../contract';
+import type { TurnAnswer } from '../contract';
 import {
   ask,
   due,
-  emptyState,
+  emptyTurns,
   FIRST_POLL_MS,
   gone,
-  holdersToPoll,
+  holderToLook,
+  idle,
   polled,
   release,
   type Tell,
+  type ThreadTurns,
+  type TurnAsk,
 } from '../activities/turns/rule';
 
 // The turn rule (activities/turns/rule.ts) without a server: examples, then random interleavings of
 // asks, re-asks, releases, closes and lost signals against the invariant.
 
 const WINDOW = 1_000;
-const message = (id: string, timestampMs: number, sender = 'ada', threadKey = 't1'): TurnAsk => ({
-  threadKey,
+const message = (id: string, timestampMs: number, sender = 'ada', threadId = 't1'): TurnAsk => ({
   inboxId: 'inbox',
-  threadId: threadKey,
+  threadId,
   workflowId: `wf-${id}`,
   runId: `run-${id}`,
   messageId: id,
@@ -35,72 +37,70 @@ const describeGrant = (g: TurnAnswer) =>
 
 describe('the turn rule, by example', () => {
   test('a burst: once the newest is a window old it gets the turn for all; the others are covered only when its reply is sent', () => {
-    const s = emptyState();
+    const s = emptyTurns();
     ask(s, message('a', 0), 0);
     ask(s, message('b', 300), 300);
     assert.deepEqual(due(s, 1_200), [], 'the burst may go on');
     assert.deepEqual(grants(due(s, 1_300)), ['b:go[a,b]']);
     assert.deepEqual(
-      s.threads.t1?.waiting.map((w) => w.messageId),
+      s.waiting.map((w) => w.messageId),
       ['a'],
       'a waits for the reply',
     );
-    assert.deepEqual(
-      grants(release(s, 't1', 'run-b', { messageId: 'b', sender: 'ada', timestampMs: 300, sent: true })),
-      ['a:covered-by-b'],
-    );
-    assert.equal(s.threads.t1, undefined, 'nothing kept');
+    assert.deepEqual(grants(release(s, 'run-b', { messageId: 'b', sender: 'ada', timestampMs: 300, sent: true })), [
+      'a:covered-by-b',
+    ]);
+    assert.ok(idle(s), 'nobody holds or waits');
   });
 
   test('a covering run that ends without sending covers nothing: the others take their turn again', () => {
-    const s = emptyState();
+    const s = emptyTurns();
     ask(s, message('a', 0), 0);
     ask(s, message('b', 300), 300);
     due(s, 1_300);
-    assert.deepEqual(release(s, 't1', 'run-b', { messageId: 'b', sender: 'ada', timestampMs: 300, sent: false }), []);
+    assert.deepEqual(release(s, 'run-b', { messageId: 'b', sender: 'ada', timestampMs: 300, sent: false }), []);
     assert.deepEqual(grants(due(s, 1_300)), ['a:go[a]']);
   });
 
   test('a holder that closes without a word (terminated) is found closed by the look; its burst takes the turn again', () => {
-    const s = emptyState();
+    const s = emptyTurns();
     ask(s, message('a', 0), 0);
     ask(s, message('b', 300), 300);
     due(s, 1_300);
-    assert.deepEqual(holdersToPoll(s, 1_300 + FIRST_POLL_MS), [
-      { threadKey: 't1', workflowId: 'wf-b', runId: 'run-b', inboxId: 'inbox', messageId: 'b' },
-    ]);
-    assert.deepEqual(polled(s, 't1', 'run-b', 'closed', 2_300), []);
+    assert.equal(holderToLook(s, 1_300 + FIRST_POLL_MS - 1), null, 'not yet');
+    assert.equal(holderToLook(s, 1_300 + FIRST_POLL_MS)?.runId, 'run-b');
+    assert.deepEqual(polled(s, 'run-b', 'closed', 2_300), []);
     assert.deepEqual(grants(due(s, 2_300)), ['a:go[a]']);
   });
 
   test('a holder found closed before its release arrives, whose reply the store has sent, covers its burst as the release would', () => {
-    const s = emptyState();
+    const s = emptyTurns();
     ask(s, message('b', 300), 300);
     due(s, 1_300); // b holds alone; a asks behind it
     ask(s, message('a', 0), 1_400);
-    assert.deepEqual(grants(polled(s, 't1', 'run-b', 'sent', 2_400)), ['a:covered-by-b']);
+    assert.deepEqual(grants(polled(s, 'run-b', 'sent', 2_400)), ['a:covered-by-b']);
     assert.deepEqual(due(s, 2_400), [], 'a is answered: no turn of its own');
-    assert.deepEqual(release(s, 't1', 'run-b', { messageId: 'b', sender: 'ada', timestampMs: 300, sent: true }), []);
+    assert.deepEqual(release(s, 'run-b', { messageId: 'b', sender: 'ada', timestampMs: 300, sent: true }), []);
   });
 
   test("bursts coalesce per sender: a Cc'd colleague never covers the customer's message", () => {
-    const s = emptyState();
+    const s = emptyTurns();
     ask(s, message('customer', 0, 'ada'), 0);
     ask(s, message('colleague', 200, 'grace'), 200);
     assert.deepEqual(grants(due(s, 1_300)), ['customer:go[customer]'], 'the oldest sender first, alone');
-    release(s, 't1', 'run-customer', { messageId: 'customer', sender: 'ada', timestampMs: 0, sent: true });
+    release(s, 'run-customer', { messageId: 'customer', sender: 'ada', timestampMs: 0, sent: true });
     assert.deepEqual(grants(due(s, 1_300)), ['colleague:go[colleague]'], "then the colleague's own turn");
   });
 
   test('a repeated ask changes nothing and is told its answer again; a go to a run that is gone lets the turn go on', () => {
-    const s = emptyState();
+    const s = emptyTurns();
     ask(s, message('a', 0), 0);
     ask(s, message('a', 0), 500);
-    assert.equal(s.threads.t1?.waiting.length, 1);
+    assert.equal(s.waiting.length, 1);
     ask(s, message('b', 100, 'grace'), 100);
     assert.deepEqual(grants(due(s, 1_100)), ['a:go[a]']);
     assert.deepEqual(grants(ask(s, message('a', 0), 1_200)), ['a:go[a]']);
-    gone(s, 't1', 'run-a');
+    gone(s, 'run-a');
     assert.deepEqual(grants(due(s, 1_200)), ['b:go[b]']);
   });
 });
@@ -149,15 +149,17 @@ function simulate(seed: number) {
     answers.set(id, replies);
     if (replies.size > 1) fail(`${id} answered by two sent replies: ${[...replies].join(', ')}`);
   };
-  const state: TurnsState = emptyState();
+  /** Each thread's row. */
+  const rows: Record<string, ThreadTurns> = Object.fromEntries(threads.map((t) => [t, emptyTurns()]));
+  const threadOf = (id: string) => rows[byId.get(id)!.threadId]!;
   let now = 0;
   const trace: string[] = [];
   const fail = (what: string) => assert.fail(`seed ${seed}: ${what}\n${trace.join('\n')}`);
 
   /** Runs a turn was decided for (the order is checked once, when it is decided). */
   const granted = new Set<string>();
-  const holding = (threadKey: string) =>
-    messages.filter((m) => m.threadKey === threadKey && runs.get(m.messageId)!.kind === 'holding');
+  const holding = (threadId: string) =>
+    messages.filter((m) => m.threadId === threadId && runs.get(m.messageId)!.kind === 'holding');
   /**
    * Tells the runs their answers. The asking run's own comes back in its ask's result; every other is
    * a signal, which may be lost (a crash between the commit and the signal): that run hears it when
@@ -172,7 +174,7 @@ function simulate(seed: number) {
         // the row knows waits with an older message of another sender.
         granted.add(id);
         const oldest = Math.min(...tell.grant.covers.map((c) => byId.get(c)!.timestampMs));
-        for (const w of state.threads[tell.threadKey]?.waiting ?? [])
+        for (const w of threadOf(id).waiting)
           if (w.timestampMs < oldest && w.sender !== byId.get(id)!.sender)
             fail(`${id} went before older ${w.messageId}`);
       }
@@ -184,17 +186,18 @@ function simulate(seed: number) {
       if (tell.grant.kind === 'behind') continue; // it shows that it waits; nothing else changes
       if (run.kind !== 'waiting') {
         // The run has ended (or holds already): a go cannot reach it, and the signal says so.
-        if (tell.grant.kind === 'go' && run.kind !== 'holding') deliver(passOn(tell));
+        if (tell.grant.kind === 'go' && run.kind !== 'holding') deliver(passOn(id));
         continue;
       }
       if (tell.grant.kind === 'go') {
         runs.set(id, { kind: 'holding', covers: tell.grant.covers });
-        if (holding(tell.threadKey).length > 1) fail(`two holders in ${tell.threadKey}`);
+        const threadId = byId.get(id)!.threadId;
+        if (holding(threadId).length > 1) fail(`two holders in ${threadId}`);
       } else {
         const by = byId.get(tell.grant.by)!;
         const me = byId.get(id)!;
         if (!sentReplies.includes(by)) fail(`${id} covered by ${by.messageId}, whose reply was not sent`);
-        if (by.sender !== me.sender || by.timestampMs < me.timestampMs || by.threadKey !== me.threadKey)
+        if (by.sender !== me.sender || by.timestampMs < me.timestampMs || by.threadId !== me.threadId)
           fail(`${id} covered by ${by.messageId}, whose draft did not read it`);
         runs.set(id, { kind: 'covered', by: tell.grant.by });
         answeredBy(id, tell.grant.by);
@@ -202,16 +205,16 @@ function simulate(seed: number) {
     }
   };
   /** A `go` that could not reach its run (closed): the turn goes on (activities/turns/ask-turn.ts `settle`). */
-  const passOn = (tell: Tell): Tell[] => {
-    gone(state, tell.threadKey, tell.runId);
-    return due(state, now);
+  const passOn = (id: string): Tell[] => {
+    gone(threadOf(id), `run-${id}`);
+    return due(threadOf(id), now);
   };
   // An ask (activities/turns/ask-turn.ts) first asks the store whether a sent reply of the same
   // sender, no older, read this message (every draft reads its sender's older messages here); then
   // it changes the thread's row (ask, then whatever turn is due), and looks at a holder whose look is due.
   const reask = (m: TurnAsk): Tell[] => {
     const answered = sentReplies
-      .filter((r) => r.threadKey === m.threadKey && r.sender === m.sender && r.messageId !== m.messageId)
+      .filter((r) => r.threadId === m.threadId && r.sender === m.sender && r.messageId !== m.messageId)
       .filter((r) => r.timestampMs > m.timestampMs || (r.timestampMs === m.timestampMs && r.messageId > m.messageId))
       .sort((a, b) => a.timestampMs - b.timestampMs);
     if (answered[0] !== undefined) {
@@ -220,20 +223,21 @@ function simulate(seed: number) {
         {
           workflowId: m.workflowId,
           runId: m.runId,
-          threadKey: m.threadKey,
           grant: { kind: 'covered', by: answered[0].messageId },
         },
       ];
     }
-    const tells = [...ask(state, m, now), ...due(state, now)];
-    return [...tells, ...look()];
+    const row = rows[m.threadId]!;
+    const tells = [...ask(row, m, now), ...due(row, now)];
+    return [...tells, ...look(row)];
   };
-  const look = (): Tell[] =>
-    holdersToPoll(state, now).flatMap((h) => {
-      const kind = runs.get(h.runId.slice(4))!.kind;
-      const end = kind === 'holding' || kind === 'waiting' ? 'open' : kind === 'sent' ? 'sent' : 'closed';
-      return [...polled(state, h.threadKey, h.runId, end, now), ...due(state, now)];
-    });
+  const look = (row: ThreadTurns): Tell[] => {
+    const h = holderToLook(row, now);
+    if (h === null) return [];
+    const kind = runs.get(h.runId.slice(4))!.kind;
+    const end = kind === 'holding' || kind === 'waiting' ? 'open' : kind === 'sent' ? 'sent' : 'closed';
+    return [...polled(row, h.runId, end, now), ...due(row, now)];
+  };
   /** Releases whose activity has not run yet (its worker died): a waiter's look at the holder may come first. */
   const late: Array<() => void> = [];
   const end = (m: TurnAsk, sent: boolean, releaseLate = false) => {
@@ -245,13 +249,13 @@ function simulate(seed: number) {
     }
     const give = () =>
       deliver([
-        ...release(state, m.threadKey, m.runId, {
+        ...release(rows[m.threadId]!, m.runId, {
           messageId: m.messageId,
           sender: m.sender,
           timestampMs: m.timestampMs,
           sent,
         }),
-        ...due(state, now),
+        ...due(rows[m.threadId]!, now),
       ]);
     if (releaseLate) late.push(give);
     else give();
@@ -263,7 +267,7 @@ function simulate(seed: number) {
     const of = (kind: RunState['kind']) => messages.filter((m) => runs.get(m.messageId)!.kind === kind);
     if (choice <= 2 && of('unasked').length > 0) {
       const m = r.pick(of('unasked'));
-      trace.push(`${now} ask ${m.messageId} (${m.sender}@${m.timestampMs} in ${m.threadKey})`);
+      trace.push(`${now} ask ${m.messageId} (${m.sender}@${m.timestampMs} in ${m.threadId})`);
       runs.set(m.messageId, { kind: 'waiting' });
       deliver(reask(m), m.messageId);
     } else if ((choice === 3 || choice === 6) && of('waiting').length > 0) {
@@ -323,12 +327,12 @@ describe('the turn rule, over random interleavings of asks, re-asks, releases, c
 
 describe('a sender who has already written again', () => {
   test('waits for the newer message to ask (20 s at most), so the newest answers the burst', () => {
-    const s = emptyState();
+    const s = emptyTurns();
     ask(s, { ...message('a', 0), newer: ['b'] }, 5_000);
     assert.deepEqual(due(s, 6_000), [], 'waiting for b to ask');
     ask(s, message('b', 300), 7_000);
     assert.deepEqual(grants(due(s, 7_000)), ['b:go[a,b]']);
-    const alone = emptyState();
+    const alone = emptyTurns();
     ask(alone, { ...message('a', 0), newer: ['never-asks'] }, 5_000);
     assert.deepEqual(due(alone, 24_999), []);
     assert.deepEqual(grants(due(alone, 25_000)), ['a:go[a]'], 'no longer than 20 s');

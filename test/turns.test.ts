@@ -2,9 +2,9 @@ import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { after, before, describe, test } from 'node:test';
 import type { WorkflowHandle } from '@temporalio/client';
-import { INBOUND_MESSAGE_WORKFLOW, type MessageRef, type TurnAsk } from '../contract';
+import { INBOUND_MESSAGE_WORKFLOW, type MessageRef } from '../contract';
 import { inboundWorkflowId, threadKeyOf } from '../lib/hashing';
-import { ask, due, release } from '../activities/turns/rule';
+import { ask, due, idle, release, type TurnAsk } from '../activities/turns/rule';
 import { changeTurns, readTurns } from '../activities/turns/turn-table';
 import { Harness } from './support/harness';
 import { eventually } from './support/temporal';
@@ -38,10 +38,12 @@ function conversation() {
       return { inboxId, messageId: inbound.message.message_id };
     },
     /** The thread as its row has it (null: nobody holds or waits). */
-    kept: async () => (await readTurns(h.db, threadKey))?.threads[threadKey] ?? null,
+    kept: async () => {
+      const turns = await readTurns(h.db, threadKey);
+      return turns === null || idle(turns) ? null : turns;
+    },
     /** An ask of a run that is not a message run of this harness (a stand-in), applied to the row as the ask activity does. */
     askFor: (run: { workflowId: string; firstExecutionRunId: string }, messageId: string): TurnAsk => ({
-      threadKey,
       inboxId,
       threadId,
       workflowId: run.workflowId,
@@ -140,7 +142,7 @@ describe('nothing lost', () => {
       await eventually(async () => ((await c.kept())?.waiting.length === 1 ? true : undefined), 'the message to wait');
       // Act: the turn given back and passed on in the row, and no signal sent: what a crash leaves
       const { tells } = await changeTurns(h.db, c.threadKey, (state, now) => [
-        ...release(state, c.threadKey, holder.firstExecutionRunId, {
+        ...release(state, holder.firstExecutionRunId, {
           messageId: 'stand-in-message',
           sender: 'someone',
           timestampMs: Date.now() - 60_000,

@@ -3,15 +3,12 @@ import { WorkflowNotFoundError } from '@temporalio/client';
 import type { AgentMail, AgentMailClient } from 'agentmail';
 import {
   draftKey,
-  type HolderEnd,
   type MessageRef,
   OperationKind,
   replyKey,
   type RunRef,
   type TurnAnswer,
-  type TurnAsk,
   type TurnHandBack,
-  type TurnsState,
   turnSignal,
 } from '../../contract';
 import type { ActivityConfig } from '../../lib/config';
@@ -23,7 +20,18 @@ import { senderOf } from '../agentmail/recipients';
 import type { OperationStore } from '../operation-store/store';
 import type { StoredDraft } from '../draft/draft-store';
 import { personAnswering } from './person-answering';
-import { ask, due, holdersToPoll, nextWakeAt, polled, release, type Tell } from './rule';
+import {
+  ask,
+  due,
+  type HolderEnd,
+  holderToLook,
+  nextWakeAt,
+  polled,
+  release,
+  type Tell,
+  type ThreadTurns,
+  type TurnAsk,
+} from './rule';
 import { changeTurns } from './turn-table';
 
 export interface TurnDeps {
@@ -97,7 +105,6 @@ export async function askTurn(
 
   const threadKey = threadKeyOf(input.inboxId, input.threadId);
   const request: TurnAsk = {
-    threadKey,
     inboxId: input.inboxId,
     threadId: input.threadId,
     workflowId: input.workflowId,
@@ -112,16 +119,16 @@ export async function askTurn(
       ? burstOfSender(thread.messages, message, sender, deps.config.REPLY_COALESCE_MS)
       : [];
   if (newer.length > 0) request.newer = newer;
-  const changed = await changeTurns(deps.db, threadKey, (state, now) => [
-    ...ask(state, request, now),
-    ...due(state, now),
+  const changed = await changeTurns(deps.db, threadKey, (turns, now) => [
+    ...ask(turns, request, now),
+    ...due(turns, now),
   ]);
   failpoint('turn.after-request');
-  const { answer, state } = await settle(deps, threadKey, changed, input.runId);
+  const { answer, thread: turns } = await settle(deps, threadKey, changed, input.runId);
   const burstLeftMs = Math.max(0, request.timestampMs + request.coalesceMs - Date.now());
   // A run that waits asks again when its thread's turn is next due (a burst ends, the holder's next
   // look), and at least every TURN_REASK_MS: a lost signal, or a holder gone without a word, never wedges it.
-  const wakeAt = nextWakeAt(state);
+  const wakeAt = nextWakeAt(turns);
   const reaskMs = Math.min(
     deps.config.TURN_REASK_MS,
     wakeAt === undefined ? Infinity : Math.max(MIN_REASK_MS, wakeAt - Date.now()),
@@ -150,10 +157,10 @@ const MIN_REASK_MS = 500;
 async function settle(
   deps: TurnDeps & { store: Pick<OperationStore, 'completed'> },
   threadKey: string,
-  changed: { tells: Tell[]; state: TurnsState },
+  changed: { tells: Tell[]; thread: ThreadTurns },
   self: string,
-): Promise<{ answer?: TurnAnswer; state: TurnsState }> {
-  let { tells, state } = changed;
+): Promise<{ answer?: TurnAnswer; thread: ThreadTurns }> {
+  let { tells, thread } = changed;
   let answer: TurnAnswer | undefined;
   for (let round = 0; round < SETTLE_ROUNDS; round++) {
     const gone: string[] = [];
@@ -165,16 +172,16 @@ async function settle(
           if (!(await signalRun(tell)) && tell.grant.kind === 'go') gone.push(tell.runId);
         }),
     );
-    const look = holdersToPoll(state, Date.now())[0];
-    if (gone.length === 0 && look === undefined) break;
-    const end = look === undefined ? undefined : await holderEnd(deps, look);
-    ({ tells, state } = await changeTurns(deps.db, threadKey, (turns, now) => [
-      ...gone.flatMap((runId) => release(turns, threadKey, runId, null)),
-      ...(look === undefined || end === undefined ? [] : polled(turns, threadKey, look.runId, end, now)),
+    const look = holderToLook(thread, Date.now());
+    if (gone.length === 0 && look === null) break;
+    const end = look === null ? null : await holderEnd(deps, { ...look, inboxId: thread.inboxId ?? '' });
+    ({ tells, thread } = await changeTurns(deps.db, threadKey, (turns, now) => [
+      ...gone.flatMap((runId) => release(turns, runId, null)),
+      ...(look === null || end === null ? [] : polled(turns, look.runId, end, now)),
       ...due(turns, now),
     ]));
   }
-  return { ...(answer === undefined ? {} : { answer }), state };
+  return { ...(answer === undefined ? {} : { answer }), thread };
 }
 
 /** Rounds of telling and looking one ask or release goes through at most (each passes the turn at most once). */
@@ -230,9 +237,9 @@ export async function releaseTurn(
 ): Promise<void> {
   if (input.threadKey === '') return; // no turn held
   const { threadKey, runId, ...released } = input;
-  const changed = await changeTurns(deps.db, threadKey, (state, now) => [
-    ...release(state, threadKey, runId, released),
-    ...due(state, now),
+  const changed = await changeTurns(deps.db, threadKey, (turns, now) => [
+    ...release(turns, runId, released),
+    ...due(turns, now),
   ]);
   await settle(deps, threadKey, changed, runId);
 }

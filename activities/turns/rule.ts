@@ -1,36 +1,72 @@
-import type {
-  HolderEnd,
-  RunRef,
-  ThreadTurns,
-  TurnAsk,
-  TurnAnswer,
-  TurnGrant,
-  TurnsState,
-  TurnRelease,
-  WaitingAsk,
-} from '../../contract';
+import type { RunRef, TurnAnswer, TurnGrant } from '../../contract';
 
 /**
- * The turn rule, as pure state changes (no Temporal, no database, no clock but `now`): each function
- * changes a thread's state and returns the answers to tell. The ask and the release
- * (activities/turns/ask-turn.ts) apply them to the thread's row under its lock (turn-table.ts) and
- * tell the answers by signal, so the rule is tested without a server (test/turn-state.test.ts).
+ * The turn rule, as pure changes of one thread's state (no Temporal, no database, no clock but
+ * `now`): each function changes the state and returns the answers to tell. The ask and the release
+ * (ask-turn.ts) apply them to the thread's row under its lock (turn-table.ts) and tell the answers,
+ * so the rule is tested without a server (test/turn-state.test.ts).
  *
  * The rule: a thread has at most one holder. When its turn is free, the sender of its oldest waiting
  * message goes next: once that sender's newest waiting message is REPLY_COALESCE_MS old (the burst has
  * ended), that newest message gets `go`, answering all of the sender's waiting messages. The others
  * keep waiting until the holder gives the turn back: if its reply was sent, every waiting message of
  * that sender no newer than the holder's is `covered` (its draft read them); if not, they simply take
- * their turn again.
+ * their turn again. Ids, times and hashes only, never text or addresses.
  */
+
+/** A message's ask for its thread's turn. */
+export interface TurnAsk extends RunRef {
+  /** Which conversation (ids, not text): for an operator reading the row. */
+  inboxId: string;
+  threadId: string;
+  messageId: string;
+  /** The message's timestamp at AgentMail (ms): the thread's order. */
+  timestampMs: number;
+  /** A hash of the sender's mailbox: bursts coalesce per sender, never across senders. */
+  sender: string;
+  /** REPLY_COALESCE_MS as the asking worker has it. */
+  coalesceMs: number;
+  /**
+   * The same sender's other messages of this burst that AgentMail has (ids, at most 20): the newer
+   * ones, and the older ones within the window. The turn waits a while for them to ask. (Named
+   * `newer` since the field began with the newer ones only; the rule treats every id alike.)
+   */
+  newer?: string[];
+}
+
+/** A waiting ask: when its burst window ends (its time, or when it first asked if later, plus the window). */
+export type WaitingAsk = Omit<TurnAsk, 'inboxId' | 'threadId'> & { readyAtMs: number; askedAtMs: number };
+
+/** The holder gives its turn back; `sent`: its reply went out, so it covers its sender's waiting messages up to its own time. */
+export interface TurnRelease {
+  messageId: string;
+  sender: string;
+  timestampMs: number;
+  sent: boolean;
+}
+
+/** One thread's turns: its row's `state` in `thread_turns`. */
+export interface ThreadTurns {
+  inboxId?: string;
+  threadId?: string;
+  holder: (RunRef & Omit<TurnRelease, 'sent'> & { covers: string[] }) | null;
+  waiting: WaitingAsk[];
+  /** While someone waits behind the holder: when the next ask looks at whether the holder's run is still open. */
+  pollAtMs?: number;
+  pollEveryMs?: number;
+  /** Answers given lately, by run id: a repeated ask is told the same answer again. */
+  answered: Record<string, TurnGrant>;
+}
+
+/** How a holder looked at stands: its run open, closed, or closed with its reply sent (by our store). */
+export type HolderEnd = 'open' | 'closed' | 'sent';
 
 /** An answer to tell a message's run. */
 export interface Tell extends RunRef {
-  threadKey: string;
   grant: TurnAnswer;
 }
 
-/** Answers kept for repeated asks, at most (a thread's row). */
+/** Answers kept for repeated asks, at most. */
 const ANSWERED_KEPT = 100;
 /** Behind a holder that may have closed without a word: the first look after this, then twice as long each time… */
 export const FIRST_POLL_MS = 1_000;
@@ -42,29 +78,25 @@ export const MAX_POLL_MS = 15 * 60 * 1000;
  */
 export const NEWER_WAIT_MS = 20_000;
 
-export const emptyState = (): TurnsState => ({ threads: {}, answered: {} });
+export const emptyTurns = (): ThreadTurns => ({ holder: null, waiting: [], answered: {} });
 
 const byTime = (a: { timestampMs: number; messageId: string }, b: { timestampMs: number; messageId: string }) =>
   a.timestampMs - b.timestampMs || (a.messageId < b.messageId ? -1 : a.messageId > b.messageId ? 1 : 0);
 
 /** A message's ask (its first, or a repeat on its timer). Returns the answer again to a run already answered. */
-export function ask(state: TurnsState, request: TurnAsk, now: number): Tell[] {
-  const run = { workflowId: request.workflowId, runId: request.runId, threadKey: request.threadKey };
-  const known = state.answered[request.runId];
+export function ask(thread: ThreadTurns, request: TurnAsk, now: number): Tell[] {
+  const { inboxId, threadId, ...waiting } = request;
+  const run = { workflowId: request.workflowId, runId: request.runId };
+  const known = thread.answered[request.runId];
   if (known !== undefined) return [{ ...run, grant: known }];
-  const thread = (state.threads[request.threadKey] ??= {
-    inboxId: request.inboxId,
-    threadId: request.threadId,
-    holder: null,
-    waiting: [],
-  });
+  thread.inboxId ??= inboxId;
+  thread.threadId ??= threadId;
   if (thread.holder?.runId === request.runId) return [{ ...run, grant: { kind: 'go', covers: thread.holder.covers } }];
   // One workflow id has one open run: a new run of a message proves its earlier run has closed.
   if (thread.holder?.workflowId === request.workflowId) thread.holder = null;
   thread.waiting = thread.waiting.filter((w) => w.workflowId !== request.workflowId || w.runId === request.runId);
   const first = !thread.waiting.some((w) => w.runId === request.runId);
   if (first) {
-    const { threadKey: _key, inboxId: _inbox, threadId: _thread, ...waiting } = request;
     // The burst window counts from the message's time, or from now for one dated in the future.
     thread.waiting.push({
       ...waiting,
@@ -77,15 +109,8 @@ export function ask(state: TurnsState, request: TurnAsk, now: number): Tell[] {
   return first && thread.holder !== null ? [{ ...run, grant: { kind: 'behind' } }] : [];
 }
 
-/** The holder gave its turn back (`sent` or not), or closed without a word (`release` null: a look found it closed). */
-export function release(
-  state: TurnsState,
-  threadKey: string,
-  runId: string,
-  released: Omit<TurnRelease, 'threadKey' | 'runId'> | null,
-): Tell[] {
-  const thread = state.threads[threadKey];
-  if (thread === undefined) return [];
+/** The holder gave its turn back (`sent` or not), or closed without a word (`released` null: a look found it closed). */
+export function release(thread: ThreadTurns, runId: string, released: TurnRelease | null): Tell[] {
   const tells: Tell[] = [];
   if (released?.sent === true) {
     // Its draft read the sender's messages up to its own: those are answered, and only now (it was sent).
@@ -94,8 +119,8 @@ export function release(
     );
     for (const w of covered) {
       const grant: TurnGrant = { kind: 'covered', by: released.messageId };
-      remember(state, w.runId, grant);
-      tells.push({ workflowId: w.workflowId, runId: w.runId, threadKey, grant });
+      remember(thread, w.runId, grant);
+      tells.push({ workflowId: w.workflowId, runId: w.runId, grant });
     }
     thread.waiting = thread.waiting.filter((w) => !covered.includes(w));
   }
@@ -107,56 +132,31 @@ export function release(
     delete thread.pollAtMs;
     delete thread.pollEveryMs;
   }
-  forgetIfEmpty(state, threadKey);
   return tells;
 }
 
-/** The turns that may go now: every free thread whose next sender's burst has ended. */
-export function due(state: TurnsState, now: number): Tell[] {
-  const tells: Tell[] = [];
-  for (const [threadKey, thread] of Object.entries(state.threads)) {
-    const next = nextBatch(thread);
-    if (next === null || next.readyAtMs > now) continue;
-    const { holder, batch } = next;
-    const grant: TurnGrant = { kind: 'go', covers: batch.map((w) => w.messageId) };
-    thread.holder = {
-      workflowId: holder.workflowId,
-      runId: holder.runId,
-      messageId: holder.messageId,
-      covers: grant.covers,
-      sender: holder.sender,
-      timestampMs: holder.timestampMs,
-    };
-    thread.waiting = thread.waiting.filter((w) => w !== holder);
-    schedulePoll(thread, now);
-    tells.push({ workflowId: holder.workflowId, runId: holder.runId, threadKey, grant });
-  }
-  return tells;
+/** The turn that may go now, if the thread's is free and its next sender's burst has ended. */
+export function due(thread: ThreadTurns, now: number): Tell[] {
+  const next = nextBatch(thread);
+  if (next === null || next.readyAtMs > now) return [];
+  const { holder, batch } = next;
+  const grant: TurnGrant = { kind: 'go', covers: batch.map((w) => w.messageId) };
+  const { workflowId, runId, messageId, sender, timestampMs } = holder;
+  thread.holder = { workflowId, runId, messageId, sender, timestampMs, covers: grant.covers };
+  thread.waiting = thread.waiting.filter((w) => w !== holder);
+  schedulePoll(thread, now);
+  return [{ workflowId, runId, grant }];
 }
 
 /** A `go` could not be told: the run is gone (terminated). Its turn goes on. */
-export function gone(state: TurnsState, threadKey: string, runId: string): void {
-  release(state, threadKey, runId, null);
+export function gone(thread: ThreadTurns, runId: string): void {
+  release(thread, runId, null);
 }
 
-/** Holders someone waits behind whose look is due (with their message, whose reply the look asks after). */
-export function holdersToPoll(
-  state: TurnsState,
-  now: number,
-): Array<RunRef & { threadKey: string; inboxId: string; messageId: string }> {
-  return Object.entries(state.threads).flatMap(([threadKey, t]) =>
-    t.holder !== null && t.pollAtMs !== undefined && t.pollAtMs <= now
-      ? [
-          {
-            threadKey,
-            workflowId: t.holder.workflowId,
-            runId: t.holder.runId,
-            inboxId: t.inboxId,
-            messageId: t.holder.messageId,
-          },
-        ]
-      : [],
-  );
+/** The holder someone waits behind, when its look is due. */
+export function holderToLook(thread: ThreadTurns, now: number): (RunRef & { messageId: string }) | null {
+  const { holder, pollAtMs } = thread;
+  return holder !== null && pollAtMs !== undefined && pollAtMs <= now ? holder : null;
 }
 
 /**
@@ -165,32 +165,27 @@ export function holdersToPoll(
  * (the look's answer is read first), so a closed holder whose reply our store has sent covers its
  * sender's waiting messages as a release with `sent` does: they are never answered a second time.
  */
-export function polled(state: TurnsState, threadKey: string, runId: string, end: HolderEnd, now: number): Tell[] {
-  const thread = state.threads[threadKey];
-  const holder = thread?.holder;
-  if (thread === undefined || holder?.runId !== runId) return [];
-  if (end === 'sent')
-    return release(state, threadKey, runId, {
-      messageId: holder.messageId,
-      sender: holder.sender,
-      timestampMs: holder.timestampMs,
-      sent: true,
-    });
-  if (end !== 'open') return release(state, threadKey, runId, null);
+export function polled(thread: ThreadTurns, runId: string, end: HolderEnd, now: number): Tell[] {
+  const holder = thread.holder;
+  if (holder?.runId !== runId) return [];
+  if (end === 'sent') {
+    const { messageId, sender, timestampMs } = holder;
+    return release(thread, runId, { messageId, sender, timestampMs, sent: true });
+  }
+  if (end !== 'open') return release(thread, runId, null);
   thread.pollEveryMs = Math.min(2 * (thread.pollEveryMs ?? FIRST_POLL_MS), MAX_POLL_MS);
   thread.pollAtMs = now + thread.pollEveryMs;
   return [];
 }
 
 /** When the thread's turn must next be looked at (a burst ends, a holder's look is due), or undefined: nothing to wait for. */
-export function nextWakeAt(state: TurnsState): number | undefined {
-  const times = Object.values(state.threads).flatMap((t) => {
-    if (t.holder !== null) return t.pollAtMs === undefined ? [] : [t.pollAtMs];
-    const next = nextBatch(t);
-    return next === null ? [] : [next.readyAtMs];
-  });
-  return times.length === 0 ? undefined : Math.min(...times);
+export function nextWakeAt(thread: ThreadTurns): number | undefined {
+  if (thread.holder !== null) return thread.pollAtMs;
+  return nextBatch(thread)?.readyAtMs;
 }
+
+/** Whether nobody holds the turn or waits (the row keeps only answers). */
+export const idle = (thread: ThreadTurns): boolean => thread.holder === null && thread.waiting.length === 0;
 
 /** The sender of the thread's oldest waiting message, and its messages: who would hold the turn next, and when. */
 function nextBatch(thread: ThreadTurns): { holder: WaitingAsk; batch: WaitingAsk[]; readyAtMs: number } | null {
@@ -215,13 +210,8 @@ function schedulePoll(thread: ThreadTurns, now: number): void {
   }
 }
 
-function forgetIfEmpty(state: TurnsState, threadKey: string): void {
-  const thread = state.threads[threadKey];
-  if (thread !== undefined && thread.holder === null && thread.waiting.length === 0) delete state.threads[threadKey];
-}
-
-function remember(state: TurnsState, runId: string, grant: TurnGrant): void {
-  state.answered[runId] = grant;
-  const runs = Object.keys(state.answered);
-  for (const old of runs.slice(0, Math.max(0, runs.length - ANSWERED_KEPT))) delete state.answered[old];
+function remember(thread: ThreadTurns, runId: string, grant: TurnGrant): void {
+  thread.answered[runId] = grant;
+  const runs = Object.keys(thread.answered);
+  for (const old of runs.slice(0, Math.max(0, runs.length - ANSWERED_KEPT))) delete thread.answered[old];
 }

@@ -50,7 +50,7 @@ const TARGETS = {
     table: 'thread_turns',
     key: 'thread_key',
     age: 'updated_at',
-    keep: ` AND state->'threads' = '{}'::jsonb`,
+    keep: ` AND state->'holder' = 'null'::jsonb AND state->'waiting' = '[]'::jsonb`,
   },
 } as const;
 
