@@ -16,5 +16,3 @@ export * from './synonym-store';
 export * from './language';
 export * from './message-text';
 export * from './relevance-floor';
-export * from './message-text';
-export * from './relevance-floor';
