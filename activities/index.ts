@@ -16,7 +16,6 @@ import {
   type TicketInput,
 } from './ticket/open-ticket';
 import { askTurn, type AskTurnInput, releaseTurn } from './turns/ask-turn';
-import { abortable } from './turns/abortable';
 import { OperationStore } from './operation-store/store';
 import { OwnAddresses } from './decide/own-addresses';
 import { pruneExpiredRecords } from './upkeep/retention';
@@ -52,11 +51,7 @@ export interface ActivityDeps {
  * takes its operation key from the workflow (contract/keys.ts, derived there once) and reports its
  * operation back; every failure leaves through one boundary (failures/boundary.ts).
  */
-export function createActivities(
-  deps: ActivityDeps,
-  /** Aborted when the worker starts to stop (worker/create-worker.ts). */
-  workerStopping: AbortSignal = new AbortController().signal,
-) {
+export function createActivities(deps: ActivityDeps) {
   const store = new OperationStore(deps.db);
   // Optional (KNOWLEDGE_EMBEDDINGS_*): null means full-text search alone.
   const embedder = createEmbedder(deps.config);
@@ -65,8 +60,6 @@ export function createActivities(
     ...common,
     own: new OwnAddresses(deps.agentmail, deps.config.REPLYONCE_OWN_ADDRESSES, deps.ownInboxesRefreshMs),
   };
-  const stoppable = <A extends unknown[], R>(activity: (...args: A) => Promise<R>) =>
-    abortable(activity, workerStopping);
   return withFailureBoundary({
     decideReply: (input: DecideInput) => decideReply(decide, input),
     releaseReplyBudget: (input: { budgetKey: string }) => releaseReplyBudget(deps, input),
@@ -74,20 +67,18 @@ export function createActivities(
     openTicket: (input: TicketInput) => openTicket(common, input),
     commentReply: (input: ReplyCommentInput) => commentReply(common, input),
     commentDraftNote: (input: DraftNoteInput) => commentDraftNote(common, input),
-    // The turn activities call Temporal (signals to the runs they answer, a look at a holder): those
-    // calls end with the activity or the worker.
-    askTurn: stoppable((input: AskTurnInput & { again?: boolean }) => askTurn(common, input)),
-    releaseTurn: stoppable((input: TurnHandBack) => releaseTurn(common, input)),
+    askTurn: (input: AskTurnInput & { again?: boolean }) => askTurn(common, input),
+    releaseTurn: (input: TurnHandBack) => releaseTurn(common, input),
     /**
      * After a reply went out: the thread's turn back, the message labelled, the reply commented on
      * the ticket. One local activity, so the tail of a message's run costs Temporal one marker and
      * no extra workflow task (each part is idempotent: a retry repeats it harmlessly).
      */
-    finishReply: stoppable(async (input: ReplyCommentInput & TurnHandBack) => {
+    finishReply: async (input: ReplyCommentInput & TurnHandBack) => {
       await releaseTurn(common, input);
       await labelMessage(deps.agentmail, input);
       return commentReply(common, input);
-    }),
+    },
     sendReply: (input: SendInput) => sendReply(common, input),
     /** A word back when a person must answer (HANDOFF_ACKNOWLEDGMENT); the workflow's call is the integrator's. */
     sendAcknowledgment: (input: AcknowledgmentInput) => sendAcknowledgment(common, input),

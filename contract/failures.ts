@@ -64,14 +64,12 @@ export const RetryableFailureType = {
   TicketOutcomeUnknown: 'TicketOutcomeUnknown',
   /** The review notification webhook answered 408, 429, 5xx, or not at all. */
   NotifyUnavailable: 'NotifyUnavailable',
-  /** The worker stopped during a turn step: the next worker takes the step again (activities/turns/abortable.ts). */
-  WorkerStopping: 'WorkerStopping',
 } as const;
 export type RetryableFailureType = (typeof RetryableFailureType)[keyof typeof RetryableFailureType];
 
 /**
  * Local activities retry inside their workflow task while the backoff is shorter than this; a
  * longer one becomes a durable timer, and the task completes. Every workflow's local activities use
- * it, so a failure asking for a longer delay (WorkerStopping) always lets its task complete.
+ * it, so a failure asking for a longer delay always lets its task complete.
  */
 export const LOCAL_RETRY_THRESHOLD_MS = 10_000;

@@ -55,10 +55,7 @@ export async function createReplyonceWorker(options: ReplyonceWorkerOptions): Pr
           ...(tracing ? TRACING_WORKFLOW_MODULES : []),
         ]),
       };
-  // Temporal waits for a local activity when its worker stops, and never cancels it: the turn
-  // activities are told by this instead, so a stop is never held open by a call to Temporal.
-  const stopping = new AbortController();
-  const activities = createActivities(options.deps, stopping.signal);
+  const activities = createActivities(options.deps);
   const common = {
     connection: options.connection,
     namespace: options.namespace,
@@ -89,15 +86,8 @@ export async function createReplyonceWorker(options: ReplyonceWorkerOptions): Pr
     maxConcurrentLocalActivityExecutions: WORKFLOW_TASK_SLOTS,
   });
   return {
-    async run() {
-      try {
-        await worker.run();
-      } finally {
-        stopping.abort();
-      }
-    },
+    run: () => worker.run(),
     shutdown() {
-      stopping.abort();
       if (worker.getState() === 'RUNNING' || worker.getState() === 'INITIALIZED') worker.shutdown();
     },
     getState: () => worker.getState(),
