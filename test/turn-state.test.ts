@@ -1,4 +1,4 @@
-import { burstOfSender, senderKey } from '../activities/turns/ask-turn';
+import { burstOfSender, MAX_REASK_MS, reaskAfter, senderKey } from '../activities/turns/ask-turn';
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
 import type { TurnAnswer } from '../contract';
@@ -336,6 +336,20 @@ describe('a sender who has already written again', () => {
     ask(alone, { ...message('a', 0), newer: ['never-asks'] }, 5_000);
     assert.deepEqual(due(alone, 24_999), []);
     assert.deepEqual(grants(due(alone, 25_000)), ['a:go[a]'], 'no longer than 20 s');
+  });
+});
+
+describe('when a waiting run asks again (activities/turns/ask-turn.ts)', () => {
+  test('when its turn is due, else TURN_REASK_MS after its wait began, then twice its last wait, up to 15 min', () => {
+    assert.equal(reaskAfter(undefined, 60_000, undefined), 60_000, 'the first wait: TURN_REASK_MS');
+    assert.equal(reaskAfter(undefined, 60_000, 1_000), 1_000, 'sooner when the holder is due a look');
+    assert.equal(reaskAfter(undefined, 60_000, -5), 500, 'never at once');
+    // Behind a reply that awaits approval for days: the looks double, and so do the asks.
+    let wait = reaskAfter(undefined, 60_000, undefined);
+    const waits = [wait];
+    while (wait < MAX_REASK_MS) waits.push((wait = reaskAfter(wait, 60_000, undefined)));
+    assert.deepEqual(waits, [60_000, 120_000, 240_000, 480_000, 900_000]);
+    assert.equal(reaskAfter(MAX_REASK_MS, 60_000, undefined), MAX_REASK_MS, 'never longer than 15 min');
   });
 });
 

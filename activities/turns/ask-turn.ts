@@ -42,6 +42,8 @@ export interface TurnDeps {
 
 export interface AskTurnInput extends MessageRef, RunRef {
   threadId: string;
+  /** On a repeated ask after waiting: how long the run waited since its last ask. */
+  waitedMs?: number;
 }
 
 /** What the ask found: the turn asked for (its answer now, or later by signal), or no turn needed at all. */
@@ -55,7 +57,7 @@ export type AskTurnAnswer =
       burstLeftMs: number;
       /** Whether the turn will not come at once (a burst window open, a newer message awaited): the run shows it waits (behind a holder, `answer` says so). */
       waits: boolean;
-      /** When to ask again if no answer came: when the thread's turn is next due, at most TURN_REASK_MS. */
+      /** When to ask again if no answer came: when the thread's turn is next due, and at most TURN_REASK_MS after the first wait, twice the last wait after a later one (up to 15 min). */
       reaskMs: number;
       /** This run's answer when the ask decided it (the turn was free, a sent reply covers it, it waits behind a holder); else it comes by the `turn` signal. */
       answer?: TurnAnswer;
@@ -126,12 +128,11 @@ export async function askTurn(
   failpoint('turn.after-request');
   const { answer, thread: turns } = await settle(deps, threadKey, changed, input.runId);
   const burstLeftMs = Math.max(0, request.timestampMs + request.coalesceMs - Date.now());
-  // A run that waits asks again when its thread's turn is next due (a burst ends, the holder's next
-  // look), and at least every TURN_REASK_MS: a lost signal, or a holder gone without a word, never wedges it.
   const wakeAt = nextWakeAt(turns);
-  const reaskMs = Math.min(
+  const reaskMs = reaskAfter(
+    input.waitedMs,
     deps.config.TURN_REASK_MS,
-    wakeAt === undefined ? Infinity : Math.max(MIN_REASK_MS, wakeAt - Date.now()),
+    wakeAt === undefined ? undefined : wakeAt - Date.now(),
   );
   return {
     kind: 'asked',
@@ -145,8 +146,21 @@ export async function askTurn(
   };
 }
 
-/** A waiting run asks again no sooner than this. */
+/** A waiting run asks again no sooner than this… */
 const MIN_REASK_MS = 500;
+/** …and no later than this. */
+export const MAX_REASK_MS = 15 * 60 * 1000;
+
+/**
+ * When a waiting run asks again: when its thread's turn is next due (a burst ends, the holder's next
+ * look: `dueInMs`), and at the latest `turnReaskMs` after its wait began, then twice its last wait
+ * (`waitedMs`), up to MAX_REASK_MS. A lost signal, or a holder gone without a word, never wedges it,
+ * and a run that waits days behind an approval asks a few times an hour, not every minute.
+ */
+export function reaskAfter(waitedMs: number | undefined, turnReaskMs: number, dueInMs: number | undefined): number {
+  const longest = waitedMs === undefined ? turnReaskMs : Math.min(2 * waitedMs, MAX_REASK_MS);
+  return Math.min(longest, dueInMs === undefined ? Infinity : Math.max(MIN_REASK_MS, dueInMs));
+}
 
 /**
  * Tells the runs their answers (this run's own is returned, not signalled) and does what follows: a

@@ -2,9 +2,6 @@ import { condition, log, setHandler, sleep, workflowInfo } from '@temporalio/wor
 import { type MessageRef, type TurnAnswer, type TurnGrant, type TurnHandBack, turnSignal } from '../../contract';
 import { boundedCleanup, localSteps } from './proxies';
 
-/** A waiting run asks again after TURN_REASK_MS at most (sooner when its turn is due sooner), then twice as long each time, up to this. */
-const MAX_REASK_MS = 15 * 60 * 1000;
-
 /** How the wait for the turn ended: the turn (`go`), covered by a sent reply, or a person answers the thread. */
 export type TurnOutcome = TurnGrant | { kind: 'person-answering' };
 
@@ -53,12 +50,13 @@ export function threadTurn() {
         }
         if (woken) continue;
         log.info('no turn yet: asking again', { waitedMs: waitMs });
-        const again = await localSteps.askTurn({ ...input, workflowId, runId, again: true });
+        const again = await localSteps.askTurn({ ...input, workflowId, runId, again: true, waitedMs: waitMs });
         // Covered by a reply sent meanwhile, or a person took the thread: no turn is needed any more.
         if (again.kind !== 'asked' && again.kind !== 'burst' && grant === undefined) return again;
-        if (again.kind === 'asked' && again.answer !== undefined) hear(again.answer);
-        // Twice as long each time, or sooner when the thread's turn is due sooner (a burst ends, a look at the holder).
-        waitMs = Math.min(2 * waitMs, MAX_REASK_MS, again.kind === 'asked' ? again.reaskMs : MAX_REASK_MS);
+        if (again.kind === 'asked') {
+          if (again.answer !== undefined) hear(again.answer);
+          waitMs = again.reaskMs; // the ask says when: the thread's next moment, or twice this wait
+        }
       }
       if (grant.kind === 'go') {
         held = {
