@@ -85,7 +85,7 @@ async function holdTurn(c: ReturnType<typeof conversation>, run: { workflowId: s
 }
 
 describe('a thread of one message', () => {
-  test('its ask answers it (no `turn` signal), its history stays small, and the row keeps nothing of the thread', async () => {
+  test('its ask answers it (no `turn` signal), its history stays within 36 events, and nobody holds or waits in its row after', async () => {
     const c = conversation();
     const ref = await c.write('Where is my order?');
     const result = await h.workflowResult(ref, 60_000);
