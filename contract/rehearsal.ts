@@ -35,7 +35,7 @@ export const rehearsalKey = (rehearsalId: string, ref: MessageRef, kind: 'outcom
 export type RehearsalOutcomeKind =
   /** A reply would go out (after a reviewer's approval in an approval inbox: `approval`). */
   | 'answered'
-  /** The drafter did not know (its reason: model, no-citation, bad-citation): a person answers. */
+  /** A person answers (its reason: model, no-citation, bad-citation, language, topic, attachment). */
   | 'handed-off'
   /** No reply owed: the decision's skip reason (robots, lists, our own mail, too old, …). */
   | 'skipped'

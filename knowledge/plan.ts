@@ -43,6 +43,12 @@ export interface SyncReport {
 const BUNDLED_EXAMPLES = path.resolve(__dirname, '..', 'examples', 'knowledge');
 export const BUNDLED_HELP_CENTRE = path.join(BUNDLED_EXAMPLES, 'help-centre');
 export const BUNDLED_HELP_CENTRE_SYNONYMS = path.join(BUNDLED_EXAMPLES, 'synonyms.txt');
+/**
+ * The topics a person answers for the bundled shop (lib/handoff-topics.ts): a worker answering from
+ * the bundled folder loads them unless HANDOFF_TOPICS names a file (activities/draft/customer-mail.ts),
+ * as `npm run eval` does for the bundled sets, so what runs is what the figures measured.
+ */
+export const BUNDLED_HELP_CENTRE_TOPICS = path.join(BUNDLED_EXAMPLES, 'handoff-topics.txt');
 
 /** Reads every configured source and syncs each collection; nothing configured, nothing done. */
 export async function syncConfigured(

@@ -3,6 +3,7 @@ import { z } from 'zod';
 import { isSupportedCountry } from 'libphonenumber-js/max';
 import { draftProblem } from '../contract/draft-text';
 import { BUSINESS_HOURS_EXAMPLE, type BusinessHours, parseBusinessHours } from './business-hours';
+import { type HandoffTopic, readHandoffTopics } from './handoff-topics';
 import { checkProviderSettings, draftingVars, ticketVars } from './provider-config';
 import { loadTemporalConnection, type TemporalConnectionSettings } from './temporal-connection';
 
@@ -231,6 +232,26 @@ export const mailVars = {
         return z.NEVER;
       }
       return [...new Set(codes.map(languageAlias))];
+    }),
+  /**
+   * A topics file (lib/handoff-topics.ts): mail about one of its topics (job applications, press,
+   * a legal notice…) is handed to a person before any drafter is asked (`handoff: topic`). Unset:
+   * none, except that a worker answering from the bundled help centre loads the topics written for it.
+   */
+  HANDOFF_TOPICS: z
+    .string()
+    .optional()
+    .transform((value, ctx): HandoffTopic[] | null => {
+      if (value === undefined || value.trim() === '') return null;
+      try {
+        return readHandoffTopics(value.trim());
+      } catch (error) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `${(error as Error).message}; one topic a line, e.g. press: journalist, press enquiry, media enquiry`,
+        });
+        return z.NEVER;
+      }
     }),
   /** Which attachment types the drafter reads: `text` (text/plain, csv, …), `pdf` (its text layer); `none` reads none. Images are never read. */
   ATTACHMENT_READERS: z

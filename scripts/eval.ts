@@ -14,6 +14,8 @@
 //   … [--synonyms <file>] [--no-synonyms]                    a synonyms file for the scratch collection;
 //                                                            the bundled set uses examples/knowledge/synonyms.txt
 //                                                            when it exists, unless --no-synonyms
+//   … [--handoff-topics <file>] [--no-handoff-topics]        topics a person answers (HANDOFF_TOPICS' format);
+//                                                            the bundled set uses examples/knowledge/handoff-topics.txt
 //
 // The question file: one JSON object per line, {"text": "…", "expected_sources": ["returns/window.md"],
 // "handoff": false}. The last line of output is machine-readable:
@@ -32,6 +34,7 @@ import {
   parseQuestions,
   readFolder,
   readSynonymFile,
+  BUNDLED_HELP_CENTRE_TOPICS,
   DEFAULT_RELEVANCE_FLOOR,
   detectLanguage,
   relevanceVerdict,
@@ -46,6 +49,8 @@ import {
   type QuestionOutcome,
 } from '../knowledge';
 import { createDb, type Db } from '../lib/db';
+import { readHandoffTopics } from '../lib/handoff-topics';
+import { handoffBeforeDrafting } from '../activities/draft/customer-mail';
 import { messageOf, runMain, SetupError } from './services/main';
 import { knowledgeConfigFor } from './services/knowledge-config';
 
@@ -90,6 +95,8 @@ export interface EvalOptions {
   synonyms?: string | null;
   /** The relevance floor of the scratch collection (KNOWLEDGE_RELEVANCE_FLOORS' `*`, else the calibrated default). */
   floor?: number;
+  /** Optional topics a person answers (a HANDOFF_TOPICS file): such a question is a hand-off before drafting, as live. */
+  handoffTopics?: string | null;
   log?: (line: string) => void;
 }
 
@@ -105,6 +112,8 @@ export interface EvalReport {
   outcomes: QuestionOutcome[];
   /** The synonyms file used and its groups; null: none. */
   synonyms: { file: string; groups: number } | null;
+  /** The topics file used and its topics; null: none. */
+  handoffTopics: { file: string; topics: number } | null;
   line: string;
 }
 
@@ -113,6 +122,7 @@ export async function runEvaluation(db: Db, options: EvalOptions): Promise<EvalR
   const log = options.log ?? (() => undefined);
   const questions = parseQuestions(readFileSync(options.questions, 'utf8'));
   const groups = options.synonyms ? await readSynonymFile(options.synonyms) : null;
+  const topics = options.handoffTopics ? readHandoffTopics(options.handoffTopics) : [];
   const collection = `eval-${randomBytes(4).toString('hex')}`;
   const { documents, problems } = await readFolder(options.knowledge);
   for (const problem of problems) log(`skipped ${problem.source}: ${problem.problem}`);
@@ -125,6 +135,12 @@ export async function runEvaluation(db: Db, options: EvalOptions): Promise<EvalR
     if (groups) await syncSynonyms(db, collection, groups);
     const synonyms = options.synonyms && groups ? { file: options.synonyms, groups: groups.length } : null;
     log(synonyms ? `synonyms: ${synonyms.file} (${synonyms.groups} groups)` : 'synonyms: none');
+    const handoffTopics = options.handoffTopics ? { file: options.handoffTopics, topics: topics.length } : null;
+    log(
+      handoffTopics
+        ? `topics a person answers: ${handoffTopics.file} (${handoffTopics.topics})`
+        : 'topics a person answers: none',
+    );
     if (options.embedder)
       log(`embedded ${await embedMissing(db, collection, options.embedder)} sections with ${options.embedder.name}`);
     const outcomes: QuestionOutcome[] = [];
@@ -154,12 +170,21 @@ export async function runEvaluation(db: Db, options: EvalOptions): Promise<EvalR
             .map((s) => ({ id: s.id, title: s.title, heading: s.heading, text: s.body })),
           relevance: relevanceVerdict(retrieval.relevance, { [collection]: floor }),
         };
-        const judged = judgeAnswer(await options.drafter.draft(request), request);
-        const given = new Set(request.articles.map((a) => a.id));
-        outcome.drafted = {
-          handoff: judged.handoff !== null,
-          citationsValid: judged.citations.every((c) => given.has(c)),
-        };
+        // The live draft's order (compose-draft.ts): a topic a person answers is handed off before any drafter is asked.
+        const early = handoffBeforeDrafting(
+          { language: { detected: null, reply: null }, unsupported: null, attachments: [] },
+          { subject: '', text: question.text },
+          topics,
+        );
+        if (early !== null) outcome.drafted = { handoff: true, citationsValid: true };
+        else {
+          const judged = judgeAnswer(await options.drafter.draft(request), request);
+          const given = new Set(request.articles.map((a) => a.id));
+          outcome.drafted = {
+            handoff: judged.handoff !== null,
+            citationsValid: judged.citations.every((c) => given.has(c)),
+          };
+        }
       }
       outcomes.push(outcome);
     }
@@ -173,6 +198,7 @@ export async function runEvaluation(db: Db, options: EvalOptions): Promise<EvalR
       relevance: relevanceScores,
       outcomes,
       synonyms,
+      handoffTopics,
       line: summaryLine(scores),
     };
   } finally {
@@ -253,6 +279,8 @@ async function main(): Promise<number> {
       calibrate: { type: 'boolean', default: false },
       synonyms: { type: 'string' },
       'no-synonyms': { type: 'boolean', default: false },
+      'handoff-topics': { type: 'string' },
+      'no-handoff-topics': { type: 'boolean', default: false },
     },
   });
   if ((values.knowledge === undefined) !== (values.questions === undefined))
@@ -278,6 +306,16 @@ async function main(): Promise<number> {
       : values.knowledge === undefined && existsSync(BUNDLED_SYNONYMS)
         ? BUNDLED_SYNONYMS
         : null;
+  if (values['handoff-topics'] !== undefined && values['no-handoff-topics'])
+    throw new SetupError('give --handoff-topics <file> or --no-handoff-topics, not both');
+  // Like the synonyms: the bundled topics belong to the bundled shop, as a worker answering from its folder loads them.
+  const handoffTopics = values['no-handoff-topics']
+    ? null
+    : values['handoff-topics'] !== undefined
+      ? path.resolve(values['handoff-topics'])
+      : values.knowledge === undefined
+        ? BUNDLED_HELP_CENTRE_TOPICS
+        : null;
   const config = knowledgeConfigFor({ dev: values.dev === true });
   const drafter = createDrafter(config);
   const db = createDb(config.DATABASE_URL, { queryTimeoutMs: 120_000 });
@@ -302,6 +340,7 @@ async function main(): Promise<number> {
       drafter,
       embedder: createEmbedder(config),
       synonyms,
+      handoffTopics,
       floor: floorArgument ?? config.KNOWLEDGE_RELEVANCE_FLOORS['*'],
       log: (line) => console.log(line),
     }).catch((error: unknown) => {
@@ -317,7 +356,7 @@ async function main(): Promise<number> {
       );
     else
       console.log(
-        `drafted by the ${drafter.name} drafter: its hand-offs are the relevance floor's (${report.floor}; and ${UNKNOWN_WORDS_FOR_HANDOFF}+ words no article holds under a ${SHARE_THAT_COVERS_UNKNOWN_WORDS} share), hand-off precision ${s.handoffPrecision?.toFixed(3) ?? 'n/a'}, recall ${s.handoffRecall?.toFixed(3) ?? 'n/a'}; set DRAFT_PROVIDER for a model's`,
+        `drafted by the ${drafter.name} drafter: its hand-offs are the topics' (${report.handoffTopics?.topics ?? 0}) and the relevance floor's (${report.floor}; and ${UNKNOWN_WORDS_FOR_HANDOFF}+ words no article holds under a ${SHARE_THAT_COVERS_UNKNOWN_WORDS} share), hand-off precision ${s.handoffPrecision?.toFixed(3) ?? 'n/a'}, recall ${s.handoffRecall?.toFixed(3) ?? 'n/a'}; set DRAFT_PROVIDER for a model's`,
       );
     console.log(languageLine(report, questionsFile));
     if (values.calibrate) console.log(calibrationLine(report, questionsFile));

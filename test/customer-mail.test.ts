@@ -19,6 +19,7 @@ import { MockActivityEnvironment } from '@temporalio/testing';
 import { customerLanguage } from '../activities/draft/drafting/customer-language';
 import { conversationPrompt, systemPrompt } from '../activities/draft/drafting/prompt';
 import { withArticleLinks } from '../activities/draft/citations';
+import { parseHandoffTopics } from '../lib/handoff-topics';
 import { withSignature } from '../lib/signature';
 import { draftKey, operationKey, operationsQuery, type MessageRef } from '../contract';
 import { readFolder, syncCollection } from '../knowledge';
@@ -263,6 +264,7 @@ describe('mail as customers write it, end to end', () => {
       approvalInboxes: [inboxes.approval],
       activityConfig: {
         SUPPORTED_LANGUAGES: ['en', 'de'],
+        HANDOFF_TOPICS: parseHandoffTopics('press: journalist, press enquiry\njobs: hiring', 'topics.txt'),
         ATTACHMENT_READ_MAX_KB: 64,
         REPLY_INBOX_SIGNATURES: { [inboxes.signed]: SIGNATURE, [inboxes.approval]: SIGNATURE },
         KNOWLEDGE_LINK_BASES: { [collection]: 'https://help.fernhill.example/articles/' },
@@ -364,6 +366,29 @@ describe('mail as customers write it, end to end', () => {
     assert.match(await ticketLines(short.ref), /^Language: not detected$/m);
     const history = await historyText(h.client, h.client.workflow.getHandle(inboundWorkflowId(french.ref)));
     assert.ok(!history.text.includes('commande'), 'no customer text in the history');
+  });
+
+  test('a topic a person answers (HANDOFF_TOPICS) is handed off without asking the model, with the topic as the reason; "hire" is not "hiring"', async () => {
+    const press = await arrive(inboxes.knowledge, {
+      subject: 'Press enquiry',
+      text: 'Hello, I am writing a feature on outdoor shops in Yorkshire. Could someone talk to me this week?',
+    });
+    const rental = await arrive(inboxes.knowledge, { text: 'Hello, can I hire a tent for a weekend? How much is it?' });
+
+    const handedOff = await h.resultOf(press.ref);
+    assert.equal(handedOff.status, 'handed_off');
+    assert.equal((await model.calls({ contains: press.marker })).length, 0, 'no model call');
+    assert.equal((await model.calls({ contains: 'outdoor shops in Yorkshire' })).length, 0, 'no model call');
+    assert.match(await draftSummary(press.ref), /handoff: topic/);
+    const [ticket] = await h.ticketsFor(press.ref);
+    assert.match(
+      ticket!.note,
+      /Handed off to a person: the message is about press \("press enquiry"\), a topic HANDOFF_TOPICS gives to a person/,
+    );
+    assert.equal((await stored(press.ref))?.text, holdingText('en'), 'a holding text a person replaces');
+
+    assert.equal((await h.resultOf(rental.ref)).status, 'sent', 'the rental question is answered');
+    assert.equal((await model.calls({ contains: 'hire a tent' })).length, 1);
   });
 
   test('attachments: the model is told name, type and size and given the text of a PDF and a text file; a photo the question points at is handed off; the ticket lists each with a link', async () => {

@@ -7,6 +7,7 @@ import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { createDrafter } from '../activities/draft/drafting/create-drafter';
 import { OfflineDrafter } from '../activities/draft/drafting/offline-drafter';
+import type { Drafter } from '../activities/draft/drafting/drafter';
 import {
   collectionsFor,
   createEmbedder,
@@ -379,6 +380,46 @@ describe('the eval', () => {
     } finally {
       await standIn.app.close();
     }
+  });
+
+  test('with a topics file (HANDOFF_TOPICS), a question about a topic is a hand-off before the drafter is asked, as live', async () => {
+    const root = folderWith({ 'hours.md': '# Opening hours\nWe are open 9 to 5.' });
+    const questions = path.join(root, 'questions.jsonl');
+    writeFileSync(
+      questions,
+      [
+        { text: 'When are you open? opening hours', expected_sources: ['hours.md'], handoff: false },
+        {
+          text: 'Subject: Press enquiry\n\nCould I interview your manager about opening hours?',
+          expected_sources: [],
+          handoff: true,
+        },
+      ]
+        .map((q) => JSON.stringify(q))
+        .join('\n'),
+    );
+    const topics = path.join(root, 'topics.txt');
+    writeFileSync(topics, 'press: press enquiry, journalist\n');
+    const asked: string[] = [];
+    const drafter = new OfflineDrafter();
+    const counting: Drafter = {
+      name: drafter.name,
+      draft: (request) => {
+        asked.push(request.text);
+        return drafter.draft(request);
+      },
+    };
+    const run = (handoffTopics: string | null) =>
+      runEvaluation(db, { knowledge: root, questions, language: 'english', topK: 3, drafter: counting, handoffTopics });
+    const without = await run(null);
+    assert.equal(without.scores.handoffRecall, 0, 'the press question shares "opening hours" with the article');
+    assert.equal(asked.length, 2);
+    asked.length = 0;
+    const withTopics = await run(topics);
+    assert.deepEqual(withTopics.handoffTopics, { file: topics, topics: 1 });
+    assert.equal(withTopics.scores.handoffPrecision, 1);
+    assert.equal(withTopics.scores.handoffRecall, 1);
+    assert.deepEqual(asked, ['When are you open? opening hours'], 'the drafter is asked only the other question');
   });
 });
 

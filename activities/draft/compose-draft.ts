@@ -148,7 +148,11 @@ export async function composeDraft(deps: ComposeDraftDeps, input: ComposeDraftIn
   const finish = (reply: string, citations: string[]) =>
     customerMail.finishedReply(deps, { inboxId: ref.inboxId, reply, sections, citations });
   const considered = knowledge ? { considered: articles.map((a) => a.id) } : {};
-  const early = customerMail.handoffBeforeDrafting(mail, text);
+  const early = customerMail.handoffBeforeDrafting(
+    mail,
+    { subject: message.subject ?? '', text },
+    customerMail.handoffTopicsFor(deps.config),
+  );
   if (early !== null) {
     // Decided without a drafter: a person answers; the holding text is theirs to replace.
     const { text: holding } = await finish(holdingText(mail.language.reply ?? mail.language.detected), []);

@@ -1,25 +1,34 @@
 import type { AgentMail } from 'agentmail';
 import type { MessageRef } from '../../contract';
-import type { RetrievedSection } from '../../knowledge';
-import type { ActivityConfig } from '../../lib/config';
+import path from 'node:path';
+import {
+  BUNDLED_HELP_CENTRE,
+  BUNDLED_HELP_CENTRE_TOPICS,
+  type RetrievedSection,
+  searchableText,
+} from '../../knowledge';
+import { type ActivityConfig, collectionEntries } from '../../lib/config';
 import type { Db } from '../../lib/db';
 import { type AttachmentSource, readAttachments } from './attachment-reader';
 import { citedArticles, withArticleLinks, type CitedArticle } from './citations';
 import { attachmentHandoff, type DraftAttachment } from './drafting/attachments';
 import { customerLanguage } from './drafting/customer-language';
+import { type HandoffTopic, readHandoffTopics, topicOf } from '../../lib/handoff-topics';
 import { signatureFor, withSignature } from '../../lib/signature';
 
 /**
  * The draft step's part of mail as customers write it (issue 37): the message's language and
  * attachments read before drafting, the hand-offs decided before any drafter is asked (a language
- * the team does not answer, an attachment the message depends on and nobody can read: no model
- * call for either), and the reply finished after the draft check (links to the cited articles,
+ * the team does not answer, a topic a person answers, an attachment the message depends on and
+ * nobody can read: no model call for any), and the reply finished after the draft check (links to the cited articles,
  * then the signature).
  */
 
 export type CustomerMailConfig = Pick<
   ActivityConfig,
   | 'SUPPORTED_LANGUAGES'
+  | 'HANDOFF_TOPICS'
+  | 'KNOWLEDGE_DIR'
   | 'ATTACHMENT_READERS'
   | 'ATTACHMENT_READ_MAX_KB'
   | 'REPLY_SIGNATURE'
@@ -54,13 +63,41 @@ export async function readCustomerMail(
   return { language, unsupported, attachments };
 }
 
+export type EarlyHandoff = { kind: 'language' | 'topic' | 'attachment'; reason: string };
+
+/**
+ * A hand-off decided before any drafter is asked: a language the team does not answer, a topic a
+ * person answers (read in the subject and the customer's own words: not quoted mail, not a
+ * signature), an attachment the message depends on and nobody can read.
+ */
 export function handoffBeforeDrafting(
   mail: CustomerMail,
-  text: string,
-): null | { kind: 'language' | 'attachment'; reason: string } {
+  message: { subject: string; text: string },
+  topics: readonly HandoffTopic[],
+): null | EarlyHandoff {
   if (mail.unsupported !== null) return { kind: 'language', reason: mail.unsupported };
-  const attachment = attachmentHandoff(text, mail.attachments);
+  const topic = topicOf(`${message.subject}\n${searchableText(message.text)}`, topics);
+  if (topic !== null)
+    return {
+      kind: 'topic',
+      reason: `the message is about ${topic.topic} ("${topic.phrase}"), a topic HANDOFF_TOPICS gives to a person`,
+    };
+  const attachment = attachmentHandoff(message.text, mail.attachments);
   return attachment !== null ? { kind: 'attachment', reason: attachment } : null;
+}
+
+let bundledTopics: HandoffTopic[] | undefined;
+
+/**
+ * The topics a person answers: HANDOFF_TOPICS's, else — for a worker answering from the bundled
+ * help centre, as the eval measures it — the bundled shop's (read once), else none.
+ */
+export function handoffTopicsFor(config: Pick<ActivityConfig, 'HANDOFF_TOPICS' | 'KNOWLEDGE_DIR'>): HandoffTopic[] {
+  if (config.HANDOFF_TOPICS !== null) return config.HANDOFF_TOPICS;
+  const bundled = collectionEntries(config.KNOWLEDGE_DIR).some((f) => path.resolve(f.value) === BUNDLED_HELP_CENTRE);
+  if (!bundled) return [];
+  bundledTopics ??= readHandoffTopics(BUNDLED_HELP_CENTRE_TOPICS);
+  return bundledTopics;
 }
 
 export function mailRecord(mail: CustomerMail): MailRecord {

@@ -3,6 +3,7 @@ import type { ActivityConfig } from '../../lib/config';
 import type { Db } from '../../lib/db';
 import { signatureFor } from '../../lib/signature';
 import { collectionsFor, liveCollections } from '../../knowledge';
+import { handoffTopicsFor } from '../draft/customer-mail';
 import type { Drafter } from '../draft/drafting/drafter';
 
 export type RehearsalConfig = Pick<
@@ -17,6 +18,8 @@ export type RehearsalConfig = Pick<
   | 'DRAFT_ALLOWED_LINK_DOMAINS'
   | 'DRAFT_PHONE_REGION'
   | 'SUPPORTED_LANGUAGES'
+  | 'HANDOFF_TOPICS'
+  | 'KNOWLEDGE_DIR'
   | 'ATTACHMENT_READERS'
   | 'ATTACHMENT_READ_MAX_KB'
   | 'REPLY_SIGNATURE'
@@ -71,6 +74,8 @@ export async function rehearsalConfiguration(
     allowedLinkDomains: [...config.DRAFT_ALLOWED_LINK_DOMAINS].sort(),
     phoneRegion: config.DRAFT_PHONE_REGION,
     supportedLanguages: config.SUPPORTED_LANGUAGES,
+    // The topics a person answers, as a hash: a changed file changes which mail is handed off.
+    handoffTopics: sha(JSON.stringify(handoffTopicsFor(config))),
     attachmentReaders: [...config.ATTACHMENT_READERS].sort(),
     ownAddresses: sha([...config.REPLYONCE_OWN_ADDRESSES].sort().join(',')),
     replyToDomains: [...config.REPLYONCE_REPLY_TO_DOMAINS].sort(),

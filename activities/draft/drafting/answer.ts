@@ -20,10 +20,11 @@ export const draftAnswerSchema = z.object({
 
 /**
  * Why the draft was handed to a person: the model said so, it cited what it was not given, or it
- * cited nothing; or, decided before any drafter is asked (pre-draft.ts), the message is in a
- * language the team does not answer, or depends on an attachment no reader could read.
+ * cited nothing; or, decided before any drafter is asked (customer-mail.ts), the message is in a
+ * language the team does not answer, is about a topic a person answers (HANDOFF_TOPICS), or depends
+ * on an attachment no reader could read.
  */
-export type HandoffKind = 'model' | 'bad-citation' | 'no-citation' | 'language' | 'attachment';
+export type HandoffKind = 'model' | 'bad-citation' | 'no-citation' | 'language' | 'topic' | 'attachment';
 
 export interface JudgedAnswer {
   reply: string;

@@ -1,0 +1,122 @@
+import { readFileSync } from 'node:fs';
+
+/**
+ * Topics a person answers (HANDOFF_TOPICS; docs/knowledge.md "Topics a person answers"): job
+ * applications, press, sponsorship, a legal notice. Help desks route such mail to a person whatever
+ * an article says, because an article can share every word with it ("are you hiring at the Leeds
+ * shop?" and the rental article's *hire*) and still not answer it: word overlap cannot tell "about
+ * this article's topic" from "answered by it" (the relevance floor, knowledge/relevance-floor.ts),
+ * but a team can say which subjects are never the agent's.
+ *
+ * The file: one topic a line, `name: phrase, phrase, …`; `#` starts a comment to the end of the
+ * line. A phrase is one to six words matched whole and in order ("press enquiry"), case and accents
+ * aside ("resume" matches "résumé"); a word ending in `*` matches any word it starts
+ * ("sponsor*": sponsor, sponsorship, sponsoring). Matching is on words as written, not stems, so
+ * "hiring" is not "hire". Pure apart from reading the file.
+ */
+
+export interface HandoffTopic {
+  /** The topic's name as the ticket and the operations query show it (`press`, `jobs`). */
+  name: string;
+  /** Each phrase's words, normalised; a word ending in `*` is a prefix. */
+  phrases: Array<{ text: string; words: string[] }>;
+}
+
+export const MAX_TOPIC_FILE_BYTES = 256 * 1024;
+export const MAX_TOPICS = 200;
+export const MAX_TOPIC_PHRASES = 5_000;
+const MAX_PHRASE_WORDS = 6;
+/** A prefix shorter than this ("a*", "re*") would match most mail. */
+const MIN_PREFIX_LETTERS = 3;
+const TOPIC_NAME = /^[a-z0-9][a-z0-9-]{0,39}$/;
+
+export class HandoffTopicsError extends Error {
+  override name = 'HandoffTopicsError';
+  constructor(file: string, line: number | null, problem: string) {
+    super(`${file}${line === null ? '' : `, line ${line}`}: ${problem}`);
+  }
+}
+
+/** Lower case, accents and apostrophe styles aside: "Résumé" and "resume", "didn’t" and "didn't" are one word each. */
+const normalised = (text: string) =>
+  text
+    .normalize('NFKD')
+    .replace(/\p{M}/gu, '')
+    .toLowerCase()
+    .replace(/[\u2018\u2019\u02bc]/g, "'");
+
+/** The words of a text, in order: letters and digits, an apostrophe inside a word kept ("didn't"). */
+export const topicWords = (text: string): string[] =>
+  normalised(text).match(/[\p{L}\p{N}]+(?:'[\p{L}\p{N}]+)*/gu) ?? [];
+
+export function parseHandoffTopics(text: string, file: string): HandoffTopic[] {
+  const topics: HandoffTopic[] = [];
+  const names = new Set<string>();
+  let phrases = 0;
+  for (const [index, raw] of text.split('\n').entries()) {
+    const line = index + 1;
+    const content = raw.replace(/#.*/, '').trim();
+    if (content === '') continue;
+    const fail = (problem: string) => new HandoffTopicsError(file, line, problem);
+    const colon = content.indexOf(':');
+    if (colon === -1) throw fail('expected `name: phrase, phrase` (e.g. press: journalist, press enquiry)');
+    const name = content.slice(0, colon).trim().toLowerCase();
+    if (!TOPIC_NAME.test(name))
+      throw fail(
+        `the topic name ${JSON.stringify(name)} must be letters, digits and hyphens (e.g. press, lost-property)`,
+      );
+    if (names.has(name)) throw fail(`the topic ${name} is named twice: give each topic one line`);
+    const parsed: HandoffTopic['phrases'] = [];
+    for (const part of content.slice(colon + 1).split(',')) {
+      const words = part
+        .trim()
+        .split(/\s+/)
+        .filter(Boolean)
+        .flatMap((word) => {
+          const prefix = word.endsWith('*');
+          const pieces = topicWords(prefix ? word.slice(0, -1) : word);
+          if (prefix && pieces.length > 0) pieces[pieces.length - 1] += '*';
+          return pieces;
+        });
+      if (words.length === 0) throw fail('an empty phrase: every phrase between commas needs a word');
+      if (words.length > MAX_PHRASE_WORDS) throw fail(`a phrase longer than ${MAX_PHRASE_WORDS} words`);
+      const shortPrefix = words.find((w) => w.endsWith('*') && w.length - 1 < MIN_PREFIX_LETTERS);
+      if (shortPrefix !== undefined)
+        throw fail(`the prefix ${shortPrefix} is shorter than ${MIN_PREFIX_LETTERS} letters: it would match most mail`);
+      parsed.push({ text: part.trim(), words });
+    }
+    phrases += parsed.length;
+    if (topics.length === MAX_TOPICS) throw fail(`more than ${MAX_TOPICS} topics`);
+    if (phrases > MAX_TOPIC_PHRASES) throw fail(`more than ${MAX_TOPIC_PHRASES} phrases in all`);
+    names.add(name);
+    topics.push({ name, phrases: parsed });
+  }
+  return topics;
+}
+
+/** Reads and parses a topics file; any problem is a HandoffTopicsError naming the file (and the line). */
+export function readHandoffTopics(file: string): HandoffTopic[] {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (error) {
+    throw new HandoffTopicsError(file, null, `cannot be read (${(error as Error).message})`);
+  }
+  if (Buffer.byteLength(text) > MAX_TOPIC_FILE_BYTES)
+    throw new HandoffTopicsError(file, null, `larger than ${MAX_TOPIC_FILE_BYTES} bytes`);
+  return parseHandoffTopics(text, file);
+}
+
+const wordMatches = (pattern: string, word: string) =>
+  pattern.endsWith('*') ? word.startsWith(pattern.slice(0, -1)) : word === pattern;
+
+/** The first topic (in the file's order) one of whose phrases the text holds, with that phrase; else null. */
+export function topicOf(text: string, topics: readonly HandoffTopic[]): { topic: string; phrase: string } | null {
+  const words = topicWords(text);
+  for (const topic of topics)
+    for (const phrase of topic.phrases)
+      for (let start = 0; start + phrase.words.length <= words.length; start += 1)
+        if (phrase.words.every((pattern, offset) => wordMatches(pattern, words[start + offset]!)))
+          return { topic: topic.name, phrase: phrase.text };
+  return null;
+}
