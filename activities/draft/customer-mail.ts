@@ -1,6 +1,6 @@
+import path from 'node:path';
 import type { AgentMail } from 'agentmail';
 import type { MessageRef } from '../../contract';
-import path from 'node:path';
 import {
   BUNDLED_HELP_CENTRE,
   BUNDLED_HELP_CENTRE_TOPICS,
@@ -20,8 +20,8 @@ import { signatureFor, withSignature } from '../../lib/signature';
  * The draft step's part of mail as customers write it (issue 37): the message's language and
  * attachments read before drafting, the hand-offs decided before any drafter is asked (a language
  * the team does not answer, a topic a person answers, an attachment the message depends on and
- * nobody can read: no model call for any), and the reply finished after the draft check (links to the cited articles,
- * then the signature).
+ * nobody can read: no model call for any), and the reply finished after the draft check (links to
+ * the cited articles, then the signature).
  */
 
 export type CustomerMailConfig = Pick<
