@@ -114,6 +114,8 @@ export interface EvalReport {
   floor: number;
   /** Each question's relevance score (the floor's input), in the file's order: for calibrating a floor. */
   relevance: number[];
+  /** Whether each question was handed off before drafting (a topic a person answers): the floor never sees those. */
+  handedOffEarly: boolean[];
   /** Each question's outcome, in the file's order. */
   outcomes: QuestionOutcome[];
   /** The synonyms file used and its groups; null: none. */
@@ -152,6 +154,7 @@ export async function runEvaluation(db: Db, options: EvalOptions): Promise<EvalR
     const outcomes: QuestionOutcome[] = [];
     const floor = options.floor ?? DEFAULT_RELEVANCE_FLOOR;
     const relevanceScores: number[] = [];
+    const handedOffEarly: boolean[] = [];
     for (const question of questions) {
       const retrieval = await retrieveWithRelevance(db, {
         collections: [collection],
@@ -162,6 +165,13 @@ export async function runEvaluation(db: Db, options: EvalOptions): Promise<EvalR
       const found = retrieval.sections;
       relevanceScores.push(retrieval.relevance[0]?.score ?? 0);
       const outcome: QuestionOutcome = { retrieved: found.map((s) => s.source) };
+      // The live draft's order (compose-draft.ts): a topic a person answers is handed off before any drafter is asked.
+      const early = handoffBeforeDrafting(
+        { language: { detected: null, reply: null }, unsupported: null, attachments: [] },
+        { subject: '', text: question.text },
+        topics,
+      );
+      handedOffEarly.push(early !== null);
       if (options.drafter) {
         const request = {
           inboxId: 'eval@replyonce.invalid',
@@ -176,12 +186,6 @@ export async function runEvaluation(db: Db, options: EvalOptions): Promise<EvalR
             .map((s) => ({ id: s.id, title: s.title, heading: s.heading, text: s.body })),
           relevance: relevanceVerdict(retrieval.relevance, { [collection]: floor }),
         };
-        // The live draft's order (compose-draft.ts): a topic a person answers is handed off before any drafter is asked.
-        const early = handoffBeforeDrafting(
-          { language: { detected: null, reply: null }, unsupported: null, attachments: [] },
-          { subject: '', text: question.text },
-          topics,
-        );
         if (early !== null) outcome.drafted = { handoff: true, citationsValid: true };
         else {
           const judged = judgeAnswer(await options.drafter.draft(request), request);
@@ -196,12 +200,13 @@ export async function runEvaluation(db: Db, options: EvalOptions): Promise<EvalR
     }
     const scores = scoreEvaluation(questions, outcomes);
     const modelJudged = options.drafter !== null && options.drafter.name !== 'offline';
-    // The offline drafter's hand-offs are the relevance floor's, deterministic: real figures too.
+    // The offline drafter's hand-offs are the topics' and the relevance floor's, deterministic: real figures too.
     return {
       scores,
       modelJudged,
       floor,
       relevance: relevanceScores,
+      handedOffEarly,
       outcomes,
       synonyms,
       handoffTopics,
@@ -260,13 +265,18 @@ function languageLine(report: EvalReport, questionsFile: string): string {
 
 function calibrationLine(report: EvalReport, questionsFile: string): string {
   const questions = parseQuestions(readFileSync(questionsFile, 'utf8'));
+  // The floor decides only what the topics left: calibrated over the questions they do not hand off.
+  const left = questions.flatMap((q, i) => (report.handedOffEarly[i] ? [] : [i]));
   const best = calibrateFloor(
-    report.relevance,
-    questions.map((q) => q.handoff),
+    left.map((i) => report.relevance[i]!),
+    left.map((i) => questions[i]!.handoff),
   );
+  const over = left.length < questions.length ? ` (the ${left.length} questions the topics do not hand off)` : '';
+  if (best !== null && best.recall === 0)
+    return `no floor catches one of this set's hand-offs${over} without handing off more than ${MAX_FALSE_HANDOFFS * 100} % of its answerable questions: keep the default, or set a floor of 0 to turn it off`;
   return best
-    ? `calibrated floor ${best.floor.toFixed(2)}: hand-off precision ${best.precision.toFixed(3)}, recall ${best.recall.toFixed(3)} on this set (KNOWLEDGE_RELEVANCE_FLOORS='{"*": ${best.floor.toFixed(2)}}')`
-    : 'no question of this set expects a hand-off: nothing to calibrate a floor on';
+    ? `calibrated floor ${best.floor.toFixed(2)}: hand-off precision ${best.precision.toFixed(3)}, recall ${best.recall.toFixed(3)} on this set${over} (KNOWLEDGE_RELEVANCE_FLOORS='{"*": ${best.floor.toFixed(2)}}')`
+    : `no question of this set${over} expects a hand-off: nothing to calibrate a floor on`;
 }
 
 async function main(): Promise<number> {

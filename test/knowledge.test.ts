@@ -417,6 +417,7 @@ describe('the eval', () => {
     asked.length = 0;
     const withTopics = await run(topics);
     assert.deepEqual(withTopics.handoffTopics, { file: topics, topics: 1 });
+    assert.deepEqual(withTopics.handedOffEarly, [false, true], '--calibrate leaves the second out');
     assert.equal(withTopics.scores.handoffPrecision, 1);
     assert.equal(withTopics.scores.handoffRecall, 1);
     assert.deepEqual(asked, ['When are you open? opening hours'], 'the drafter is asked only the other question');
