@@ -2,6 +2,7 @@ import './instrumentation'; // first: tracing patches http and pg as they load
 import { Client } from '@temporalio/client';
 import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
 import { createDrafter } from '../activities/draft/drafting/create-drafter';
+import { handoffTopicsFor } from '../activities/draft/customer-mail';
 import { createTicketProvider } from '../activities/ticket/create-ticket-provider';
 import { createAgentMailClient } from '../lib/agentmail';
 import { ConfigError, loadWorkerConfig } from '../lib/config';
@@ -141,6 +142,8 @@ async function main(): Promise<void> {
         agentmail: config.AGENTMAIL_BASE_URL ?? 'production',
         metrics: metricsServer.url,
         drafter: drafter.name,
+        // Which subjects go to a person before any drafter is asked (HANDOFF_TOPICS, or the bundled shop's).
+        handoffTopics: handoffTopicsFor(config).map((topic) => topic.name),
         tickets: tickets.name,
         nice: priority.nice,
         version: versionLabel(deployment),
