@@ -222,19 +222,25 @@ export async function runEvaluation(db: Db, options: EvalOptions): Promise<EvalR
  * ones (the highest F1 of hand-off precision and recall, the lowest such floor) among the floors
  * that hand off at most MAX_FALSE_HANDOFFS of the answerable questions — unconstrained, a weak
  * separation picks a floor that hands most mail to a person — to put in KNOWLEDGE_RELEVANCE_FLOORS.
+ * The figures are the whole decision's: a question a rule before the floor hands off (`decided`:
+ * a topic a person answers) is a hand-off at every floor, so the floor is chosen for what it adds
+ * to them — over the questions they leave alone, the few hand-offs left made the best F1 a floor
+ * that hands off many answerable questions to catch one more.
  */
 const MAX_FALSE_HANDOFFS = 0.15;
 
 export function calibrateFloor(
   scores: readonly number[],
   handoff: readonly boolean[],
+  decided: readonly boolean[] = [],
 ): { floor: number; precision: number; recall: number } | null {
   const expected = handoff.filter(Boolean).length;
   if (expected === 0) return null;
   let best: { floor: number; precision: number; recall: number; f1: number } | null = null;
-  for (const candidate of [...new Set(scores)].sort((a, b) => a - b)) {
-    const floor = Math.round((candidate + 0.005) * 100) / 100; // just above it: this score is below the floor
-    const predicted = scores.map((score) => score < floor);
+  for (const candidate of [null, ...[...new Set(scores)].sort((a, b) => a - b)]) {
+    // Just above the candidate, so that score is below the floor; null first: no floor at all.
+    const floor = candidate === null ? 0 : Math.round((candidate + 0.005) * 100) / 100;
+    const predicted = scores.map((score, i) => decided[i] === true || score < floor);
     const truePositive = predicted.filter((p, i) => p && handoff[i]).length;
     const count = predicted.filter(Boolean).length;
     const precision = count ? truePositive / count : 0;
@@ -265,18 +271,18 @@ function languageLine(report: EvalReport, questionsFile: string): string {
 
 function calibrationLine(report: EvalReport, questionsFile: string): string {
   const questions = parseQuestions(readFileSync(questionsFile, 'utf8'));
-  // The floor decides only what the topics left: calibrated over the questions they do not hand off.
-  const left = questions.flatMap((q, i) => (report.handedOffEarly[i] ? [] : [i]));
   const best = calibrateFloor(
-    left.map((i) => report.relevance[i]!),
-    left.map((i) => questions[i]!.handoff),
+    report.relevance,
+    questions.map((q) => q.handoff),
+    report.handedOffEarly,
   );
-  const over = left.length < questions.length ? ` (the ${left.length} questions the topics do not hand off)` : '';
-  if (best !== null && best.recall === 0)
-    return `no floor catches one of this set's hand-offs${over} without handing off more than ${MAX_FALSE_HANDOFFS * 100} % of its answerable questions: keep the default, or set a floor of 0 to turn it off`;
+  const topics = report.handedOffEarly.filter(Boolean).length;
+  const over = topics > 0 ? ` (with the ${topics} questions the topics hand off)` : '';
+  if (best !== null && best.floor === 0)
+    return `no floor catches one more of this set's hand-offs${over} without losing F1 or handing off more than ${MAX_FALSE_HANDOFFS * 100} % of its answerable questions: set a floor of 0 to turn it off, or keep the default`;
   return best
     ? `calibrated floor ${best.floor.toFixed(2)}: hand-off precision ${best.precision.toFixed(3)}, recall ${best.recall.toFixed(3)} on this set${over} (KNOWLEDGE_RELEVANCE_FLOORS='{"*": ${best.floor.toFixed(2)}}')`
-    : `no question of this set${over} expects a hand-off: nothing to calibrate a floor on`;
+    : `no question of this set expects a hand-off: nothing to calibrate a floor on`;
 }
 
 async function main(): Promise<number> {

@@ -150,6 +150,17 @@ describe("the eval's hand-off figures", () => {
     });
     assert.equal(calibrateFloor([0.5], [false]), null);
   });
+
+  test('calibration counts what the topics hand off: a floor must add to them, not only beat nothing', () => {
+    // Two hand-offs the topics catch (scores 0.6, 0.7), one they leave (0.1), answerable 0.2 and up.
+    const scores = [0.6, 0.7, 0.1, 0.2, 0.3, 0.8, 0.9, 0.9, 0.9, 0.9, 0.9];
+    const handoff = [true, true, true, false, false, false, false, false, false, false, false];
+    const decided = [true, true, false, false, false, false, false, false, false, false, false];
+    assert.deepEqual(calibrateFloor(scores, handoff, decided), { floor: 0.11, precision: 1, recall: 1 });
+    // The one the topics leave scores like the answerable mail: no floor adds F1, so none is chosen (0).
+    const alike = [0.6, 0.7, 0.5, 0.2, 0.3, 0.5, 0.9, 0.9, 0.9, 0.9, 0.9];
+    assert.deepEqual(calibrateFloor(alike, handoff, decided), { floor: 0, precision: 1, recall: 2 / 3 });
+  });
 });
 
 describe('the live default runs what the figures measured', () => {
