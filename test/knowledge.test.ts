@@ -24,7 +24,7 @@ import {
 import { createDb, type Db } from '../lib/db';
 import { buildModelStandIn } from '../sandbox/model/app';
 import { ModelStandInControl } from '../sandbox/model/control-client';
-import { BUNDLED, BUNDLED_SYNONYMS, runEvaluation } from '../scripts/eval';
+import { BUNDLED, BUNDLED_SYNONYMS, runEvaluation, subjectLineOf } from '../scripts/eval';
 import { inboundWorkflowId } from '../lib/hashing';
 import { reviewUpdate } from '../contract';
 import { handoffRoute } from '../activities/draft/draft-reply';
@@ -417,10 +417,44 @@ describe('the eval', () => {
     asked.length = 0;
     const withTopics = await run(topics);
     assert.deepEqual(withTopics.handoffTopics, { file: topics, topics: 1 });
-    assert.deepEqual(withTopics.handedOffEarly, [false, true], '--calibrate leaves the second out');
+    assert.deepEqual(withTopics.handedOffEarly, [false, true], '--calibrate counts the second at every floor');
     assert.equal(withTopics.scores.handoffPrecision, 1);
     assert.equal(withTopics.scores.handoffRecall, 1);
     assert.deepEqual(asked, ['When are you open? opening hours'], 'the drafter is asked only the other question');
+  });
+
+  test('an out-of-office reply is not answered, as live (the reply policy skips it): the drafter is not asked', async () => {
+    const root = folderWith({ 'hours.md': '# Opening hours\nWe are open 9 to 5.' });
+    const questions = path.join(root, 'questions.jsonl');
+    const outOfOffice = 'Subject: Automatic reply: Your opening hours\n\nI am out of the office until Monday.';
+    const mentions = 'Subject: out of office hours, are you open?\n\nWhat are your opening hours?';
+    writeFileSync(
+      questions,
+      [
+        { text: outOfOffice, expected_sources: [], handoff: true },
+        { text: mentions, expected_sources: ['hours.md'], handoff: false },
+      ]
+        .map((q) => JSON.stringify(q))
+        .join('\n'),
+    );
+    const asked: string[] = [];
+    const drafter = new OfflineDrafter();
+    const report = await runEvaluation(db, {
+      knowledge: root,
+      questions,
+      language: 'english',
+      topK: 3,
+      drafter: { name: drafter.name, draft: (request) => (asked.push(request.text), drafter.draft(request)) },
+    });
+    assert.deepEqual(report.handedOffEarly, [true, false]);
+    assert.deepEqual(asked, [mentions], 'only the customer who mentions "out of office" is drafted for');
+    assert.equal(report.scores.handoffRecall, 1);
+  });
+
+  test('subjectLineOf reads the first line when it is a subject, in the languages the sets write', () => {
+    assert.equal(subjectLineOf('Subject: Automatic reply: hi\n\nbody'), 'Automatic reply: hi');
+    assert.equal(subjectLineOf('Objet : retour\n\nBonjour'), 'retour');
+    assert.equal(subjectLineOf('Hello\nSubject: not the first line'), undefined);
   });
 });
 

@@ -154,6 +154,29 @@ describe('which messages look automatic', () => {
     });
   }
 
+  // An out-of-office reply without the headers (older servers, phone clients): its subject says it.
+  const autoReplySubjects = [
+    'Automatic reply: Your order has been dispatched',
+    'Auto-Reply: Re: your return',
+    'AutoReply: Re: your return',
+    'Out of Office: Re: Your Fernhill order',
+    'Out of the office reply: parcel',
+    'Abwesenheitsnotiz: Ihre Bestellung',
+    'Réponse automatique : votre commande',
+    'Respuesta automática: su pedido',
+    'Automatisch antwoord: uw bestelling',
+    'Risposta automatica: il suo ordine',
+    'Resposta automática: a sua encomenda',
+  ];
+  for (const subject of autoReplySubjects) {
+    test(`subject "${subject}" → auto-responder`, () => assert.equal(reason({ subject }), 'auto-responder'));
+  }
+  test('a customer who mentions being out of office, or an automatic reply, is answered', () => {
+    assert.equal(reason({ subject: 'out of office until Monday, can you hold my parcel?' }), null);
+    assert.equal(reason({ subject: 'Re: automatic reply from your system?' }), null);
+    assert.equal(reason({ subject: 'Your automatic reply: is it right?' }), null);
+  });
+
   test('receipt-only suppression (DR, RN) and an ordinary Return-Path are not a robot’s marks', () => {
     assert.equal(reason({ headers: { 'X-Auto-Response-Suppress': 'DR, RN' } }), null);
     assert.equal(reason({ headers: { 'Return-Path': '<ada@customer.example>', 'Auto-Submitted': 'no' } }), null);

@@ -18,7 +18,7 @@ export type SkipReason =
   | 'already-replied'
   | 'auto-submitted'
   | 'bulk-precedence'
-  /** An auto-responder's marks: X-Autoreply, X-Autorespond, Precedence: auto_reply. */
+  /** An auto-responder's marks: X-Autoreply, X-Autorespond, Precedence: auto_reply, or an out-of-office subject. */
   | 'auto-responder'
   /** X-Auto-Response-Suppress asks for no automatic answer (All, OOF, AutoReply). */
   | 'auto-response-suppressed'
@@ -100,6 +100,21 @@ export function isRobotSender(address: string): boolean {
   return robotLocalPart.test(localPart);
 }
 const flaggedLabels = new Set(['spam', 'blocked', 'unauthenticated']);
+/**
+ * The subjects mail clients give their out-of-office replies ("Automatic reply: …", Outlook's, in
+ * the languages it is set up in most; "Out of office", "Autoreply"), at the start of the subject.
+ * Most such replies carry Auto-Submitted too, but not all do (older servers, phone clients, rules
+ * that forward): answered, two auto-responders would write to each other for as long as both are
+ * away. An anchored prefix with a colon, so a customer's "out of office until Monday, can you hold
+ * my parcel?" is still answered.
+ */
+const autoReplySubject =
+  /^\s*(?:automatic reply|auto[- ]?reply|auto[- ]?response|out of (?:the )?office(?: reply)?|abwesenheitsnotiz|automatische antwort|r[ée]ponse automatique|respuesta autom[áa]tica|automatisch antwoord|afwezigheidsbericht|risposta automatica|resposta autom[áa]tica)\s*:/iu;
+
+/** Whether a subject is an out-of-office reply's (autoReplySubject). */
+export const isAutoReplySubject = (subject: string | undefined): boolean =>
+  subject !== undefined && autoReplySubject.test(subject);
+
 /** X-Auto-Response-Suppress values (Microsoft's list) that ask for no automatic answer; DR/RN are about receipts. */
 const suppressingValues = new Set(['all', 'oof', 'autoreply']);
 
@@ -116,6 +131,7 @@ export function skipReason(message: AgentMail.Message, context: PolicyContext): 
   if (precedence === 'auto_reply') return 'auto-responder';
   if (header(message, 'X-Autoreply') !== undefined || header(message, 'X-Autorespond') !== undefined)
     return 'auto-responder';
+  if (isAutoReplySubject(message.subject)) return 'auto-responder';
   const suppress =
     header(message, 'X-Auto-Response-Suppress')
       ?.toLowerCase()
