@@ -5,7 +5,7 @@
 //
 //   npm run eval                                             the bundled help centre (examples/knowledge/)
 //   npm run eval -- --held-out                               the same articles, the held-out questions
-//   npm run eval -- --held-out-N                             … one of the other held-out sets (N: 2 to 9;
+//   npm run eval -- --held-out-N                             … one of the other held-out sets (N: 2 to 11;
 //                                                            docs/knowledge.md says how each was written and measured)
 //   … [--floor 1.0] [--calibrate]                            the relevance floor; the floor this set would choose
 //   npm run eval -- --knowledge <dir> --questions <file.jsonl> [--language english] [--dev]
@@ -80,9 +80,12 @@ export const BUNDLED = {
   heldOut6: path.join(ROOT, 'examples', 'knowledge', 'questions-held-out-6.jsonl'),
   /** Written blind the same way while the topics were extended on the seven others, and measured once after (docs/knowledge.md). */
   heldOut7: path.join(ROOT, 'examples', 'knowledge', 'questions-held-out-7.jsonl'),
-  /** Two more written blind the same way, each measured once after the topics' second round (docs/knowledge.md). */
+  /** Two more written blind the same way, each measured once when the topics gained account changes, product details and advice (docs/knowledge.md). */
   heldOut8: path.join(ROOT, 'examples', 'knowledge', 'questions-held-out-8.jsonl'),
   heldOut9: path.join(ROOT, 'examples', 'knowledge', 'questions-held-out-9.jsonl'),
+  /** And two more, measured once after the floor was fitted to the topics and out-of-office replies were known (docs/knowledge.md). */
+  heldOut10: path.join(ROOT, 'examples', 'knowledge', 'questions-held-out-10.jsonl'),
+  heldOut11: path.join(ROOT, 'examples', 'knowledge', 'questions-held-out-11.jsonl'),
 };
 
 /** `--held-out`, `--held-out-2` …: the bundled help centre with one of its held-out question sets. */
@@ -96,6 +99,8 @@ export const HELD_OUT_SETS: Readonly<Record<string, string>> = {
   'held-out-7': BUNDLED.heldOut7,
   'held-out-8': BUNDLED.heldOut8,
   'held-out-9': BUNDLED.heldOut9,
+  'held-out-10': BUNDLED.heldOut10,
+  'held-out-11': BUNDLED.heldOut11,
 };
 /** The bundled help centre's synonym groups: used by the bundled runs when the file exists. */
 export const BUNDLED_SYNONYMS = path.join(ROOT, 'examples', 'knowledge', 'synonyms.txt');
