@@ -3,6 +3,11 @@ import type { ActivityConfig } from '../../lib/config';
 import type { Db } from '../../lib/db';
 import { signatureFor } from '../../lib/signature';
 import { collectionsFor, liveCollections } from '../../knowledge';
+import {
+  DEFAULT_RELEVANCE_FLOOR,
+  SHARE_THAT_COVERS_UNKNOWN_WORDS,
+  UNKNOWN_WORDS_FOR_HANDOFF,
+} from '../../knowledge/relevance-floor';
 import { handoffTopicsFor } from '../draft/customer-mail';
 import type { Drafter } from '../draft/drafting/drafter';
 
@@ -68,6 +73,13 @@ export async function rehearsalConfiguration(
       synonyms: row?.synonyms ?? null,
       topK: config.KNOWLEDGE_TOP_K,
       relevanceFloors: config.KNOWLEDGE_RELEVANCE_FLOORS,
+      // The built-in rules too, not only what is configured: an upgrade that moves the default
+      // floor changes which mail is handed off as much as a configured floor would.
+      relevanceDefaults: {
+        floor: DEFAULT_RELEVANCE_FLOOR,
+        unknownWords: UNKNOWN_WORDS_FOR_HANDOFF,
+        coveringShare: SHARE_THAT_COVERS_UNKNOWN_WORDS,
+      },
     },
     approvalRequired:
       config.APPROVAL_REQUIRED_INBOXES.includes('*') || config.APPROVAL_REQUIRED_INBOXES.includes(inbox),
