@@ -13,11 +13,15 @@ import {
   readSynonymFile,
   relevanceVerdict,
   retrieve,
+  SHARE_THAT_COVERS_UNKNOWN_WORDS,
+  UNKNOWN_WORDS_FOR_HANDOFF,
   retrieveWithRelevance,
   syncCollection,
   syncConfigured,
 } from '../knowledge';
+import { loadWorkerConfig } from '../lib/config';
 import type { Db } from '../lib/db';
+import { rehearsalConfiguration } from '../activities/rehearsal/configuration';
 import { BUNDLED, BUNDLED_SYNONYMS, calibrateFloor, runEvaluation } from '../scripts/eval';
 import { bundledCollection } from './support/knowledge-collection';
 
@@ -160,6 +164,23 @@ describe("the eval's hand-off figures", () => {
     // The one the topics leave scores like the answerable mail: no floor adds F1, so none is chosen (0).
     const alike = [0.6, 0.7, 0.5, 0.2, 0.3, 0.5, 0.9, 0.9, 0.9, 0.9, 0.9];
     assert.deepEqual(calibrateFloor(alike, handoff, decided), { floor: 0, precision: 1, recall: 2 / 3 });
+  });
+});
+
+describe('a rehearsal names the relevance rules it ran under', () => {
+  test('the built-in floor and the unknown-words rule, beside the configured floors', async () => {
+    const config = loadWorkerConfig({ DATABASE_URL: 'postgres://unused@127.0.0.1:1/x', AGENTMAIL_API_KEY: 'k' });
+    const configuration = await rehearsalConfiguration(
+      { db, drafter: new OfflineDrafter(), config },
+      'rehearse@replyonce.invalid',
+    );
+    const knowledge = configuration.knowledge as Record<string, unknown>;
+    assert.deepEqual(knowledge.relevanceFloors, {});
+    assert.deepEqual(knowledge.relevanceDefaults, {
+      floor: DEFAULT_RELEVANCE_FLOOR,
+      unknownWords: UNKNOWN_WORDS_FOR_HANDOFF,
+      coveringShare: SHARE_THAT_COVERS_UNKNOWN_WORDS,
+    });
   });
 });
 
