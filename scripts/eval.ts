@@ -5,7 +5,7 @@
 //
 //   npm run eval                                             the bundled help centre (examples/knowledge/)
 //   npm run eval -- --held-out                               the same articles, the held-out questions
-//   npm run eval -- --held-out-N                             … one of the other held-out sets (N: 2 to 11;
+//   npm run eval -- --held-out-N                             … one of the other held-out sets (N: 2 to 13;
 //                                                            docs/knowledge.md says how each was written and measured)
 //   … [--floor 1.0] [--calibrate]                            the relevance floor; the floor this set would choose
 //   npm run eval -- --knowledge <dir> --questions <file.jsonl> [--language english] [--dev]
@@ -86,6 +86,9 @@ export const BUNDLED = {
   /** And two more, measured once after the floor was fitted to the topics and out-of-office replies were known (docs/knowledge.md). */
   heldOut10: path.join(ROOT, 'examples', 'knowledge', 'questions-held-out-10.jsonl'),
   heldOut11: path.join(ROOT, 'examples', 'knowledge', 'questions-held-out-11.jsonl'),
+  /** And two more, measured once after the synonyms' second pass in seven languages (docs/knowledge.md). */
+  heldOut12: path.join(ROOT, 'examples', 'knowledge', 'questions-held-out-12.jsonl'),
+  heldOut13: path.join(ROOT, 'examples', 'knowledge', 'questions-held-out-13.jsonl'),
 };
 
 /** `--held-out`, `--held-out-2` …: the bundled help centre with one of its held-out question sets. */
@@ -101,6 +104,8 @@ export const HELD_OUT_SETS: Readonly<Record<string, string>> = {
   'held-out-9': BUNDLED.heldOut9,
   'held-out-10': BUNDLED.heldOut10,
   'held-out-11': BUNDLED.heldOut11,
+  'held-out-12': BUNDLED.heldOut12,
+  'held-out-13': BUNDLED.heldOut13,
 };
 /** The bundled help centre's synonym groups: used by the bundled runs when the file exists. */
 export const BUNDLED_SYNONYMS = path.join(ROOT, 'examples', 'knowledge', 'synonyms.txt');

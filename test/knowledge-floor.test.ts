@@ -214,7 +214,7 @@ function folderWithSynonyms(text: string): string {
   return file;
 }
 
-describe('the second to eleventh held-out sets', () => {
+describe('the second to thirteenth held-out sets', () => {
   for (const [flag, file] of [
     ['--held-out-2', BUNDLED.heldOut2],
     ['--held-out-3', BUNDLED.heldOut3],
@@ -226,6 +226,8 @@ describe('the second to eleventh held-out sets', () => {
     ['--held-out-9', BUNDLED.heldOut9],
     ['--held-out-10', BUNDLED.heldOut10],
     ['--held-out-11', BUNDLED.heldOut11],
+    ['--held-out-12', BUNDLED.heldOut12],
+    ['--held-out-13', BUNDLED.heldOut13],
   ] as const)
     test(`npm run eval -- ${flag} is well-formed: every expected article exists, some questions expect a hand-off`, async () => {
       const questions = parseQuestions(readFileSync(file, 'utf8'));
