@@ -261,7 +261,7 @@ export function subjectLineOf(text: string): string | undefined {
  * that hand off at most MAX_FALSE_HANDOFFS of the answerable questions — unconstrained, a weak
  * separation picks a floor that hands most mail to a person — to put in KNOWLEDGE_RELEVANCE_FLOORS.
  * The figures are the whole decision's: a question a rule before the floor hands off (`decided`:
- * a topic a person answers) is a hand-off at every floor, so the floor is chosen for what it adds
+ * a topic a person answers, an out-of-office reply) is a hand-off at every floor, so the floor is chosen for what it adds
  * to them — over the questions they leave alone, the few hand-offs left made the best F1 a floor
  * that hands off many answerable questions to catch one more.
  */
@@ -314,8 +314,9 @@ function calibrationLine(report: EvalReport, questionsFile: string): string {
     questions.map((q) => q.handoff),
     report.handedOffEarly,
   );
-  const topics = report.handedOffEarly.filter(Boolean).length;
-  const over = topics > 0 ? ` (with the ${topics} questions the topics hand off)` : '';
+  const early = report.handedOffEarly.filter(Boolean).length;
+  const over =
+    early > 0 ? ` (with the ${early} questions handed off before drafting: topics, out-of-office replies)` : '';
   if (best !== null && best.floor === 0)
     return `no floor catches one more of this set's hand-offs${over} without losing F1 or handing off more than ${MAX_FALSE_HANDOFFS * 100} % of its answerable questions: set a floor of 0 to turn it off, or keep the default`;
   return best
