@@ -7,6 +7,7 @@ import { type CustomerMail, handoffBeforeDrafting, handoffTopicsFor } from '../a
 import { BUNDLED_HELP_CENTRE, BUNDLED_HELP_CENTRE_TOPICS } from '../knowledge';
 import { ConfigError, loadWorkerConfig } from '../lib/config';
 import { parseHandoffTopics, readHandoffTopics, topicOf } from '../lib/handoff-topics';
+import { searchableText } from '../knowledge/message-text';
 
 // Topics a person answers (HANDOFF_TOPICS, issue 37 point 3): the file's rules, the matching, and
 // where the draft step reads it. The whole path (no model call, the ticket's reason) is in
@@ -150,5 +151,19 @@ describe('topics a person answers', () => {
         (error: unknown) => error instanceof ConfigError && says.test(error.message),
         value,
       );
+  });
+
+  test('the bundled shop’s topics on mail its articles’ words would answer wrongly', () => {
+    const bundled = readHandoffTopics(BUNDLED_HELP_CENTRE_TOPICS);
+    const topic = (text: string) => topicOf(searchableText(text), bundled)?.topic ?? null;
+    // "the Leeds shop" is the click-and-collect article's title: retrieval alone answers from it.
+    assert.equal(topic('Can I park a caravan at the Leeds shop overnight?'), 'accessibility');
+    assert.equal(topic('Is there a car park near the shop?'), 'accessibility');
+    assert.equal(topic('Hi, I have ended up with two accounts, can you merge them?'), 'account-change');
+    assert.equal(topic('What is the packed weight of the Ridge 2?'), 'product-details');
+    // The articles answer these: no topic.
+    assert.equal(topic('Can I collect my order from the Leeds shop?'), null);
+    assert.equal(topic('Which size should I get, I am between a medium and a large?'), null);
+    assert.equal(topic('How do I check my points balance?'), null);
   });
 });
