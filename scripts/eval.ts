@@ -54,61 +54,29 @@ import { messageOf, runMain, SetupError } from './services/main';
 import { knowledgeConfigFor } from './services/knowledge-config';
 
 const ROOT = path.resolve(__dirname, '..');
+const bundledFile = (name: string) => path.join(ROOT, 'examples', 'knowledge', name);
 export const BUNDLED = {
-  knowledge: path.join(ROOT, 'examples', 'knowledge', 'help-centre'),
-  questions: path.join(ROOT, 'examples', 'knowledge', 'questions.jsonl'),
+  knowledge: bundledFile('help-centre'),
+  questions: bundledFile('questions.jsonl'),
   /**
    * Questions written blind, by a session that saw only the articles (not the retrieval, not the
    * bundled questions): the bundled set was written beside the retrieval it measures, so this one
    * said what a team's own mail would score — until issue 37's rounds tuned on it: a tuned set now.
    */
-  heldOut: path.join(ROOT, 'examples', 'knowledge', 'questions-held-out.jsonl'),
-  /**
-   * A second blind set, written the same way by another session after the retrieval of issue 37
-   * was final and measured once (docs/knowledge.md): nothing was tuned on it.
-   */
-  heldOut2: path.join(ROOT, 'examples', 'knowledge', 'questions-held-out-2.jsonl'),
-  heldOut3: path.join(ROOT, 'examples', 'knowledge', 'questions-held-out-3.jsonl'),
-  /**
-   * Written blind (by a session that saw only the articles) while the retrieval was tuned on the
-   * other four sets, and measured once after: the figure for mail nobody tuned for.
-   */
-  heldOut4: path.join(ROOT, 'examples', 'knowledge', 'questions-held-out-4.jsonl'),
-  /** Written blind the same way on 2026-12-05 and measured once on the retrieval as it stood (docs/knowledge.md). */
-  heldOut5: path.join(ROOT, 'examples', 'knowledge', 'questions-held-out-5.jsonl'),
-  /** Written blind the same way, kept outside the repository until one measurement of the hand-off topics (docs/knowledge.md). */
-  heldOut6: path.join(ROOT, 'examples', 'knowledge', 'questions-held-out-6.jsonl'),
-  /** Written blind the same way while the topics were extended on the seven others, and measured once after (docs/knowledge.md). */
-  heldOut7: path.join(ROOT, 'examples', 'knowledge', 'questions-held-out-7.jsonl'),
-  /** Two more written blind the same way, each measured once when the topics gained account changes, product details and advice (docs/knowledge.md). */
-  heldOut8: path.join(ROOT, 'examples', 'knowledge', 'questions-held-out-8.jsonl'),
-  heldOut9: path.join(ROOT, 'examples', 'knowledge', 'questions-held-out-9.jsonl'),
-  /** And two more, measured once after the floor was fitted to the topics and out-of-office replies were known (docs/knowledge.md). */
-  heldOut10: path.join(ROOT, 'examples', 'knowledge', 'questions-held-out-10.jsonl'),
-  heldOut11: path.join(ROOT, 'examples', 'knowledge', 'questions-held-out-11.jsonl'),
-  /** And two more, measured once after the synonyms' second pass in seven languages (docs/knowledge.md). */
-  heldOut12: path.join(ROOT, 'examples', 'knowledge', 'questions-held-out-12.jsonl'),
-  heldOut13: path.join(ROOT, 'examples', 'knowledge', 'questions-held-out-13.jsonl'),
+  heldOut: bundledFile('questions-held-out.jsonl'),
 };
 
-/** `--held-out`, `--held-out-2` …: the bundled help centre with one of its held-out question sets. */
-export const HELD_OUT_SETS: Readonly<Record<string, string>> = {
-  'held-out': BUNDLED.heldOut,
-  'held-out-2': BUNDLED.heldOut2,
-  'held-out-3': BUNDLED.heldOut3,
-  'held-out-4': BUNDLED.heldOut4,
-  'held-out-5': BUNDLED.heldOut5,
-  'held-out-6': BUNDLED.heldOut6,
-  'held-out-7': BUNDLED.heldOut7,
-  'held-out-8': BUNDLED.heldOut8,
-  'held-out-9': BUNDLED.heldOut9,
-  'held-out-10': BUNDLED.heldOut10,
-  'held-out-11': BUNDLED.heldOut11,
-  'held-out-12': BUNDLED.heldOut12,
-  'held-out-13': BUNDLED.heldOut13,
-};
+/**
+ * `--held-out`, `--held-out-2` … `--held-out-13`: the bundled help centre with one of its held-out
+ * sets, each written blind by a session that saw only the articles; from held-out 4 on, each was
+ * measured once before anything was tuned on it (docs/knowledge.md says when and on which build).
+ */
+export const HELD_OUT_SETS: Readonly<Record<string, string>> = Object.fromEntries([
+  ['held-out', BUNDLED.heldOut],
+  ...Array.from({ length: 12 }, (_, i) => [`held-out-${i + 2}`, bundledFile(`questions-held-out-${i + 2}.jsonl`)]),
+]);
 /** The bundled help centre's synonym groups: used by the bundled runs when the file exists. */
-export const BUNDLED_SYNONYMS = path.join(ROOT, 'examples', 'knowledge', 'synonyms.txt');
+export const BUNDLED_SYNONYMS = bundledFile('synonyms.txt');
 
 export interface EvalOptions {
   knowledge: string;
