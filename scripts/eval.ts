@@ -73,7 +73,10 @@ export const BUNDLED = {
  */
 export const HELD_OUT_SETS: Readonly<Record<string, string>> = Object.fromEntries([
   ['held-out', BUNDLED.heldOut],
-  ...Array.from({ length: 12 }, (_, i) => [`held-out-${i + 2}`, bundledFile(`questions-held-out-${i + 2}.jsonl`)]),
+  ...Array.from({ length: 12 }, (_, i): [string, string] => [
+    `held-out-${i + 2}`,
+    bundledFile(`questions-held-out-${i + 2}.jsonl`),
+  ]),
 ]);
 /** The bundled help centre's synonym groups: used by the bundled runs when the file exists. */
 export const BUNDLED_SYNONYMS = bundledFile('synonyms.txt');
