@@ -16,3 +16,4 @@ export * from './synonym-store';
 export * from './language';
 export * from './message-text';
 export * from './relevance-floor';
+export * from './numbers';

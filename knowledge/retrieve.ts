@@ -2,6 +2,7 @@ import type { Db } from '../lib/db';
 import { cosineSimilarity, storedEmbeddings, type Embedder } from './embeddings';
 import { configurationNameFor, detectLanguage } from './language';
 import { boundMessageText, searchableText } from './message-text';
+import { normaliseNumbers } from './numbers';
 
 /**
  * Retrieval where Postgres runs: full-text search over the sections of the collections an inbox
@@ -37,9 +38,12 @@ export interface RetrievalRef {
 export const retrievalRefs = (sections: readonly RetrievedSection[]): RetrievalRef[] =>
   sections.map((s) => ({ id: s.id, version: s.contentHash.slice(0, 16), rank: Math.round(s.rank * 1e6) / 1e6 }));
 
-/** The words of a text in order, lower case: letters and digits only, so nothing in them is query syntax. */
+/**
+ * The words of a text in order, lower case: letters and digits only, so nothing in them is query
+ * syntax; numbers read as sync reads the articles' ("10,000mm" is "10000" and "mm": numbers.ts).
+ */
 export const wordsOf = (text: string): string[] =>
-  text
+  normaliseNumbers(text)
     .toLowerCase()
     .normalize('NFC')
     .split(/[^\p{L}\p{N}]+/u)

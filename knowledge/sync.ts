@@ -1,5 +1,6 @@
 import { inTransaction, type Db } from '../lib/db';
 import { sha256Hex } from '../lib/hashing';
+import { normaliseNumbers } from './numbers';
 import { articleUrl, parseArticle } from './sections';
 import type { SynonymStats } from './synonym-store';
 import type { SourceDocument } from './sources';
@@ -29,7 +30,7 @@ export interface SyncStats {
   unchanged: number;
   retired: number;
   sections: number;
-  /** The language changed since the last sync: every section was re-indexed. */
+  /** The language, or how articles are read for search (SEARCH_VERSION), changed since the last sync: every section was re-indexed. */
   reindexed: boolean;
   /** Sections given an embedding this time (only with embeddings configured). */
   embedded?: number;
@@ -60,22 +61,28 @@ export async function syncCollection(db: Db, plan: CollectionPlan): Promise<Sync
       throw new Error(
         `text-search language ${JSON.stringify(plan.language)} is not one Postgres knows (SELECT cfgname FROM pg_ts_config)`,
       );
-    const previous = await client.query<{ language: string }>(
-      'SELECT language::text AS language FROM knowledge_collections WHERE name = $1',
+    const previous = await client.query<{ language: string; search_version: number }>(
+      'SELECT language::text AS language, search_version FROM knowledge_collections WHERE name = $1',
       [plan.collection],
     );
     await client.query(
-      `INSERT INTO knowledge_collections (name, language) VALUES ($1, $2::regconfig)
-       ON CONFLICT (name) DO UPDATE SET language = EXCLUDED.language`,
-      [plan.collection, language],
+      `INSERT INTO knowledge_collections (name, language, search_version) VALUES ($1, $2::regconfig, $3)
+       ON CONFLICT (name) DO UPDATE SET language = EXCLUDED.language, search_version = EXCLUDED.search_version`,
+      [plan.collection, language, SEARCH_VERSION],
     );
-    if (previous.rows[0] && previous.rows[0].language !== language) {
+    const before = previous.rows[0];
+    if (before && (before.language !== language || before.search_version !== SEARCH_VERSION)) {
       stats.reindexed = true;
-      await client.query(
-        `UPDATE knowledge_sections SET search = ${SEARCH_VECTOR('$2::regconfig', 'title', 'heading', 'body')}
-          WHERE collection = $1`,
-        [plan.collection, language],
+      const sections = await client.query<{ id: string; title: string; heading: string | null; body: string }>(
+        'SELECT id, title, heading, body FROM knowledge_sections WHERE collection = $1',
+        [plan.collection],
       );
+      for (const section of sections.rows)
+        await client.query(
+          `UPDATE knowledge_sections SET search = ${SEARCH_VECTOR('$2::regconfig', '$3::text', '$4::text', '$5::text')}
+            WHERE id = $1`,
+          [section.id, language, ...searchedText(section)],
+        );
     }
 
     const known = new Map(
@@ -125,7 +132,7 @@ export async function syncCollection(db: Db, plan: CollectionPlan): Promise<Sync
       for (const [index, section] of article.sections.entries()) {
         await client.query(
           `INSERT INTO knowledge_sections (id, collection, source, position, content_hash, title, heading, body, search)
-           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, ${SEARCH_VECTOR('$9::regconfig', '$6::text', '$7::text', '$8::text')})`,
+           VALUES ($1, $2, $3, $4, $5, $6, $7, $8, ${SEARCH_VECTOR('$9::regconfig', '$10::text', '$11::text', '$12::text')})`,
           [
             sectionId(plan.collection, document.source, index + 1),
             plan.collection,
@@ -136,6 +143,7 @@ export async function syncCollection(db: Db, plan: CollectionPlan): Promise<Sync
             section.heading,
             section.body,
             language,
+            ...searchedText({ title: article.title, heading: section.heading, body: section.body }),
           ],
         );
       }
@@ -157,6 +165,24 @@ export async function syncCollection(db: Db, plan: CollectionPlan): Promise<Sync
     return stats;
   });
 }
+
+/**
+ * How articles are read for search; raised when that changes, so the next sync re-indexes what an
+ * older build indexed (the sections' stored vectors would otherwise keep the old reading until their
+ * article changes). 1: numbers in one form (numbers.ts).
+ */
+export const SEARCH_VERSION = 1;
+
+/** A section's title, heading and text as the search reads them (retrieve's wordsOf reads the customer's words the same way). */
+const searchedText = (section: {
+  title: string;
+  heading: string | null;
+  body: string;
+}): [string, string | null, string] => [
+  normaliseNumbers(section.title),
+  section.heading === null ? null : normaliseNumbers(section.heading),
+  normaliseNumbers(section.body),
+];
 
 /** The article's title weighs most, then the section's heading, then its text. */
 function SEARCH_VECTOR(language: string, title: string, heading: string, body: string): string {

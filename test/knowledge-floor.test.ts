@@ -13,6 +13,7 @@ import {
   readSynonymFile,
   relevanceVerdict,
   retrieve,
+  SEARCH_VERSION,
   SHARE_THAT_COVERS_UNKNOWN_WORDS,
   UNKNOWN_WORDS_FOR_HANDOFF,
   retrieveWithRelevance,
@@ -168,7 +169,7 @@ describe("the eval's hand-off figures", () => {
 });
 
 describe('a rehearsal names the relevance rules it ran under', () => {
-  test('the built-in floor and the unknown-words rule, beside the configured floors', async () => {
+  test('the built-in floor, the unknown-words rule and how articles are read, beside the configured floors', async () => {
     const config = loadWorkerConfig({ DATABASE_URL: 'postgres://unused@127.0.0.1:1/x', AGENTMAIL_API_KEY: 'k' });
     const configuration = await rehearsalConfiguration(
       { db, drafter: new OfflineDrafter(), config },
@@ -181,6 +182,7 @@ describe('a rehearsal names the relevance rules it ran under', () => {
       unknownWords: UNKNOWN_WORDS_FOR_HANDOFF,
       coveringShare: SHARE_THAT_COVERS_UNKNOWN_WORDS,
     });
+    assert.equal(knowledge.searchVersion, SEARCH_VERSION);
   });
 });
 

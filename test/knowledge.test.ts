@@ -14,6 +14,7 @@ import {
   embedMissing,
   editDistance,
   liveCollections,
+  normaliseNumbers,
   parseQuestions,
   readFolder,
   retrieve,
@@ -186,6 +187,51 @@ describe('the sync', () => {
     });
     assert.equal(found[0]?.source, 'rueckgabe.md', "the query is parsed in the collection's language too");
     await assert.rejects(syncFolder(unique('kt-xx'), folderWith(text), 'klingon'), /text-search language "klingon"/);
+  });
+});
+
+describe('numbers written as customers write them', () => {
+  test('one form for the articles and the customer: thousands without separators, a unit apart from its number', () => {
+    assert.equal(normaliseNumbers('10,000 mm, 10.000 mm and 10000mm'), '10000 mm, 10000 mm and 10000 mm');
+    assert.equal(normaliseNumbers('a 1,500 mm head, a 40L pack, 2kg'), 'a 1500 mm head, a 40 L pack, 2 kg');
+    assert.equal(
+      normaliseNumbers('£7.95, £1,500.50, FH-10293, 20k/20k, 1,2,3'),
+      '£7.95, £1,500.50, FH-10293, 20k/20k, 1,2,3',
+    );
+  });
+
+  test('"10000mm" finds the article that says "10,000 mm"; an older build\'s index is re-read on the next sync', async () => {
+    const collection = unique('kt-numbers');
+    const root = folderWith({
+      'ratings.md': '# Waterproof ratings\nA hydrostatic head of 10,000 mm keeps out heavy rain.',
+      'fleece.md': '# Fleece care\nWash a fleece jacket at 30 degrees.',
+    });
+    await syncFolder(collection, root);
+    const ask = async () =>
+      (await retrieve(db, { collections: [collection], text: 'Is a 10000mm jacket enough?', limit: 2 })).map(
+        (s) => s.source,
+      );
+    assert.equal((await ask())[0], 'ratings.md');
+    // As an older build indexed it: "10,000" read as "10" and "000", before search versions.
+    await db.query(
+      `UPDATE knowledge_sections SET search = to_tsvector('english', title || ' ' || body) WHERE collection = $1`,
+      [collection],
+    );
+    await db.query('UPDATE knowledge_collections SET search_version = 0 WHERE name = $1', [collection]);
+    const indexed = async () =>
+      (
+        await db.query<{ v: string }>(
+          `SELECT search::text AS v FROM knowledge_sections WHERE collection = $1 AND source = 'ratings.md'`,
+          [collection],
+        )
+      ).rows[0]!.v;
+    assert.doesNotMatch(await indexed(), /'10000'/, 'the old index holds "10" and "000"');
+    const again = await syncFolder(collection, root);
+    assert.equal(again.reindexed, true);
+    assert.equal(again.unchanged, 2, 'no article changed: only the index');
+    assert.match(await indexed(), /'10000'/);
+    assert.equal((await ask())[0], 'ratings.md');
+    assert.equal((await syncFolder(collection, root)).reindexed, false, 'once');
   });
 });
 

@@ -2,7 +2,7 @@ import { createHash } from 'node:crypto';
 import type { ActivityConfig } from '../../lib/config';
 import type { Db } from '../../lib/db';
 import { signatureFor } from '../../lib/signature';
-import { collectionsFor, liveCollections } from '../../knowledge';
+import { collectionsFor, liveCollections, SEARCH_VERSION } from '../../knowledge';
 import {
   DEFAULT_RELEVANCE_FLOOR,
   SHARE_THAT_COVERS_UNKNOWN_WORDS,
@@ -80,6 +80,9 @@ export async function rehearsalConfiguration(
         unknownWords: UNKNOWN_WORDS_FOR_HANDOFF,
         coveringShare: SHARE_THAT_COVERS_UNKNOWN_WORDS,
       },
+      // How articles and mail are read for search (numbers, knowledge/sync.ts): a build that reads
+      // them otherwise retrieves other articles for the same mail.
+      searchVersion: SEARCH_VERSION,
     },
     approvalRequired:
       config.APPROVAL_REQUIRED_INBOXES.includes('*') || config.APPROVAL_REQUIRED_INBOXES.includes(inbox),
