@@ -8,8 +8,8 @@ import { readFileSync } from 'node:fs';
  * this article's topic" from "answered by it" (the relevance floor, knowledge/relevance-floor.ts),
  * but a team can say which subjects are never the agent's.
  *
- * The file: one topic a line, `name: phrase, phrase, …`; `#` starts a comment to the end of the
- * line. A phrase is one to six words matched whole and in order ("press enquiry"), case and accents
+ * The file: one topic a line, `name: phrase, phrase, …`, a line that ends with a comma going on
+ * on the next (a topic in seven languages is long); `#` starts a comment to the end of the line. A phrase is one to six words matched whole and in order ("press enquiry"), case and accents
  * aside ("resume" matches "résumé"); a word ending in `*` matches any word it starts
  * ("sponsor*": sponsor, sponsorship, sponsoring). Matching is on words as written, not stems, so
  * "hiring" is not "hire". Pure apart from reading the file.
@@ -29,6 +29,8 @@ const MAX_PHRASE_WORDS = 6;
 /** A prefix shorter than this ("a*", "re*") would match most mail. */
 const MIN_PREFIX_LETTERS = 3;
 const TOPIC_NAME = /^[a-z0-9][a-z0-9-]{0,39}$/;
+/** A line that names a topic (`press:`), as opposed to one that goes on with the phrases of the one before. */
+const STARTS_A_TOPIC = /^[a-z0-9][a-z0-9-]{0,39}\s*:/i;
 
 export class HandoffTopicsError extends Error {
   override name = 'HandoffTopicsError';
@@ -53,10 +55,7 @@ export function parseHandoffTopics(text: string, file: string): HandoffTopic[] {
   const topics: HandoffTopic[] = [];
   const names = new Set<string>();
   let phrases = 0;
-  for (const [index, raw] of text.split('\n').entries()) {
-    const line = index + 1;
-    const content = raw.replace(/#.*/, '').trim();
-    if (content === '') continue;
+  for (const { line, content } of logicalLines(text, file)) {
     const fail = (problem: string) => new HandoffTopicsError(file, line, problem);
     const colon = content.indexOf(':');
     if (colon === -1) throw fail('expected `name: phrase, phrase` (e.g. press: journalist, press enquiry)');
@@ -92,6 +91,35 @@ export function parseHandoffTopics(text: string, file: string): HandoffTopic[] {
     topics.push({ name, phrases: parsed });
   }
   return topics;
+}
+
+/**
+ * The file's topics, each with the line it starts on: comments and blank lines left out, and a
+ * line that ends with a comma joined with the lines that go on from it (before, a trailing comma
+ * was an empty phrase, an error: no file that parsed then reads otherwise now).
+ */
+function logicalLines(text: string, file: string): Array<{ line: number; content: string }> {
+  const lines: Array<{ line: number; content: string }> = [];
+  let open: { line: number; content: string } | null = null;
+  for (const [index, raw] of text.split('\n').entries()) {
+    const content = raw.replace(/#.*/, '').trim();
+    if (content === '') continue;
+    // A comma left at the end of a topic would make the next topic's line its phrases.
+    if (open !== null && STARTS_A_TOPIC.test(content))
+      throw new HandoffTopicsError(
+        file,
+        index + 1,
+        `a new topic, but line ${open.line}'s topic ends with a comma (it goes on here): remove that comma`,
+      );
+    if (open === null) open = { line: index + 1, content };
+    else open.content += ` ${content}`;
+    if (!content.endsWith(',')) {
+      lines.push(open);
+      open = null;
+    }
+  }
+  if (open !== null) lines.push(open); // a last line ending in a comma: its empty phrase is reported
+  return lines;
 }
 
 /** Reads and parses a topics file; any problem is a HandoffTopicsError naming the file (and the line). */

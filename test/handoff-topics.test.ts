@@ -47,6 +47,27 @@ describe('topics a person answers', () => {
     assert.deepEqual(TOPICS[3]!.phrases[0]!.words, ['step', 'free'], 'a hyphen separates words, as in the mail');
   });
 
+  test('a line that ends with a comma goes on on the next; a comment or a blank line between is skipped', () => {
+    const [jobs, press] = parseHandoffTopics(
+      ['jobs: hiring, a job,', '  # in German', '', '  bewerbung,', '  stellenangebot', 'press: journalist'].join('\n'),
+      'topics.txt',
+    );
+    assert.deepEqual(
+      jobs!.phrases.map((p) => p.text),
+      ['hiring', 'a job', 'bewerbung', 'stellenangebot'],
+    );
+    assert.deepEqual(
+      press!.phrases.map((p) => p.text),
+      ['journalist'],
+    );
+    assert.throws(() => parseHandoffTopics('press: journalist,\nreporter,', 'topics.txt'), {
+      message: /line 1: an empty phrase/,
+    });
+    assert.throws(() => parseHandoffTopics('jobs: hiring,\n\npress: journalist', 'topics.txt'), {
+      message: /line 3: a new topic, but line 1's topic ends with a comma .*: remove that comma/,
+    });
+  });
+
   test('a malformed file is refused naming the file, the line and the fix', () => {
     for (const [text, says] of [
       ['jobs hiring, careers', /topics\.txt, line 1: expected `name: phrase, phrase`/],
