@@ -11,7 +11,9 @@ import { readFileSync } from 'node:fs';
  * The file: one topic a line, `name: phrase, phrase, …`, a line that ends with a comma going on
  * on the next (a topic in seven languages is long); `#` starts a comment to the end of the line. A phrase is one to six words matched whole and in order ("press enquiry"), case and accents
  * aside ("resume" matches "résumé"); a word ending in `*` matches any word it starts
- * ("sponsor*": sponsor, sponsorship, sponsoring). Matching is on words as written, not stems, so
+ * ("sponsor*": sponsor, sponsorship, sponsoring), and `_` between two words any one word ("wrong _
+ * sent": the wrong boots, colour or size sent, which "wrong colour" alone would not tell from a
+ * customer who chose the wrong one). Matching is on words as written, not stems, so
  * "hiring" is not "hire". Pure apart from reading the file.
  */
 
@@ -28,6 +30,8 @@ export const MAX_TOPIC_PHRASES = 5_000;
 const MAX_PHRASE_WORDS = 6;
 /** A prefix shorter than this ("a*", "re*") would match most mail. */
 const MIN_PREFIX_LETTERS = 3;
+/** In a phrase, any one word. */
+const ANY_WORD = '_';
 const TOPIC_NAME = /^[a-z0-9][a-z0-9-]{0,39}$/;
 /** A line that names a topic (`press:`), as opposed to one that goes on with the phrases of the one before. */
 const STARTS_A_TOPIC = /^[a-z0-9][a-z0-9-]{0,39}\s*:/i;
@@ -72,12 +76,17 @@ export function parseHandoffTopics(text: string, file: string): HandoffTopic[] {
         .split(/\s+/)
         .filter(Boolean)
         .flatMap((word) => {
+          if (word === ANY_WORD) return [ANY_WORD];
           const prefix = word.endsWith('*');
           const pieces = topicWords(prefix ? word.slice(0, -1) : word);
           if (prefix && pieces.length > 0) pieces[pieces.length - 1] += '*';
           return pieces;
         });
       if (words.length === 0) throw fail('an empty phrase: every phrase between commas needs a word');
+      if (words[0] === ANY_WORD || words[words.length - 1] === ANY_WORD)
+        throw fail(
+          `${JSON.stringify(part.trim())}: a \`_\` stands for one word between two others (e.g. wrong _ sent)`,
+        );
       if (words.length > MAX_PHRASE_WORDS) throw fail(`a phrase longer than ${MAX_PHRASE_WORDS} words`);
       const shortPrefix = words.find((w) => w.endsWith('*') && w.length - 1 < MIN_PREFIX_LETTERS);
       if (shortPrefix !== undefined)
@@ -136,7 +145,7 @@ export function readHandoffTopics(file: string): HandoffTopic[] {
 }
 
 const wordMatches = (pattern: string, word: string) =>
-  pattern.endsWith('*') ? word.startsWith(pattern.slice(0, -1)) : word === pattern;
+  pattern === ANY_WORD || (pattern.endsWith('*') ? word.startsWith(pattern.slice(0, -1)) : word === pattern);
 
 /** The first topic (in the file's order) one of whose phrases the text holds, with that phrase; else null. */
 export function topicOf(text: string, topics: readonly HandoffTopic[]): { topic: string; phrase: string } | null {

@@ -68,6 +68,20 @@ describe('topics a person answers', () => {
     });
   });
 
+  test('a `_` between two words matches any one word', () => {
+    const topics = parseHandoffTopics('order-problem: wrong _ sent, sent _ _ wrong', 'topics.txt');
+    assert.deepEqual(topics[0]!.phrases[0]!.words, ['wrong', '_', 'sent']);
+    const about = (text: string) => topicOf(text, topics)?.phrase ?? null;
+    assert.equal(about('Wrong boots sent, order 30214'), 'wrong _ sent');
+    assert.equal(about('you sent me the wrong size'), 'sent _ _ wrong');
+    assert.equal(about('the wrong one was sent'), null, 'one word, not two');
+    assert.equal(about('I chose the wrong colour, can I send it back?'), null);
+    for (const phrase of ['_ sent', 'wrong _', '_'])
+      assert.throws(() => parseHandoffTopics(`order-problem: ${phrase}`, 'topics.txt'), {
+        message: /line 1: .*a `_` stands for one word between two others/,
+      });
+  });
+
   test('a malformed file is refused naming the file, the line and the fix', () => {
     for (const [text, says] of [
       ['jobs hiring, careers', /topics\.txt, line 1: expected `name: phrase, phrase`/],
