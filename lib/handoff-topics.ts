@@ -149,11 +149,17 @@ const wordMatches = (pattern: string, word: string) =>
 
 /** The first topic (in the file's order) one of whose phrases the text holds, with that phrase; else null. */
 export function topicOf(text: string, topics: readonly HandoffTopic[]): { topic: string; phrase: string } | null {
-  const words = topicWords(text);
+  // A phrase is matched within one sentence: "Is something wrong? It was sent this morning." is
+  // not "wrong _ _ sent".
+  const sentences = text.split(SENTENCE_END).map(topicWords);
   for (const topic of topics)
     for (const phrase of topic.phrases)
-      for (let start = 0; start + phrase.words.length <= words.length; start += 1)
-        if (phrase.words.every((pattern, offset) => wordMatches(pattern, words[start + offset]!)))
-          return { topic: topic.name, phrase: phrase.text };
+      for (const words of sentences)
+        for (let start = 0; start + phrase.words.length <= words.length; start += 1)
+          if (phrase.words.every((pattern, offset) => wordMatches(pattern, words[start + offset]!)))
+            return { topic: topic.name, phrase: phrase.text };
   return null;
 }
+
+/** Where a sentence ends: . ! ? ; or a line break (a dot between digits, as in "2.5", is not one). */
+const SENTENCE_END = /(?<!\d)\.|\.(?!\d)|[!?;\n]+/;

@@ -68,13 +68,16 @@ describe('topics a person answers', () => {
     });
   });
 
-  test('a `_` between two words matches any one word', () => {
+  test('a `_` between two words matches any one word, within one sentence', () => {
     const topics = parseHandoffTopics('order-problem: wrong _ sent, sent _ _ wrong', 'topics.txt');
     assert.deepEqual(topics[0]!.phrases[0]!.words, ['wrong', '_', 'sent']);
     const about = (text: string) => topicOf(text, topics)?.phrase ?? null;
     assert.equal(about('Wrong boots sent, order 30214'), 'wrong _ sent');
     assert.equal(about('you sent me the wrong size'), 'sent _ _ wrong');
     assert.equal(about('the wrong one was sent'), null, 'one word, not two');
+    assert.equal(about('Is it the wrong one? Sent today.'), null, 'within one sentence');
+    assert.equal(about('Is it the wrong one. Sent today'), null);
+    assert.equal(about('they sent 2.5 wrong'), 'sent _ _ wrong', 'a decimal point ends no sentence');
     assert.equal(about('I chose the wrong colour, can I send it back?'), null);
     for (const phrase of ['_ sent', 'wrong _', '_'])
       assert.throws(() => parseHandoffTopics(`order-problem: ${phrase}`, 'topics.txt'), {
