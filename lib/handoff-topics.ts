@@ -9,11 +9,12 @@ import { readFileSync } from 'node:fs';
  * but a team can say which subjects are never the agent's.
  *
  * The file: one topic a line, `name: phrase, phrase, …`, a line that ends with a comma going on
- * on the next (a topic in seven languages is long); `#` starts a comment to the end of the line. A phrase is one to six words matched whole and in order ("press enquiry"), case and accents
- * aside ("resume" matches "résumé"); a word ending in `*` matches any word it starts
- * ("sponsor*": sponsor, sponsorship, sponsoring), and `_` between two words any one word ("wrong _
- * sent": the wrong boots, colour or size sent, which "wrong colour" alone would not tell from a
- * customer who chose the wrong one). Matching is on words as written, not stems, so
+ * on the next (a topic in seven languages is long); `#` starts a comment to the end of the line.
+ * A phrase is one to six words matched whole, in order and within one sentence ("press enquiry"),
+ * case and accents aside ("resume" matches "résumé"); a word ending in `*` matches any word it
+ * starts ("sponsor*": sponsor, sponsorship, sponsoring), and `_` between two words any one word
+ * ("wrong _ sent": the wrong boots, colour or size sent, which "wrong colour" alone would not tell
+ * from a customer who chose the wrong one). Matching is on words as written, not stems, so
  * "hiring" is not "hire". Pure apart from reading the file.
  */
 
