@@ -5,7 +5,7 @@
 //
 //   npm run eval                                             the bundled help centre (examples/knowledge/)
 //   npm run eval -- --held-out                               the same articles, the held-out questions
-//   npm run eval -- --held-out-N                             … one of the other held-out sets (N: 2 to 23;
+//   npm run eval -- --held-out-N                             … one of the other held-out sets (N: 2 to 25;
 //                                                            docs/knowledge.md says how each was written and measured)
 //   … [--floor 1.0] [--calibrate]                            the relevance floor; the floor this set would choose
 //   npm run eval -- --knowledge <dir> --questions <file.jsonl> [--language english] [--dev]
@@ -67,13 +67,13 @@ export const BUNDLED = {
 };
 
 /**
- * `--held-out`, `--held-out-2` … `--held-out-23`: the bundled help centre with one of its held-out
+ * `--held-out`, `--held-out-2` … `--held-out-25`: the bundled help centre with one of its held-out
  * sets, each written blind by a session that saw only the articles; from held-out 4 on, each was
  * measured once before anything was tuned on it (docs/knowledge.md says when and on which build).
  */
 export const HELD_OUT_SETS: Readonly<Record<string, string>> = Object.fromEntries([
   ['held-out', BUNDLED.heldOut],
-  ...Array.from({ length: 22 }, (_, i): [string, string] => [
+  ...Array.from({ length: 24 }, (_, i): [string, string] => [
     `held-out-${i + 2}`,
     bundledFile(`questions-held-out-${i + 2}.jsonl`),
   ]),
