@@ -5,7 +5,7 @@
 //
 //   npm run eval                                             the bundled help centre (examples/knowledge/)
 //   npm run eval -- --held-out                               the same articles, the held-out questions
-//   npm run eval -- --held-out-N                             … one of the other held-out sets (N: 2 to 25;
+//   npm run eval -- --held-out-N                             … one of the other held-out sets (N: 2 to 25, the files there;
 //                                                            docs/knowledge.md says how each was written and measured)
 //   … [--floor 1.0] [--calibrate]                            the relevance floor; the floor this set would choose
 //   npm run eval -- --knowledge <dir> --questions <file.jsonl> [--language english] [--dev]
@@ -19,7 +19,7 @@
 // "handoff": false}. The last line of output is machine-readable:
 //   recall@3=0.93 mrr=0.81 handoff_precision=… handoff_recall=… questions=80
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { judgeAnswer } from '../activities/draft/drafting/answer';
@@ -67,16 +67,19 @@ export const BUNDLED = {
 };
 
 /**
- * `--held-out`, `--held-out-2` … `--held-out-25`: the bundled help centre with one of its held-out
- * sets, each written blind by a session that saw only the articles; from held-out 4 on, each was
- * measured once before anything was tuned on it (docs/knowledge.md says when and on which build).
+ * `--held-out`, `--held-out-2`, `--held-out-3` …: the bundled help centre with one of its held-out
+ * sets (examples/knowledge/questions-held-out-N.jsonl, read from the folder so a set added is a flag
+ * without an edit here), each written blind by a session that saw only the articles; from held-out
+ * 4 on, each was measured once before anything was tuned on it (docs/knowledge.md says when and on
+ * which build).
  */
 export const HELD_OUT_SETS: Readonly<Record<string, string>> = Object.fromEntries([
   ['held-out', BUNDLED.heldOut],
-  ...Array.from({ length: 24 }, (_, i): [string, string] => [
-    `held-out-${i + 2}`,
-    bundledFile(`questions-held-out-${i + 2}.jsonl`),
-  ]),
+  ...readdirSync(bundledFile('.'))
+    .flatMap((name) => /^questions-held-out-(\d+)\.jsonl$/.exec(name)?.[1] ?? [])
+    .map(Number)
+    .sort((a, b) => a - b)
+    .map((n): [string, string] => [`held-out-${n}`, bundledFile(`questions-held-out-${n}.jsonl`)]),
 ]);
 /** The bundled help centre's synonym groups: used by the bundled runs when the file exists. */
 export const BUNDLED_SYNONYMS = bundledFile('synonyms.txt');
