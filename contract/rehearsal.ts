@@ -35,7 +35,7 @@ export const rehearsalKey = (rehearsalId: string, ref: MessageRef, kind: 'outcom
 export type RehearsalOutcomeKind =
   /** A reply would go out (after a reviewer's approval in an approval inbox: `approval`). */
   | 'answered'
-  /** A person answers (its reason: model, no-citation, bad-citation, language, topic, attachment). */
+  /** A person answers (its reason: model, no-citation, bad-citation, language, topic, attachment, learned). */
   | 'handed-off'
   /** No reply owed: the decision's skip reason (robots, lists, our own mail, too old, …). */
   | 'skipped'

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { readdirSync } from 'node:fs';
 import { collectionEntries } from '../lib/config';
 import type { Db } from '../lib/db';
 import { embedMissing, type Embedder } from './embeddings';
@@ -49,6 +50,16 @@ export const BUNDLED_HELP_CENTRE_SYNONYMS = path.join(BUNDLED_EXAMPLES, 'synonym
  * as `npm run eval` does for the bundled sets, so what runs is what the figures measured.
  */
 export const BUNDLED_HELP_CENTRE_TOPICS = path.join(BUNDLED_EXAMPLES, 'handoff-topics.txt');
+
+/**
+ * The bundled shop's labelled mail (its eval question sets, `questions*.jsonl`): the examples its
+ * hand-offs are learned from unless HANDOFF_EXAMPLES says otherwise (lib/learned-handoffs/).
+ */
+export const bundledQuestionSets = (): string[] =>
+  readdirSync(BUNDLED_EXAMPLES)
+    .filter((name) => /^questions.*\.jsonl$/.test(name))
+    .sort()
+    .map((name) => path.join(BUNDLED_EXAMPLES, name));
 
 /** Reads every configured source and syncs each collection; nothing configured, nothing done. */
 export async function syncConfigured(

@@ -4,6 +4,8 @@ import { isSupportedCountry } from 'libphonenumber-js/max';
 import { draftProblem } from '../contract/draft-text';
 import { BUSINESS_HOURS_EXAMPLE, type BusinessHours, parseBusinessHours } from './business-hours';
 import { type HandoffTopic, readHandoffTopics } from './handoff-topics';
+import { type ExampleFile, readExampleFiles } from './learned-handoffs/examples';
+import { checkExamples } from './learned-handoffs';
 import { checkProviderSettings, draftingVars, ticketVars } from './provider-config';
 import { loadTemporalConnection, type TemporalConnectionSettings } from './temporal-connection';
 
@@ -249,6 +251,35 @@ export const mailVars = {
         ctx.addIssue({
           code: 'custom',
           message: `${(error as Error).message}; one topic a line, e.g. press: journalist, press enquiry, media enquiry`,
+        });
+        return z.NEVER;
+      }
+    }),
+  /**
+   * Labelled mail the hand-offs are learned from (lib/learned-handoffs/): files in the eval's
+   * question format (`{"text": …, "expected_sources": […], "handoff": true}`), comma-separated, read
+   * at start-up; `none` learns nothing. Unset: a worker answering from the bundled help centre learns
+   * from the bundled question sets, any other learns nothing.
+   */
+  HANDOFF_EXAMPLES: z
+    .string()
+    .optional()
+    .transform((value, ctx): ExampleFile[] | 'none' | null => {
+      if (value === undefined || value.trim() === '') return null;
+      if (value.trim().toLowerCase() === 'none') return 'none';
+      try {
+        const files = readExampleFiles(
+          value
+            .split(',')
+            .map((f) => f.trim())
+            .filter((f) => f !== ''),
+        );
+        checkExamples(files.flatMap((f) => f.examples));
+        return files;
+      } catch (error) {
+        ctx.addIssue({
+          code: 'custom',
+          message: `${(error as Error).message}; give files of labelled mail, one {"text": "…", "expected_sources": [], "handoff": true} a line (the eval's question format), or none`,
         });
         return z.NEVER;
       }

@@ -14,6 +14,9 @@
 //                                                            when it exists, unless --no-synonyms
 //   … [--handoff-topics <file>] [--no-handoff-topics]        topics a person answers (HANDOFF_TOPICS' format);
 //                                                            the bundled set uses examples/knowledge/handoff-topics.txt
+//   … [--handoff-examples <file,…>] [--no-handoff-examples]  labelled mail the hand-offs are learned from
+//                                                            (HANDOFF_EXAMPLES); the bundled set learns from the
+//                                                            bundled question sets, never from the measured one
 //
 // The question file: one JSON object per line, {"text": "…", "expected_sources": ["returns/window.md"],
 // "handoff": false}. The last line of output is machine-readable:
@@ -44,11 +47,15 @@ import {
   syncCollection,
   syncSynonyms,
   type EvalScores,
+  type LabelledQuestion,
   type QuestionOutcome,
+  bundledQuestionSets,
 } from '../knowledge';
 import { createDb, type Db } from '../lib/db';
 import { readHandoffTopics } from '../lib/handoff-topics';
-import { handoffBeforeDrafting } from '../activities/draft/customer-mail';
+import { handoffBeforeDrafting, ownWordsOf } from '../activities/draft/customer-mail';
+import { learnHandoffs, type LearnedHandoffs } from '../lib/learned-handoffs';
+import { readExampleFiles } from '../lib/learned-handoffs/examples';
 import { isAutoReplySubject } from '../activities/decide/reply-policy';
 import { messageOf, runMain, SetupError } from './services/main';
 import { knowledgeConfigFor } from './services/knowledge-config';
@@ -100,6 +107,12 @@ export interface EvalOptions {
   floor?: number;
   /** Optional topics a person answers (a HANDOFF_TOPICS file): such a question is a hand-off before drafting, as live. */
   handoffTopics?: string | null;
+  /**
+   * Optional files of labelled mail the hand-offs are learned from (HANDOFF_EXAMPLES' format). A
+   * question of the measured set is never among the examples it is judged by: any example with the
+   * text of one is left out, so a bundled set is measured by what the others taught.
+   */
+  handoffExamples?: readonly string[] | null;
   log?: (line: string) => void;
 }
 
@@ -121,6 +134,8 @@ export interface EvalReport {
   outcomes: QuestionOutcome[];
   /** The synonyms file used and its groups; null: none. */
   synonyms: { file: string; groups: number } | null;
+  /** The examples the hand-offs were learned from, and how many were left out as the measured set's own; null: none. */
+  handoffExamples: { files: number; examples: number; leftOut: number } | null;
   /** The topics file used and its topics; null: none. */
   handoffTopics: { file: string; topics: number } | null;
   line: string;
@@ -132,6 +147,7 @@ export async function runEvaluation(db: Db, options: EvalOptions): Promise<EvalR
   const questions = parseQuestions(readFileSync(options.questions, 'utf8'));
   const groups = options.synonyms ? await readSynonymFile(options.synonyms) : null;
   const topics = options.handoffTopics ? readHandoffTopics(options.handoffTopics) : [];
+  const { learned, handoffExamples } = learnWithout(questions, options.handoffExamples ?? []);
   const collection = `eval-${randomBytes(4).toString('hex')}`;
   const { documents, problems } = await readFolder(options.knowledge);
   for (const problem of problems) log(`skipped ${problem.source}: ${problem.problem}`);
@@ -149,6 +165,11 @@ export async function runEvaluation(db: Db, options: EvalOptions): Promise<EvalR
       handoffTopics
         ? `topics a person answers: ${handoffTopics.file} (${handoffTopics.topics})`
         : 'topics a person answers: none',
+    );
+    log(
+      handoffExamples
+        ? `hand-offs learned from ${handoffExamples.examples} examples in ${handoffExamples.files} files (${handoffExamples.leftOut} left out: the measured questions)`
+        : 'hand-offs learned from: no examples',
     );
     if (options.embedder)
       log(`embedded ${await embedMissing(db, collection, options.embedder)} sections with ${options.embedder.name}`);
@@ -173,7 +194,7 @@ export async function runEvaluation(db: Db, options: EvalOptions): Promise<EvalR
         handoffBeforeDrafting(
           { language: { detected: null, reply: null }, unsupported: null, attachments: [] },
           { subject: '', text: question.text },
-          topics,
+          { topics, learned },
         ) !== null;
       handedOffEarly.push(early);
       if (options.drafter) {
@@ -214,11 +235,27 @@ export async function runEvaluation(db: Db, options: EvalOptions): Promise<EvalR
       outcomes,
       synonyms,
       handoffTopics,
+      handoffExamples,
       line: summaryLine(scores),
     };
   } finally {
     await db.query('DELETE FROM knowledge_collections WHERE name = $1', [collection]);
   }
+}
+
+/** The hand-offs learned from the example files, none of the measured questions among the examples. */
+function learnWithout(
+  measured: readonly LabelledQuestion[],
+  files: readonly string[],
+): { learned: LearnedHandoffs | null; handoffExamples: EvalReport['handoffExamples'] } {
+  if (files.length === 0) return { learned: null, handoffExamples: null };
+  const measuredTexts = new Set(measured.map((q) => q.text));
+  const all = readExampleFiles(files).flatMap((f) => f.examples);
+  const kept = all.filter((e) => !measuredTexts.has(e.text));
+  return {
+    learned: learnHandoffs(ownWordsOf(kept)),
+    handoffExamples: { files: files.length, examples: kept.length, leftOut: all.length - kept.length },
+  };
 }
 
 /** A question's subject: its first line when that is a `Subject:` line (in a language the sets use), as the sets write it. */
@@ -314,6 +351,8 @@ async function main(): Promise<number> {
       'no-synonyms': { type: 'boolean', default: false },
       'handoff-topics': { type: 'string' },
       'no-handoff-topics': { type: 'boolean', default: false },
+      'handoff-examples': { type: 'string' },
+      'no-handoff-examples': { type: 'boolean', default: false },
     },
   });
   if ((values.knowledge === undefined) !== (values.questions === undefined))
@@ -347,6 +386,16 @@ async function main(): Promise<number> {
       : values.knowledge === undefined
         ? BUNDLED_HELP_CENTRE_TOPICS
         : null;
+  if (values['handoff-examples'] !== undefined && values['no-handoff-examples'])
+    throw new SetupError('give --handoff-examples <file,…> or --no-handoff-examples, not both');
+  // Like the topics: the bundled question sets teach the bundled shop's hand-offs, as a worker answering from its folder learns them.
+  const handoffExamples = values['no-handoff-examples']
+    ? null
+    : values['handoff-examples'] !== undefined
+      ? values['handoff-examples'].split(',').flatMap((f) => (f.trim() === '' ? [] : [path.resolve(f.trim())]))
+      : values.knowledge === undefined
+        ? bundledQuestionSets()
+        : null;
   const config = knowledgeConfigFor({ dev: values.dev === true });
   const drafter = createDrafter(config);
   const db = createDb(config.DATABASE_URL, { queryTimeoutMs: 120_000 });
@@ -363,6 +412,7 @@ async function main(): Promise<number> {
       embedder: createEmbedder(config),
       synonyms,
       handoffTopics,
+      handoffExamples,
       floor: floorArgument ?? config.KNOWLEDGE_RELEVANCE_FLOORS['*'],
       log: (line) => console.log(line),
     }).catch((error: unknown) => {
@@ -378,7 +428,7 @@ async function main(): Promise<number> {
       );
     else
       console.log(
-        `drafted by the ${drafter.name} drafter: its hand-offs are the topics' (${report.handoffTopics?.topics ?? 0}) and the relevance floor's (${report.floor}; and ${UNKNOWN_WORDS_FOR_HANDOFF}+ words no article holds under a ${SHARE_THAT_COVERS_UNKNOWN_WORDS} share), hand-off precision ${s.handoffPrecision?.toFixed(3) ?? 'n/a'}, recall ${s.handoffRecall?.toFixed(3) ?? 'n/a'}; set DRAFT_PROVIDER for a model's`,
+        `drafted by the ${drafter.name} drafter: its hand-offs are the topics' (${report.handoffTopics?.topics ?? 0}), the learned ones' (${report.handoffExamples?.examples ?? 0} examples) and the relevance floor's (${report.floor}; and ${UNKNOWN_WORDS_FOR_HANDOFF}+ words no article holds under a ${SHARE_THAT_COVERS_UNKNOWN_WORDS} share), hand-off precision ${s.handoffPrecision?.toFixed(3) ?? 'n/a'}, recall ${s.handoffRecall?.toFixed(3) ?? 'n/a'}; set DRAFT_PROVIDER for a model's`,
       );
     console.log(languageLine(report, questionsFile));
     if (values.calibrate) console.log(calibrationLine(report, questionsFile));

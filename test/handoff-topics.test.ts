@@ -132,7 +132,7 @@ describe('topics a person answers', () => {
 
   test('before drafting: the subject and the customer’s own words count, not quoted mail or a signature; a language hand-off comes first', () => {
     const early = (subject: string, text: string, over: Partial<CustomerMail> = {}) =>
-      handoffBeforeDrafting(mail(over), { subject, text }, TOPICS);
+      handoffBeforeDrafting(mail(over), { subject, text }, { topics: TOPICS, learned: null });
     assert.deepEqual(early('Press enquiry', 'Hello, could we talk about your shop?'), {
       kind: 'topic',
       reason: 'the message is about press ("press enquiry"), a topic HANDOFF_TOPICS gives to a person',

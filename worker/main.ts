@@ -2,7 +2,7 @@ import './instrumentation'; // first: tracing patches http and pg as they load
 import { Client } from '@temporalio/client';
 import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
 import { createDrafter } from '../activities/draft/drafting/create-drafter';
-import { handoffTopicsFor } from '../activities/draft/customer-mail';
+import { handoffTopicsFor, learnedHandoffsFor } from '../activities/draft/customer-mail';
 import { createTicketProvider } from '../activities/ticket/create-ticket-provider';
 import { createAgentMailClient } from '../lib/agentmail';
 import { ConfigError, loadWorkerConfig } from '../lib/config';
@@ -37,6 +37,8 @@ async function main(): Promise<void> {
   });
   const db = createDb(config.DATABASE_URL);
   const drafter = createDrafter(config);
+  // Learned before polling, so the first message does not wait the second it takes (HANDOFF_EXAMPLES).
+  const learned = learnedHandoffsFor(config);
   const tickets = createTicketProvider(config, db);
   const connection = await connectTemporalWorker(config.temporal).catch((error: unknown) => {
     throw new StartupError(error instanceof Error ? error.message : String(error));
@@ -144,6 +146,12 @@ async function main(): Promise<void> {
         drafter: drafter.name,
         // Which subjects go to a person before any drafter is asked (HANDOFF_TOPICS, or the bundled shop's).
         handoffTopics: handoffTopicsFor(config).map((topic) => topic.name),
+        // Which mail is a person's by its likeness to the examples' hand-offs, from how many examples.
+        learnedHandoffs: learned && {
+          examples: learned.examples,
+          handoffs: learned.handoffs,
+          threshold: learned.threshold,
+        },
         tickets: tickets.name,
         nice: priority.nice,
         version: versionLabel(deployment),

@@ -151,7 +151,7 @@ export async function composeDraft(deps: ComposeDraftDeps, input: ComposeDraftIn
   const early = customerMail.handoffBeforeDrafting(
     mail,
     { subject: message.subject ?? '', text },
-    customerMail.handoffTopicsFor(deps.config),
+    { topics: customerMail.handoffTopicsFor(deps.config), learned: customerMail.learnedHandoffsFor(deps.config) },
   );
   if (early !== null) {
     // Decided without a drafter: a person answers; the holding text is theirs to replace.

@@ -4,6 +4,7 @@ import type { MessageRef } from '../../contract';
 import {
   BUNDLED_HELP_CENTRE,
   BUNDLED_HELP_CENTRE_TOPICS,
+  bundledQuestionSets,
   type RetrievedSection,
   searchableText,
 } from '../../knowledge';
@@ -14,6 +15,8 @@ import { citedArticles, withArticleLinks, type CitedArticle } from './citations'
 import { attachmentHandoff, type DraftAttachment } from './drafting/attachments';
 import { customerLanguage } from './drafting/customer-language';
 import { type HandoffTopic, readHandoffTopics, topicOf } from '../../lib/handoff-topics';
+import { type HandoffExample, learnHandoffs, type LearnedHandoffs } from '../../lib/learned-handoffs';
+import { type ExampleFile, readExampleFiles } from '../../lib/learned-handoffs/examples';
 import { signatureFor, withSignature } from '../../lib/signature';
 
 /**
@@ -28,6 +31,7 @@ export type CustomerMailConfig = Pick<
   ActivityConfig,
   | 'SUPPORTED_LANGUAGES'
   | 'HANDOFF_TOPICS'
+  | 'HANDOFF_EXAMPLES'
   | 'KNOWLEDGE_DIR'
   | 'ATTACHMENT_READERS'
   | 'ATTACHMENT_READ_MAX_KB'
@@ -63,27 +67,43 @@ export async function readCustomerMail(
   return { language, unsupported, attachments };
 }
 
-export type EarlyHandoff = { kind: 'language' | 'topic' | 'attachment'; reason: string };
+export type EarlyHandoff = { kind: 'language' | 'topic' | 'attachment' | 'learned'; reason: string };
+
+/** What decides a hand-off before drafting besides the message: the topics a person answers, the hand-offs learned from examples. */
+export interface HandoffRules {
+  topics: readonly HandoffTopic[];
+  learned: LearnedHandoffs | null;
+}
 
 /**
  * A hand-off decided before any drafter is asked: a language the team does not answer, a topic a
- * person answers (read in the subject and the customer's own words: not quoted mail, not a
- * signature), an attachment the message depends on and nobody can read.
+ * person answers, an attachment the message depends on and nobody can read, or mail like the
+ * examples a person answered (each read in the subject and the customer's own words: not quoted
+ * mail, not a signature).
  */
 export function handoffBeforeDrafting(
   mail: CustomerMail,
   message: { subject: string; text: string },
-  topics: readonly HandoffTopic[],
+  rules: HandoffRules,
 ): null | EarlyHandoff {
   if (mail.unsupported !== null) return { kind: 'language', reason: mail.unsupported };
-  const topic = topicOf(`${message.subject}\n${searchableText(message.text)}`, topics);
+  const ownWords = `${message.subject}\n${searchableText(message.text)}`;
+  const topic = topicOf(ownWords, rules.topics);
   if (topic !== null)
     return {
       kind: 'topic',
       reason: `the message is about ${topic.topic} ("${topic.phrase}"), a topic HANDOFF_TOPICS gives to a person`,
     };
   const attachment = attachmentHandoff(message.text, mail.attachments);
-  return attachment !== null ? { kind: 'attachment', reason: attachment } : null;
+  if (attachment !== null) return { kind: 'attachment', reason: attachment };
+  if (rules.learned === null) return null;
+  const likelihood = rules.learned.likelihood(ownWords);
+  return likelihood >= rules.learned.threshold
+    ? {
+        kind: 'learned',
+        reason: `the message reads like the mail a person answers in the hand-off examples (likelihood ${likelihood.toFixed(2)}, threshold ${rules.learned.threshold})`,
+      }
+    : null;
 }
 
 let bundledTopics: HandoffTopic[] | undefined;
@@ -98,6 +118,50 @@ export function handoffTopicsFor(config: Pick<ActivityConfig, 'HANDOFF_TOPICS' |
   if (!bundled) return [];
   bundledTopics ??= readHandoffTopics(BUNDLED_HELP_CENTRE_TOPICS);
   return bundledTopics;
+}
+
+/**
+ * The examples the hand-offs are learned from: HANDOFF_EXAMPLES's, none for `none`, else — for a
+ * worker answering from the bundled help centre — the bundled question sets, else none.
+ */
+let bundledExamples: ExampleFile[] | undefined;
+
+/**
+ * The examples the hand-offs are learned from: HANDOFF_EXAMPLES's, none for `none`, else — for a
+ * worker answering from the bundled help centre, as the eval measures it — the bundled question
+ * sets (read once), else none.
+ */
+export function handoffExamplesFor(config: Pick<ActivityConfig, 'HANDOFF_EXAMPLES' | 'KNOWLEDGE_DIR'>): ExampleFile[] {
+  if (config.HANDOFF_EXAMPLES === 'none') return [];
+  if (config.HANDOFF_EXAMPLES !== null) return config.HANDOFF_EXAMPLES;
+  const bundled = collectionEntries(config.KNOWLEDGE_DIR).some((f) => path.resolve(f.value) === BUNDLED_HELP_CENTRE);
+  if (!bundled) return [];
+  bundledExamples ??= readExampleFiles(bundledQuestionSets());
+  return bundledExamples;
+}
+
+/** The examples as learned from: each message's own words, as handoffBeforeDrafting reads a message. */
+export const ownWordsOf = (examples: readonly HandoffExample[]): HandoffExample[] =>
+  examples.map((e) => ({ text: searchableText(e.text), handoff: e.handoff }));
+
+/** Keyed by the files as read (a config's, or the bundled ones): learned once each. */
+const learned = new WeakMap<ExampleFile[], LearnedHandoffs>();
+
+/**
+ * The hand-offs learned from handoffExamplesFor(config), once per set of examples: about a second
+ * for two thousand, so the worker learns at start-up, before it polls.
+ */
+export function learnedHandoffsFor(
+  config: Pick<ActivityConfig, 'HANDOFF_EXAMPLES' | 'KNOWLEDGE_DIR'>,
+): LearnedHandoffs | null {
+  const files = handoffExamplesFor(config);
+  if (files.length === 0) return null;
+  let model = learned.get(files);
+  if (model === undefined) {
+    model = learnHandoffs(ownWordsOf(files.flatMap((f) => f.examples)));
+    learned.set(files, model);
+  }
+  return model;
 }
 
 export function mailRecord(mail: CustomerMail): MailRecord {

@@ -8,7 +8,7 @@ import {
   SHARE_THAT_COVERS_UNKNOWN_WORDS,
   UNKNOWN_WORDS_FOR_HANDOFF,
 } from '../../knowledge/relevance-floor';
-import { handoffTopicsFor } from '../draft/customer-mail';
+import { handoffExamplesFor, handoffTopicsFor } from '../draft/customer-mail';
 import type { Drafter } from '../draft/drafting/drafter';
 
 export type RehearsalConfig = Pick<
@@ -24,6 +24,7 @@ export type RehearsalConfig = Pick<
   | 'DRAFT_PHONE_REGION'
   | 'SUPPORTED_LANGUAGES'
   | 'HANDOFF_TOPICS'
+  | 'HANDOFF_EXAMPLES'
   | 'KNOWLEDGE_DIR'
   | 'ATTACHMENT_READERS'
   | 'ATTACHMENT_READ_MAX_KB'
@@ -91,6 +92,8 @@ export async function rehearsalConfiguration(
     supportedLanguages: config.SUPPORTED_LANGUAGES,
     // The topics a person answers, as a hash: a changed file changes which mail is handed off.
     handoffTopics: sha(JSON.stringify(handoffTopicsFor(config))),
+    // The examples the hand-offs are learned from, as a hash: other examples, another model.
+    handoffExamples: sha(JSON.stringify(handoffExamplesFor(config).map((f) => f.examples))),
     attachmentReaders: [...config.ATTACHMENT_READERS].sort(),
     ownAddresses: sha([...config.REPLYONCE_OWN_ADDRESSES].sort().join(',')),
     replyToDomains: [...config.REPLYONCE_REPLY_TO_DOMAINS].sort(),

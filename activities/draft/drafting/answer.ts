@@ -21,10 +21,11 @@ export const draftAnswerSchema = z.object({
 /**
  * Why the draft was handed to a person: the model said so, it cited what it was not given, or it
  * cited nothing; or, decided before any drafter is asked (customer-mail.ts), the message is in a
- * language the team does not answer, is about a topic a person answers (HANDOFF_TOPICS), or depends
- * on an attachment no reader could read.
+ * language the team does not answer, is about a topic a person answers (HANDOFF_TOPICS), depends
+ * on an attachment no reader could read, or reads like the mail a person answers in the hand-off
+ * examples (`learned`, HANDOFF_EXAMPLES).
  */
-export type HandoffKind = 'model' | 'bad-citation' | 'no-citation' | 'language' | 'topic' | 'attachment';
+export type HandoffKind = 'model' | 'bad-citation' | 'no-citation' | 'language' | 'topic' | 'attachment' | 'learned';
 
 export interface JudgedAnswer {
   reply: string;
