@@ -73,7 +73,10 @@ export function vectorise(counts: ReturnType<typeof countFeatures>, vocabulary: 
       const i = vocabulary.index.get(feature);
       if (i !== undefined) part.push([i, (1 + Math.log(n)) * vocabulary.idf[i]!]);
     }
-    const length = Math.hypot(...part.map(([, v]) => v));
+    // A loop, not Math.hypot(...values): a long message has more features than a call has arguments.
+    let squares = 0;
+    for (const [, v] of part) squares += v * v;
+    const length = Math.sqrt(squares);
     if (length > 0) for (const [i, v] of part) entries.push([i, v / length]);
   }
   entries.sort(([a], [b]) => a - b);
