@@ -120,10 +120,7 @@ export function handoffTopicsFor(config: Pick<ActivityConfig, 'HANDOFF_TOPICS' |
   return bundledTopics;
 }
 
-/**
- * The examples the hand-offs are learned from: HANDOFF_EXAMPLES's, none for `none`, else — for a
- * worker answering from the bundled help centre — the bundled question sets, else none.
- */
+/** The bundled question sets as read, once per process. */
 let bundledExamples: ExampleFile[] | undefined;
 
 /**
@@ -148,8 +145,8 @@ export const ownWordsOf = (examples: readonly HandoffExample[]): HandoffExample[
 const learned = new WeakMap<ExampleFile[], LearnedHandoffs>();
 
 /**
- * The hand-offs learned from handoffExamplesFor(config), once per set of examples: about a second
- * for two thousand, so the worker learns at start-up, before it polls.
+ * The hand-offs learned from handoffExamplesFor(config), once per set of examples: about two
+ * seconds for the bundled 2,656, so the worker learns at start-up, before it polls.
  */
 export function learnedHandoffsFor(
   config: Pick<ActivityConfig, 'HANDOFF_EXAMPLES' | 'KNOWLEDGE_DIR'>,

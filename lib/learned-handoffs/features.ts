@@ -18,7 +18,7 @@ export function wordsOf(text: string): string[] {
   return (normalised.match(WORD) ?? []).filter((word) => word.length >= 2);
 }
 
-/** Each feature's count in the text, in two kinds: words and pairs (`w`), letter pieces (`c`). */
+/** Each feature's count in the text, in two kinds: words (`w`) and pairs of words (`b`); letter pieces (`c`). */
 export function countFeatures(text: string): { words: Map<string, number>; pieces: Map<string, number> } {
   const words = new Map<string, number>();
   const pieces = new Map<string, number>();
