@@ -199,6 +199,9 @@ describe('topics a person answers', () => {
     assert.equal(topic('Is there a car park near the shop?'), 'accessibility');
     assert.equal(topic('Hi, I have ended up with two accounts, can you merge them?'), 'account-change');
     assert.equal(topic('What is the packed weight of the Ridge 2?'), 'product-details');
+    // A car's MOT is another business's mail; the French "mot de passe" (password) is not.
+    assert.equal(topic('Hi, can you fit my car in for an MOT next Tuesday?'), 'misdirected');
+    assert.equal(topic("Bonjour, j'ai oublié mon mot de passe et le lien ne marche plus."), null);
     // The articles answer these: no topic.
     assert.equal(topic('Can I collect my order from the Leeds shop?'), null);
     assert.equal(topic('Which size should I get, I am between a medium and a large?'), null);
