@@ -5,7 +5,7 @@
 //
 //   npm run eval                                             the bundled help centre (examples/knowledge/)
 //   npm run eval -- --held-out                               the same articles, the held-out questions
-//   npm run eval -- --held-out-N                             … one of the other held-out sets (N: 2 to 33, the files there;
+//   npm run eval -- --held-out-N                             … one of the other held-out sets (N: 2 to 37, the files there;
 //                                                            docs/knowledge.md says how each was written and measured)
 //   … [--floor 1.0] [--calibrate]                            the relevance floor; the floor this set would choose
 //   npm run eval -- --knowledge <dir> --questions <file.jsonl> [--language english] [--dev]
