@@ -1,12 +1,10 @@
 import assert from 'node:assert/strict';
 import { randomInt, randomUUID } from 'node:crypto';
 import { cpSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { attachmentHandoff, type DraftAttachment } from '../activities/draft/drafting/attachments';
-import { createDrafter } from '../activities/draft/drafting/create-drafter';
 import { OfflineDrafter } from '../activities/draft/drafting/offline-drafter';
 import { createActivities } from '../activities';
 import { createRehearsalActivities } from '../activities/rehearsal';
@@ -27,11 +25,11 @@ import { activityConfig, ConfigError, loadWorkerConfig } from '../lib/config';
 import { acknowledgmentText, holdingText } from '../lib/acknowledgment-text';
 import { answerBy, parseBusinessHours } from '../lib/business-hours';
 import { inboundWorkflowId } from '../lib/hashing';
-import { buildModelStandIn } from '../sandbox/model/app';
 import type { InboundRequest } from '../sandbox/routes/control';
-import { ModelStandInControl } from '../sandbox/model/control-client';
+import type { ModelStandInControl } from '../sandbox/model/control-client';
 import { BUNDLED } from '../scripts/eval';
 import { Harness } from './support/harness';
+import { startModelStandIn } from './support/model-stand-in';
 import { historyText } from './support/history';
 import { sendVerdict, waitForStatus } from './support/review';
 import { tinyPdf } from './support/tiny-pdf';
@@ -244,21 +242,11 @@ const helpCentre = mkdtempSync(path.join(tmpdir(), 'help-centre-'));
 
 describe('mail as customers write it, end to end', () => {
   before(async () => {
-    const standIn = buildModelStandIn({ apiKey: API_KEY });
-    await standIn.app.listen({ port: 0, host: '127.0.0.1' });
-    closeModel = () => standIn.app.close();
-    model = new ModelStandInControl(`http://127.0.0.1:${(standIn.app.server.address() as AddressInfo).port}`);
+    const standIn = await startModelStandIn(API_KEY);
+    closeModel = standIn.close;
+    model = standIn.control;
     h = await Harness.start({
-      drafter: createDrafter({
-        DRAFT_PROVIDER: 'openai-compatible',
-        DRAFT_MODEL: 'stand-in-model',
-        DRAFT_BASE_URL: model.apiUrl,
-        DRAFT_API_KEY: API_KEY,
-        DRAFT_TIMEOUT_MS: 5_000,
-        DRAFT_MAX_OUTPUT_TOKENS: 1_000,
-        DRAFT_INSTRUCTIONS: undefined,
-        DRAFT_INBOX_INSTRUCTIONS: {},
-      }),
+      drafter: standIn.drafter,
       handoff: 'ticket',
       knowledgeInboxCollections: { [inboxes.knowledge]: [collection] },
       approvalInboxes: [inboxes.approval],

@@ -1,7 +1,6 @@
 import assert from 'node:assert/strict';
 import { randomInt, randomUUID } from 'node:crypto';
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
-import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -12,7 +11,6 @@ import {
   learnedHandoffsFor,
   ownWordsOf,
 } from '../activities/draft/customer-mail';
-import { createDrafter } from '../activities/draft/drafting/create-drafter';
 import { OfflineDrafter } from '../activities/draft/drafting/offline-drafter';
 import { draftKey, operationsQuery, type MessageRef } from '../contract';
 import { BUNDLED_HELP_CENTRE, bundledQuestionSets, parseQuestions, readFolder, syncCollection } from '../knowledge';
@@ -22,10 +20,10 @@ import { inboundWorkflowId } from '../lib/hashing';
 import { DEFAULT_THRESHOLD, learnHandoffs, type LearnedHandoffs } from '../lib/learned-handoffs';
 import { readExampleFiles } from '../lib/learned-handoffs/examples';
 import { countFeatures, wordsOf } from '../lib/learned-handoffs/features';
-import { buildModelStandIn } from '../sandbox/model/app';
-import { ModelStandInControl } from '../sandbox/model/control-client';
+import type { ModelStandInControl } from '../sandbox/model/control-client';
 import { BUNDLED, BUNDLED_SYNONYMS, HELD_OUT_SETS, runEvaluation } from '../scripts/eval';
 import { Harness } from './support/harness';
+import { startModelStandIn } from './support/model-stand-in';
 import { testEnv } from './support/env';
 
 // Hand-offs learned from labelled mail (issue 37): a customer's own case told in an article's
@@ -204,21 +202,11 @@ describe('learned hand-offs, end to end', () => {
   let closeModel: () => Promise<void>;
 
   before(async () => {
-    const standIn = buildModelStandIn({ apiKey: API_KEY });
-    await standIn.app.listen({ port: 0, host: '127.0.0.1' });
-    closeModel = () => standIn.app.close();
-    model = new ModelStandInControl(`http://127.0.0.1:${(standIn.app.server.address() as AddressInfo).port}`);
+    const standIn = await startModelStandIn(API_KEY);
+    closeModel = standIn.close;
+    model = standIn.control;
     h = await Harness.start({
-      drafter: createDrafter({
-        DRAFT_PROVIDER: 'openai-compatible',
-        DRAFT_MODEL: 'stand-in-model',
-        DRAFT_BASE_URL: model.apiUrl,
-        DRAFT_API_KEY: API_KEY,
-        DRAFT_TIMEOUT_MS: 5_000,
-        DRAFT_MAX_OUTPUT_TOKENS: 1_000,
-        DRAFT_INSTRUCTIONS: undefined,
-        DRAFT_INBOX_INSTRUCTIONS: {},
-      }),
+      drafter: standIn.drafter,
       handoff: 'ticket',
       knowledgeInboxCollections: { [inbox]: [collection] },
       activityConfig: { HANDOFF_EXAMPLES: readExampleFiles(bundledQuestionSets()) },
