@@ -145,8 +145,8 @@ export const ownWordsOf = (examples: readonly HandoffExample[]): HandoffExample[
 const learned = new WeakMap<ExampleFile[], LearnedHandoffs>();
 
 /**
- * The hand-offs learned from handoffExamplesFor(config), once per set of examples: about two
- * seconds for the bundled 2,656, so the worker learns at start-up, before it polls.
+ * The hand-offs learned from handoffExamplesFor(config), once per set of examples: about three
+ * seconds for the bundled 3,216, so the worker learns at start-up, before it polls.
  */
 export function learnedHandoffsFor(
   config: Pick<ActivityConfig, 'HANDOFF_EXAMPLES' | 'KNOWLEDGE_DIR'>,
