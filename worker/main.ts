@@ -37,7 +37,7 @@ async function main(): Promise<void> {
   });
   const db = createDb(config.DATABASE_URL);
   const drafter = createDrafter(config);
-  // Learned before polling, so the first message does not wait the second it takes (HANDOFF_EXAMPLES).
+  // Learned before polling, so the first message does not wait the seconds it takes (HANDOFF_EXAMPLES).
   const learned = learnedHandoffsFor(config);
   const tickets = createTicketProvider(config, db);
   const connection = await connectTemporalWorker(config.temporal).catch((error: unknown) => {
